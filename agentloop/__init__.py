@@ -1,0 +1,159 @@
+"""agentloop: an async, event-driven agent runtime with concurrent tool calling.
+
+Messages, errors and `ToolSpecification` load with the package; everything else (the tool layer, the
+runtime) loads on first use, so `import agentloop` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._errors import (
+    AgentLoopError,
+    AuthenticationError,
+    BadRequestError,
+    BadResponseError,
+    HallucinatedToolError,
+    IllegalConfigurationError,
+    InvocationTimeoutError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    NotFoundError,
+    RateLimitError,
+    ServerError,
+    ToolArgumentsError,
+    ToolExecutionError,
+    ToolRoundsExceededError,
+    ToolsNotSupportedError,
+)
+from ._messages import (
+    AiMessage,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    SystemMessage,
+    TokenUsage,
+    ToolChoice,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from ._spec import ToolSpecification
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+    from ._events import (
+        BeforeToolExecution,
+        CompleteResponse,
+        IntermediateResponse,
+        PartialResponse,
+        PartialThinking,
+        PartialToolCall,
+        StreamEvent,
+        ToolExecuted,
+    )
+    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
+    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._result import Result
+    from ._stream import TokenStream
+    from ._tool import (
+        P,
+        ReturnBehavior,
+        ToolContext,
+        ToolExecutor,
+        ToolMemoryId,
+        tool,
+        tool_specification_from,
+        tool_specifications_from,
+    )
+    from ._toolset import ToolProvider, ToolProviderRequest, ToolProviderResult
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "P",
+            "ReturnBehavior",
+            "ToolContext",
+            "ToolExecutor",
+            "ToolMemoryId",
+            "tool",
+            "tool_specification_from",
+            "tool_specifications_from",
+        ],
+        "._tool",
+    ),
+    **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
+    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
+    **dict.fromkeys(
+        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+    ),
+    **dict.fromkeys(
+        [
+            "BeforeToolExecution",
+            "CompleteResponse",
+            "IntermediateResponse",
+            "PartialResponse",
+            "PartialThinking",
+            "PartialToolCall",
+            "StreamEvent",
+            "ToolExecuted",
+        ],
+        "._events",
+    ),
+    "Agent": "._agent",
+    "Result": "._result",
+    "TokenStream": "._stream",
+}
+
+__all__ = [
+    "AgentLoopError",
+    "AiMessage",
+    "AuthenticationError",
+    "BadRequestError",
+    "BadResponseError",
+    "ChatMessage",
+    "ChatRequest",
+    "ChatResponse",
+    "FinishReason",
+    "HallucinatedToolError",
+    "IllegalConfigurationError",
+    "InvocationTimeoutError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelTimeoutError",
+    "NotFoundError",
+    "RateLimitError",
+    "ServerError",
+    "SystemMessage",
+    "TokenUsage",
+    "ToolArgumentsError",
+    "ToolChoice",
+    "ToolExecutionError",
+    "ToolExecutionRequest",
+    "ToolExecutionResultMessage",
+    "ToolRoundsExceededError",
+    "ToolSpecification",
+    "ToolsNotSupportedError",
+    "UserMessage",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

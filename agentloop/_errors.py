@@ -1,0 +1,148 @@
+"""The exception hierarchy: one base class, one subclass per thing a user may want to catch."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentLoopError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BadResponseError",
+    "HallucinatedToolError",
+    "IllegalConfigurationError",
+    "InvocationTimeoutError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelTimeoutError",
+    "NotFoundError",
+    "RateLimitError",
+    "ServerError",
+    "ToolArgumentsError",
+    "ToolExecutionError",
+    "ToolRoundsExceededError",
+    "ToolsNotSupportedError",
+]
+
+
+class AgentLoopError(Exception):
+    """Base class of every error agentloop raises on purpose."""
+
+
+# -- tools ------------------------------------------------------------------------------------------------
+
+
+class ToolExecutionError(AgentLoopError):
+    """A tool failed. Raise it from a tool to send `message` to the model as the call's error result."""
+
+    def __init__(self, message: str, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_code = error_code
+
+
+class ToolArgumentsError(AgentLoopError):
+    """The model sent arguments that are not valid JSON or do not match the tool's parameters."""
+
+    def __init__(self, message: str, *, tool_name: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+
+
+class HallucinatedToolError(AgentLoopError):
+    """The model called a tool that this invocation does not offer."""
+
+    def __init__(self, message: str, *, tool_name: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+
+
+class IllegalConfigurationError(AgentLoopError):
+    """The agent or its tools are set up in a way that cannot work (duplicate names, bad signatures...)."""
+
+
+# -- runtime ----------------------------------------------------------------------------------------------
+
+
+class ToolRoundsExceededError(AgentLoopError):
+    """The model kept calling tools for more rounds than `max_tool_rounds` allows."""
+
+    def __init__(self, message: str, *, max_tool_rounds: int) -> None:
+        super().__init__(message)
+        self.max_tool_rounds = max_tool_rounds
+
+
+class InvocationTimeoutError(AgentLoopError, TimeoutError):
+    """A `timeout=` given to `chat()`, `stream()` or `ask()` expired before the invocation finished."""
+
+    def __init__(self, message: str, *, timeout: float) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+# -- models -----------------------------------------------------------------------------------------------
+
+
+class ModelError(AgentLoopError):
+    """A chat model call failed. Subclasses say how; attributes carry what the provider said."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status_code: int | None = None,
+        error_type: str | None = None,
+        provider_message: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.status_code = status_code
+        self.error_type = error_type
+        self.provider_message = provider_message
+        self.request_id = request_id
+        self.retry_after = retry_after
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with a non-2xx HTTP status."""
+
+
+class BadRequestError(ModelHTTPError):
+    """400/422: the provider rejected the request itself."""
+
+
+class ToolsNotSupportedError(BadRequestError):
+    """The provider says this model cannot take tools (e.g. Ollama's "does not support tools")."""
+
+
+class AuthenticationError(ModelHTTPError):
+    """401/403: the API key is missing, wrong, or lacks permission."""
+
+
+class NotFoundError(ModelHTTPError):
+    """404: unknown model or wrong base URL."""
+
+
+class RateLimitError(ModelHTTPError):
+    """429: too many requests (retried first; raised once retries are exhausted)."""
+
+
+class ServerError(ModelHTTPError):
+    """5xx: the provider failed (retried first; raised once retries are exhausted)."""
+
+
+class ModelTimeoutError(ModelError, TimeoutError):
+    """Connecting to, or reading from, the provider took longer than the configured timeout."""
+
+
+class ModelConnectionError(ModelError):
+    """The connection to the provider could not be made or broke before the response was complete."""
+
+
+class BadResponseError(ModelError):
+    """The provider's answer could not be understood (malformed JSON, broken stream, wrong content type)."""

@@ -1,0 +1,54 @@
+"""`ToolSpecification`: what a model is told about one tool (name, description, JSON schema)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = ["ToolSpecification"]
+
+def _empty_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+class ToolSpecification(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Name, description and parameter schema of one tool, plus provider-specific metadata.
+
+    `parameters` is a JSON schema of type object. `metadata` is never sent to a provider unless the model was
+    told which keys to send (e.g. Anthropic's `cache_control`).
+    """
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] = msgspec.field(default_factory=_empty_schema)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("ToolSpecification.name must be a non-empty string")
+        if not isinstance(self.parameters, Mapping):
+            raise TypeError(f"ToolSpecification.parameters must be a JSON schema dict, got {self.parameters!r}")
+        if not isinstance(self.parameters, dict):
+            msgspec.structs.force_setattr(self, "parameters", dict(self.parameters))
+        if not isinstance(self.metadata, dict):
+            msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
+
+    def to_json(self) -> str:
+        """This specification as JSON text (round-trips through `from_json`)."""
+        return msgspec.json.encode(self).decode()
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> ToolSpecification:
+        """Reads a specification written by `to_json` (or any JSON object with the same keys)."""
+        return msgspec.json.decode(data, type=cls)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This specification as a plain dict."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "metadata": self.metadata,
+        }

@@ -1,0 +1,60 @@
+"""Chat models: the `ChatModel` protocol, its stream events, and the providers.
+
+Providers are imported lazily: `import agentloop.models` stays cheap, and the local model's heavy runtime
+loads only when `LocalChatModel` is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._base import (
+    ChatModel,
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicChatModel
+    from ._infer import infer_model
+    from ._local import LocalChatModel
+    from ._openai import OpenAIChatModel
+
+__all__ = [
+    "AnthropicChatModel",
+    "ChatModel",
+    "LocalChatModel",
+    "ModelEvent",
+    "OpenAIChatModel",
+    "ResponseComplete",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallComplete",
+    "ToolCallDelta",
+    "infer_model",
+]
+
+_LAZY = {
+    "OpenAIChatModel": "._openai",
+    "AnthropicChatModel": "._anthropic",
+    "LocalChatModel": "._local",
+    "infer_model": "._infer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloop.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

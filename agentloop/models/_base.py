@@ -1,0 +1,79 @@
+"""The `ChatModel` protocol and the typed events a model stream yields."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, Union, runtime_checkable
+
+import msgspec
+
+from .._messages import ChatRequest, ChatResponse, ToolExecutionRequest
+
+__all__ = [
+    "ChatModel",
+    "ModelEvent",
+    "ResponseComplete",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallComplete",
+    "ToolCallDelta",
+]
+
+
+class TextDelta(msgspec.Struct, frozen=True, gc=False):
+    """A piece of the answer's text, in the order generated."""
+
+    text: str
+
+
+class ThinkingDelta(msgspec.Struct, frozen=True, gc=False):
+    """A piece of the model's reasoning, where the provider streams it."""
+
+    text: str
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
+    """A piece of one tool call. The first piece of a call carries its `id` and `name`; later ones `None`.
+
+    `index` is the call's position in the response (0-based); `arguments` is the next slice of its JSON text.
+    """
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+class ToolCallComplete(msgspec.Struct, frozen=True, gc=False):
+    """One tool call is whole: emitted as soon as its arguments are complete, before the stream ends."""
+
+    index: int
+    request: ToolExecutionRequest
+
+
+class ResponseComplete(msgspec.Struct, frozen=True, gc=False):
+    """The last event of every stream: the full response, with usage and finish reason."""
+
+    response: ChatResponse
+
+
+ModelEvent = Union[TextDelta, ThinkingDelta, ToolCallDelta, ToolCallComplete, ResponseComplete]
+"""Anything `ChatModel.stream` yields."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat model: one request in, one response out, whole (`chat`) or as a stream of events (`stream`).
+
+    `stream` yields `TextDelta`, `ThinkingDelta`, `ToolCallDelta` and `ToolCallComplete` events as they arrive
+    and ends with exactly one `ResponseComplete`. A consumer may stop early; closing the iterator (it is an
+    async generator: `aclose()`) must release the underlying connection.
+    """
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        """Sends `request` and returns the whole response."""
+        ...
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        """Sends `request` and yields its events as they arrive."""
+        ...

@@ -1,0 +1,46 @@
+"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `examples`, `bench`."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The whole test suite, every async test on asyncio and on trio (the local-model tests included)."""
+    session.install("-e", ".[test,local]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff: lint rules and formatting."""
+    session.install("ruff==0.17.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package."""
+    session.install("-e", ".[test]", "mypy==2.4.1")
+    session.run("mypy", "agentloop")
+
+
+@nox.session(python=PYTHON)
+def examples(session: nox.Session) -> None:
+    """Runs every example offline."""
+    session.install("-e", ".[test,local]")
+    session.run("python", "examples/run_all.py")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the peers (each in its own virtualenv); writes benchmarks/results.json."""
+    session.install("-e", ".[test]")
+    session.run("python", "benchmarks/run.py", *session.posargs)
