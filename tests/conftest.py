@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 
@@ -12,8 +13,10 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        function = getattr(item, "function", None)
-        if function is not None and inspect.iscoroutinefunction(function):
-            item.add_marker(pytest.mark.anyio)
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> None:
+    # Mark coroutine tests before anyio's plugin looks at them, so it parametrizes them over anyio_backend.
+    if isinstance(collector, (pytest.Module, pytest.Class)) and collector.istestfunction(obj, name):
+        inner = getattr(getattr(obj, "hypothesis", None), "inner_test", obj)
+        if inspect.iscoroutinefunction(inner):
+            pytest.mark.anyio(obj)

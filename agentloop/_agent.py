@@ -1,0 +1,314 @@
+"""`Agent`: a chat model with tools, memory and a system message; `chat()`, `stream()`, `ask()`."""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+import msgspec
+
+from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
+from ._execution import ExecutionOptions
+from ._loop import Emit, Invocation, run_invocation
+from ._memory import ChatMemory
+from ._messages import FinishReason, SystemMessage, ToolExecutionRequest, ToolExecutionResultMessage, UserMessage
+from ._result import Result
+from ._spec import ToolSpecification
+from ._stream import TokenStream
+from ._tool import ReturnBehavior, Tool, ToolContext
+from ._toolset import ToolProvider, resolve_tools
+from .models import ChatModel
+
+__all__ = ["Agent"]
+
+SystemMessageLike = str | Callable[[Any], "str | None | Awaitable[str | None]"] | None
+MemoryLike = ChatMemory | Callable[[Any], ChatMemory] | None
+ErrorHandler = Callable[[Exception, ToolExecutionRequest], "str | Awaitable[str]"]
+HallucinationStrategy = Callable[
+    [ToolExecutionRequest], "str | ToolExecutionResultMessage | Awaitable[str | ToolExecutionResultMessage]"
+]
+
+DEFAULT_MEMORY_ID = "default"
+
+
+class Agent:
+    """A chat model put to work with tools, memory and instructions.
+
+    `model` is a `ChatModel` or a model string such as `"openai:gpt-4o-mini"` (see `infer_model`). `memory` is
+    one `ChatMemory` shared by every invocation, or a function from memory id to that id's memory (e.g.
+    `MessageWindowChatMemory.provider(20)`); without it every invocation starts afresh.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel | str,
+        *,
+        tools: Any = (),
+        tool_provider: ToolProvider | Callable[..., Any] | None = None,
+        system_message: SystemMessageLike = None,
+        memory: MemoryLike = None,
+        max_tool_rounds: int = 100,
+        max_concurrent_tools: int | None = None,
+        tool_timeout: float | None = None,
+        context: Mapping[str, Any] | None = None,
+        hallucinated_tool_name_strategy: HallucinationStrategy | None = None,
+        tool_arguments_error_handler: ErrorHandler | None = None,
+        tool_execution_error_handler: ErrorHandler | None = None,
+        eager_tools: bool = True,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        if isinstance(model, str):
+            from .models import infer_model
+
+            model = infer_model(model)
+        if max_tool_rounds < 0:
+            raise IllegalConfigurationError(f"max_tool_rounds must be >= 0, got {max_tool_rounds}")
+        if max_concurrent_tools is not None and max_concurrent_tools < 1:
+            raise IllegalConfigurationError(f"max_concurrent_tools must be >= 1, got {max_concurrent_tools}")
+        self.model: ChatModel = model
+        self.tools = resolve_tools(tools)
+        self.tool_provider = tool_provider
+        self.system_message = system_message
+        self.memory = memory
+        self.max_tool_rounds = max_tool_rounds
+        self.context: Mapping[str, Any] = MappingProxyType(dict(context or {}))
+        self.eager_tools = eager_tools
+        self.name = name
+        self.description = description
+        self.options = ExecutionOptions(
+            timeout=tool_timeout,
+            max_concurrency=max_concurrent_tools,
+            hallucinated_tool_name_strategy=hallucinated_tool_name_strategy,
+            tool_arguments_error_handler=tool_arguments_error_handler,
+            tool_execution_error_handler=tool_execution_error_handler,
+        )
+        self._memories: dict[Any, ChatMemory] = {}
+        self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
+
+    # -- invocations --------------------------------------------------------------------------------------
+
+    async def chat(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[str]:
+        """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
+
+        `tools` replaces the agent's tools for this call; `context` is merged over the agent's (this call wins)
+        and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls and tools.
+        """
+        return await self._invoke(message, memory_id, context, tools, timeout, None)
+
+    def stream(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> TokenStream:
+        """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events, or
+        register callbacks and `await stream.start()`. Nothing runs until it is consumed."""
+        toolset = None if tools is None else resolve_tools(tools)
+
+        async def runner(emit: Emit) -> Result[str]:
+            return await self._invoke(message, memory_id, context, toolset, timeout, emit)
+
+        return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__}")
+
+    async def ask(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> str:
+        """Like `chat()`, returning only the answer text.
+
+        Raises `IllegalConfigurationError` when an immediate-return tool ends the invocation: there is no text
+        then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome.
+        """
+        result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
+        if result.content is None:
+            if result.finish_reason is FinishReason.TOOL_EXECUTION:
+                names = ", ".join(e.request.name for e in result.tool_executions[-1:])
+                raise IllegalConfigurationError(
+                    f"An immediate-return tool ({names}) ended the invocation, so there is no answer text; "
+                    "use `await agent.chat(...)` or `agent.stream(...)`, whose Result holds the tool executions"
+                )
+            return ""
+        return result.content
+
+    async def _invoke(
+        self,
+        message: str | UserMessage,
+        memory_id: Any,
+        context: Mapping[str, Any] | None,
+        tools: Any,
+        timeout: float | None,
+        emit: Emit | None,
+    ) -> Result[str]:
+        user_message = message if isinstance(message, UserMessage) else UserMessage(message)
+        toolset = self.tools if tools is None else resolve_tools(tools)
+        merged = self.context if not context else MappingProxyType({**self.context, **context})
+        if timeout is None:
+            return await self._run(user_message, memory_id, merged, toolset, None, emit)
+        deadline = anyio.current_time() + timeout
+        with anyio.move_on_after(timeout) as scope:
+            return await self._run(user_message, memory_id, merged, toolset, deadline, emit)
+        assert scope.cancelled_caught
+        raise InvocationTimeoutError(
+            f"The invocation did not finish within its timeout of {timeout:g} s (model calls and tools together)",
+            timeout=timeout,
+        )
+
+    async def _run(
+        self,
+        user_message: UserMessage,
+        memory_id: Any,
+        context: Mapping[str, Any],
+        toolset: Any,
+        deadline: float | None,
+        emit: Emit | None,
+    ) -> Result[str]:
+        memory = self._memory_for(memory_id)
+        async with self._serialised(memory_id):
+            invocation = Invocation(
+                model=self.model,
+                user_message=user_message,
+                system_message=await self._system_message_for(memory_id),
+                memory=memory,
+                tools=toolset,
+                tool_provider=self.tool_provider,  # type: ignore[arg-type]
+                options=self.options,
+                max_tool_rounds=self.max_tool_rounds,
+                memory_id=memory_id,
+                invocation_id=uuid.uuid4().hex,
+                context=context,
+                deadline=deadline,
+                eager_tools=self.eager_tools,
+            )
+            return await run_invocation(invocation, emit)
+
+    # -- memory -------------------------------------------------------------------------------------------
+
+    def _memory_for(self, memory_id: Any) -> ChatMemory | None:
+        memory = self.memory
+        if memory is None or isinstance(memory, ChatMemory):
+            return memory
+        key = DEFAULT_MEMORY_ID if memory_id is None else memory_id
+        found = self._memories.get(key)
+        if found is None:
+            found = self._memories[key] = memory(key)
+        return found
+
+    def forget(self, memory_id: Any) -> None:
+        """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
+        self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
+
+    @asynccontextmanager
+    async def _serialised(self, memory_id: Any) -> AsyncIterator[None]:
+        """Invocations that share a memory run one after another, so rounds never interleave."""
+        if self.memory is None:
+            yield
+            return
+        shared = memory_id is None or isinstance(self.memory, ChatMemory)
+        key = DEFAULT_MEMORY_ID if shared else memory_id
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = (anyio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._locks[key]
+
+    async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:
+        source = self.system_message
+        if source is None:
+            return None
+        text = source(memory_id) if callable(source) else source
+        if inspect.isawaitable(text):
+            text = await text
+        return SystemMessage(text) if text else None
+
+    # -- agents as tools ----------------------------------------------------------------------------------
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        return_behavior: ReturnBehavior = ReturnBehavior.TO_LLM,
+        timeout: float | None = None,
+    ) -> Tool:
+        """This agent as a tool of another agent: one string argument `request`, answered by `chat()`.
+
+        The tool's `ToolExecution.result_object` is this agent's `Result`, so its own tool executions stay
+        visible to the caller. The outer context is passed on; memory is not shared.
+        """
+        tool_name = name or self.name
+        if not tool_name:
+            raise IllegalConfigurationError("Give the agent a name (Agent(name=...) or as_tool(name=...))")
+        specification = ToolSpecification(
+            name=tool_name,
+            description=description or self.description,
+            parameters={
+                "type": "object",
+                "properties": {"request": {"type": "string", "description": "The request, passed on as is"}},
+                "required": ["request"],
+            },
+        )
+
+        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[str]:
+            try:
+                arguments = msgspec.json.decode(request.arguments or "{}")
+            except msgspec.DecodeError as error:
+                raise ToolArgumentsError(f"Invalid JSON arguments for tool '{tool_name}': {error}") from None
+            text = arguments.get("request") if isinstance(arguments, dict) else None
+            if not isinstance(text, str):
+                raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
+            remaining = ctx.remaining_time()
+            return await self.chat(text, context=ctx.context, timeout=remaining)
+
+        return Tool(
+            specification, run, return_behavior=return_behavior, timeout=timeout, result_converter=_agent_answer
+        )
+
+    def __agentloop_tools__(self) -> list[Tool]:
+        """An agent given in another agent's `tools=` becomes a tool through `as_tool()`."""
+        return [self.as_tool()]
+
+    def __repr__(self) -> str:
+        parts = [f"model={self.model!r}", f"tools={[t.name for t in self.tools]}"]
+        if self.name:
+            parts.insert(0, f"name={self.name!r}")
+        if self.memory is not None:
+            parts.append(f"memory={self.memory!r}")
+        return f"Agent({', '.join(parts)})"
+
+
+def _agent_answer(result: Any) -> str:
+    """What the calling model sees of an agent-tool's Result: its answer, or its tools' results."""
+    if isinstance(result, Result):
+        if result.content is not None:
+            return result.content
+        return msgspec.json.encode([e.result for e in result.tool_executions]).decode()
+    return str(result)

@@ -1,0 +1,103 @@
+"""The typed events a `TokenStream` delivers, in the order the docs (docs/streaming.md) describe.
+
+Each event carries the tool round it belongs to: 0 for the first model call, n for the model call that
+follows the n-th round of tool executions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Union
+
+import msgspec
+
+from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
+
+if TYPE_CHECKING:
+    from ._execution import ToolExecution
+    from ._result import Result
+
+__all__ = [
+    "BeforeToolExecution",
+    "CompleteResponse",
+    "IntermediateResponse",
+    "PartialResponse",
+    "PartialThinking",
+    "PartialToolCall",
+    "StreamEvent",
+    "ToolExecuted",
+]
+
+
+class PartialResponse(msgspec.Struct, frozen=True, gc=False):
+    """A piece of the model's answer text."""
+
+    text: str
+    round: int = 0
+
+
+class PartialThinking(msgspec.Struct, frozen=True, gc=False):
+    """A piece of the model's reasoning (providers that stream it)."""
+
+    text: str
+    round: int = 0
+
+
+class PartialToolCall(msgspec.Struct, frozen=True, gc=False):
+    """A piece of a tool call as the model streams it; `arguments` is the next slice of JSON text."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+    round: int = 0
+
+
+class IntermediateResponse(msgspec.Struct, frozen=True):
+    """A complete model response that asked for tools (one per tool round)."""
+
+    response: ChatResponse
+    round: int = 0
+
+
+class BeforeToolExecution(msgspec.Struct, frozen=True):
+    """A tool call is about to run (its arguments were valid). `round` is the tool round, from 1."""
+
+    request: ToolExecutionRequest
+    index: int
+    round: int
+
+
+class ToolExecuted(msgspec.Struct, frozen=True):
+    """A tool call finished (successfully or not); emitted in completion order."""
+
+    execution: ToolExecution
+
+    @property
+    def index(self) -> int:
+        """The call's position in the model's response."""
+        return self.execution.index
+
+    @property
+    def round(self) -> int:
+        """The tool round, from 1."""
+        return self.execution.round
+
+
+class CompleteResponse(msgspec.Struct, frozen=True):
+    """The invocation finished: the final model response, usage summed over every model call, the Result."""
+
+    response: ChatResponse
+    token_usage: TokenUsage | None
+    result: Result[Any]
+
+
+StreamEvent = Union[
+    PartialResponse,
+    PartialThinking,
+    PartialToolCall,
+    IntermediateResponse,
+    BeforeToolExecution,
+    ToolExecuted,
+    CompleteResponse,
+]
+"""Anything `TokenStream.events()` yields."""

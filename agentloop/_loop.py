@@ -1,0 +1,318 @@
+"""The execution loop of one invocation (one `chat()` or `stream()` call), top to bottom.
+
+    loop:
+      request  = system + memory + this invocation's messages, with this invocation's tools
+      response = model call (streamed when someone listens; tool calls may start while it streams)
+      no tool calls -> commit the answer, finish
+      round += 1, at most max_tool_rounds
+      run every call of the response concurrently, wait for all of them
+      commit the round to memory as one unit (the AiMessage and every result, in call order)
+      immediate return (ReturnBehavior rule, once per response) -> finish with content None
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._errors import BadResponseError, ToolRoundsExceededError
+from ._events import (
+    BeforeToolExecution,
+    IntermediateResponse,
+    PartialResponse,
+    PartialThinking,
+    PartialToolCall,
+    StreamEvent,
+    ToolExecuted,
+)
+from ._execution import ExecutionOptions, ToolExecution, execute_tool_call, should_return_immediately
+from ._memory import ChatMemory
+from ._messages import (
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    SystemMessage,
+    TokenUsage,
+    ToolExecutionRequest,
+    UserMessage,
+)
+from ._result import Result
+from ._toolset import Toolset, ToolProvider, ToolProviderRequest, provide_tools, resolve_tools
+from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["Emit", "Invocation", "run_invocation"]
+
+Emit = Callable[[StreamEvent], Awaitable[None]]
+"""Where a streaming invocation sends its events (a bounded channel or the user's callbacks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """Everything one invocation needs, resolved by the `Agent` before the loop starts."""
+
+    model: ChatModel
+    user_message: UserMessage
+    system_message: SystemMessage | None
+    memory: ChatMemory | None
+    tools: Toolset
+    tool_provider: ToolProvider | None
+    options: ExecutionOptions
+    max_tool_rounds: int
+    memory_id: Any
+    invocation_id: str
+    context: Mapping[str, Any]
+    deadline: float | None
+    eager_tools: bool
+
+
+async def run_invocation(inv: Invocation, emit: Emit | None) -> Result[str]:
+    """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
+    model is called whole rather than streamed."""
+    try:
+        return await _run(inv, emit)
+    except BaseExceptionGroup as group:
+        raise _first_error(group) from None
+
+
+async def _run(inv: Invocation, emit: Emit | None) -> Result[str]:
+    history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else []
+    unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
+    added: list[ChatMessage] = []
+    executions: list[ToolExecution] = []
+    intermediate: list[ChatResponse] = []
+    usage: TokenUsage | None = None
+    limiter = anyio.CapacityLimiter(inv.options.max_concurrency) if inv.options.max_concurrency else None
+    toolset = await _tools(inv, history)
+    dynamic = inv.tool_provider is not None and bool(getattr(inv.tool_provider, "dynamic", False))
+    prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
+    round = 0
+    while True:
+        if dynamic and round > 0:
+            toolset = await _tools(inv, history + unsaved)
+        request = ChatRequest(prefix + history + unsaved, toolset.specifications)
+        may_run_tools = round < inv.max_tool_rounds
+        async with anyio.create_task_group() as task_group:
+            calls = _Calls(task_group, inv, toolset, round + 1, limiter, emit, eager=may_run_tools)
+            if emit is None:
+                response = await inv.model.chat(request)
+            else:
+                response = await _stream_model(inv.model, request, round, emit, calls)
+            ai = response.ai_message
+            if ai.tool_execution_requests:
+                if not may_run_tools:
+                    raise ToolRoundsExceededError(
+                        f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
+                        f"(max_tool_rounds={inv.max_tool_rounds}); raise the limit or check the tools' results",
+                        max_tool_rounds=inv.max_tool_rounds,
+                    )
+                if emit is not None:
+                    await emit(IntermediateResponse(response, round))
+                calls.start_all(ai.tool_execution_requests)
+            else:
+                calls.discard()
+        usage = response.token_usage if usage is None else usage + response.token_usage
+        if not ai.tool_execution_requests:
+            await _commit(inv.memory, [*unsaved, ai])
+            added += [*unsaved, ai]
+            return _result(inv, ai.text, response.finish_reason, executions, intermediate, response, usage, added)
+
+        # Every call has finished: commit the round as one unit, in the model's call order.
+        round += 1
+        round_executions = calls.executions()
+        executions += round_executions
+        intermediate.append(response)
+        messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
+        await _commit(inv.memory, messages)
+        history += messages
+        added += messages
+        unsaved = []
+        behaviours = [e.return_behavior for e in round_executions]
+        if should_return_immediately(behaviours, any(e.has_failed for e in round_executions)):
+            finish = FinishReason.TOOL_EXECUTION
+            return _result(inv, None, finish, executions, intermediate, response, usage, added)
+
+
+async def _stream_model(
+    model: ChatModel, request: ChatRequest, round: int, emit: Emit, calls: _Calls
+) -> ChatResponse:
+    """Streams one model call, forwarding its pieces and starting each tool call as soon as it is whole."""
+    response: ChatResponse | None = None
+    async with aclosing(model.stream(request)) as events:  # type: ignore[type-var]
+        async for event in events:
+            kind = type(event)
+            if kind is TextDelta:
+                await emit(PartialResponse(event.text, round))  # type: ignore[union-attr]
+            elif kind is ToolCallDelta:
+                e: Any = event
+                await emit(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
+            elif kind is ToolCallComplete:
+                calls.start_early(event.index, event.request)  # type: ignore[union-attr]
+            elif kind is ThinkingDelta:
+                await emit(PartialThinking(event.text, round))  # type: ignore[union-attr]
+            elif kind is ResponseComplete:
+                response = event.response  # type: ignore[union-attr]
+    if response is None:
+        raise BadResponseError("The model's stream ended without a final response")
+    return response
+
+
+class _Calls:
+    """The tool calls of one response, each running in the round's task group as soon as it is known."""
+
+    __slots__ = ("_by_key", "_eager", "_emit", "_executions", "_inv", "_limiter", "_round", "_tg", "_toolset")
+
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        inv: Invocation,
+        toolset: Toolset,
+        round: int,
+        limiter: anyio.CapacityLimiter | None,
+        emit: Emit | None,
+        *,
+        eager: bool,
+    ) -> None:
+        self._tg = task_group
+        self._inv = inv
+        self._toolset = toolset
+        self._round = round
+        self._limiter = limiter
+        self._emit = emit
+        self._eager = eager and inv.eager_tools
+        self._by_key: dict[object, ToolExecutionRequest] = {}
+        self._executions: dict[object, ToolExecution] = {}
+
+    def start_early(self, index: int, request: ToolExecutionRequest) -> None:
+        """A call became whole while the model still streams: start it now (eager tools)."""
+        if self._eager:
+            self._start(index, request)
+
+    def start_all(self, requests: Sequence[ToolExecutionRequest]) -> None:
+        """The response is complete: start every call not started yet, and check the early ones."""
+        for index, request in enumerate(requests):
+            started = self._by_key.get(_key(index, request))
+            if started is None:
+                self._start(index, request)
+            elif started != request:
+                raise BadResponseError(
+                    f"The model's stream reported tool call #{index} as {started!r} but its final "
+                    f"response has {request!r}"
+                )
+        if len(self._by_key) != len(requests):
+            raise BadResponseError(
+                f"The model's stream reported {len(self._by_key)} tool calls but its final response has "
+                f"{len(requests)}"
+            )
+
+    def discard(self) -> None:
+        """The final response has no tool calls: anything started early must not run on."""
+        if self._by_key:
+            self._tg.cancel_scope.cancel()
+            raise BadResponseError("The model's stream reported tool calls that its final response does not hold")
+
+    def executions(self) -> list[ToolExecution]:
+        """Every execution, in the model's call order."""
+        return sorted(self._executions.values(), key=_by_index)
+
+    def _start(self, index: int, request: ToolExecutionRequest) -> None:
+        key = _key(index, request)
+        if key not in self._by_key:
+            self._by_key[key] = request
+            self._tg.start_soon(self._run, key, index, request)
+
+    async def _run(self, key: object, index: int, request: ToolExecutionRequest) -> None:
+        inv, emit = self._inv, self._emit
+        on_start = None
+        if emit is not None:
+            round = self._round
+
+            async def on_start(index: int, request: ToolExecutionRequest) -> None:
+                await emit(BeforeToolExecution(request, index, round))
+
+        execution = await execute_tool_call(
+            request,
+            index=index,
+            round=self._round,
+            toolset=self._toolset,
+            options=inv.options,
+            limiter=self._limiter,
+            invocation_id=inv.invocation_id,
+            memory_id=inv.memory_id,
+            context=inv.context,
+            deadline=inv.deadline,
+            on_start=on_start,
+        )
+        self._executions[key] = execution
+        if emit is not None:
+            await emit(ToolExecuted(execution))
+
+
+def _key(index: int, request: ToolExecutionRequest) -> object:
+    # Calls are matched by id where the provider gives one, else by position.
+    return request.id if request.id else index
+
+
+def _by_index(execution: ToolExecution) -> int:
+    return execution.index
+
+
+async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
+    """The tools of this model call: the agent's (or the call's) plus what the tool provider adds."""
+    if inv.tool_provider is None:
+        return inv.tools
+    request = ToolProviderRequest(inv.user_message, inv.memory_id, inv.invocation_id, tuple(messages))
+    provided = await provide_tools(inv.tool_provider, request)
+    return resolve_tools([inv.tools, provided]) if len(provided) else inv.tools
+
+
+async def _commit(memory: ChatMemory | None, messages: list[ChatMessage]) -> None:
+    """Writes one unit to memory; shielded, so a cancellation cannot leave half a round behind."""
+    if memory is not None:
+        with anyio.CancelScope(shield=True):
+            await memory.add(messages)
+
+
+def _result(
+    inv: Invocation,
+    content: str | None,
+    finish_reason: FinishReason | None,
+    executions: list[ToolExecution],
+    intermediate: list[ChatResponse],
+    final: ChatResponse,
+    usage: TokenUsage | None,
+    added: list[ChatMessage],
+) -> Result[str]:
+    return Result(
+        content=content,
+        tool_executions=executions,
+        token_usage=usage,
+        finish_reason=finish_reason,
+        intermediate_responses=intermediate,
+        final_response=final,
+        messages=tuple(added),
+        memory_id=inv.memory_id,
+        invocation_id=inv.invocation_id,
+    )
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to raise for a task group's failure: its first real error, not a cancellation."""
+    cancelled = anyio.get_cancelled_exc_class()
+    first: BaseException | None = None
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            error = _first_error(error)
+        if not isinstance(error, cancelled):
+            return error
+        first = first or error
+    return first or group

@@ -1,0 +1,53 @@
+"""`Result`: what one invocation produced, with every tool execution that led to it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
+
+if TYPE_CHECKING:
+    from ._execution import ToolExecution
+
+__all__ = ["Result"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Generic[T]):
+    """The outcome of `Agent.chat()` or a finished `TokenStream`.
+
+    `content` is the final answer, or None when an immediate-return tool ended the invocation (then
+    `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`).
+    """
+
+    content: T | None
+    tool_executions: list[ToolExecution] = field(default_factory=list)
+    token_usage: TokenUsage | None = None
+    finish_reason: FinishReason | None = None
+    intermediate_responses: list[ChatResponse] = field(default_factory=list)
+    final_response: ChatResponse | None = None
+    messages: Sequence[ChatMessage] = ()
+    """The messages this invocation added to the conversation: user message, tool rounds, final answer."""
+    memory_id: Any = None
+    invocation_id: str = ""
+
+    @property
+    def returned_immediately(self) -> bool:
+        """True when an immediate-return tool ended the invocation (no final model answer)."""
+        return self.content is None and self.finish_reason is FinishReason.TOOL_EXECUTION
+
+    def __repr__(self) -> str:
+        tools = ", ".join(
+            f"{e.request.name}#{e.index}@{e.round}{'!' if e.has_failed else ''}" for e in self.tool_executions
+        )
+        usage = self.token_usage
+        tokens = f"{usage.input_tokens}+{usage.output_tokens}" if usage else "?"
+        reason = self.finish_reason.value if self.finish_reason else None
+        return (
+            f"Result(content={self.content!r}, tool_executions=[{tools}], "
+            f"finish_reason={reason}, tokens={tokens})"
+        )

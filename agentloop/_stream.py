@@ -1,0 +1,314 @@
+"""`TokenStream`: one streaming invocation, consumed once by `async for`, by `events()`, or by callbacks.
+
+Iterating runs the invocation in a task owned by the stream, connected to the consumer by a small bounded
+channel: a consumer that stops reading stalls the model stream instead of growing memory. The task is the
+stream's own (not a task group in the consumer) because a bare `async for` gives no scope to put one in;
+the stream keeps it structured by hand: leaving the loop early, `aclose()`, or cancelling the consumer
+cancels it, and `aclose()` / `async with` wait until it has finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._errors import AgentLoopError
+from ._events import (
+    BeforeToolExecution,
+    CompleteResponse,
+    IntermediateResponse,
+    PartialResponse,
+    PartialThinking,
+    PartialToolCall,
+    StreamEvent,
+    ToolExecuted,
+)
+from ._execution import ToolExecution
+from ._messages import ChatResponse
+from ._result import Result
+
+__all__ = ["TokenStream"]
+
+logger = logging.getLogger("agentloop")
+
+T = TypeVar("T")
+Callback = Callable[[T], Any]
+Runner = Callable[[Callable[[StreamEvent], Awaitable[None]]], Awaitable[Result[str]]]
+
+BUFFER_SIZE = 16
+"""How many events the invocation may run ahead of a slow consumer."""
+
+_END = object()
+
+
+class TokenStream:
+    """A streaming invocation. Iterate it for text, `events()` for typed events, or register callbacks and
+    `await start()`. Consumed once; `result` holds the `Result` once it finished."""
+
+    def __init__(self, runner: Runner, *, description: str = "") -> None:
+        self._runner = runner
+        self._description = description
+        self._callbacks: dict[type[Any], list[Callback[Any]]] = {}
+        self._on_error: Callback[BaseException] | None = None
+        self._ignore_errors = False
+        self._consumed = False
+        self._result: Result[str] | None = None
+        self._task: _Producer | None = None
+
+    # -- callbacks ----------------------------------------------------------------------------------------
+
+    def on_partial_response(self, callback: Callback[str]) -> TokenStream:
+        """Calls `callback(text)` for every piece of answer text."""
+        return self._add(PartialResponse, callback, lambda e: e.text)
+
+    def on_partial_thinking(self, callback: Callback[str]) -> TokenStream:
+        """Calls `callback(text)` for every piece of reasoning."""
+        return self._add(PartialThinking, callback, lambda e: e.text)
+
+    def on_partial_tool_call(self, callback: Callback[PartialToolCall]) -> TokenStream:
+        """Calls `callback(event)` for every piece of a tool call as the model streams it."""
+        return self._add(PartialToolCall, callback)
+
+    def on_intermediate_response(self, callback: Callback[ChatResponse]) -> TokenStream:
+        """Calls `callback(response)` for every complete response that asked for tools."""
+        return self._add(IntermediateResponse, callback, lambda e: e.response)
+
+    def before_tool_execution(self, callback: Callback[BeforeToolExecution]) -> TokenStream:
+        """Calls `callback(event)` just before a tool call runs."""
+        return self._add(BeforeToolExecution, callback)
+
+    def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream:
+        """Calls `callback(execution)` as each tool call finishes (completion order)."""
+        return self._add(ToolExecuted, callback, lambda e: e.execution)
+
+    def on_complete_response(self, callback: Callback[ChatResponse]) -> TokenStream:
+        """Calls `callback(response)` with the final response once the invocation finished."""
+        return self._add(CompleteResponse, callback, lambda e: e.response)
+
+    def on_error(self, callback: Callback[BaseException]) -> TokenStream:
+        """`start()` hands a failure to `callback(error)` instead of raising it."""
+        self._on_error = callback
+        return self
+
+    def ignore_errors(self) -> TokenStream:
+        """`start()` logs a failure (warning) instead of raising it."""
+        self._ignore_errors = True
+        return self
+
+    def _add(
+        self, kind: type[Any], callback: Callback[Any], select: Callable[[Any], Any] | None = None
+    ) -> TokenStream:
+        if self._consumed:
+            raise AgentLoopError("Register callbacks before the TokenStream starts")
+        if select is not None:
+            original = callback
+
+            def callback(event: Any) -> Any:
+                return original(select(event))
+
+        self._callbacks.setdefault(kind, []).append(callback)
+        return self
+
+    async def _dispatch(self, event: StreamEvent) -> None:
+        for callback in self._callbacks.get(type(event), ()):
+            outcome = callback(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    async def start(self) -> Result[str] | None:
+        """Runs the invocation in this task, calling the callbacks; returns the Result.
+
+        Without `on_error` (or `ignore_errors()`) a failure is raised; with it, the callback receives it and
+        `start()` returns None. An exception raised by a callback is a failure like any other.
+        """
+        self._claim()
+        try:
+            result = self._result = await self._runner(self._dispatch)
+            await self._dispatch(_complete(result))
+        except Exception as error:
+            if self._on_error is not None:
+                outcome = self._on_error(error)
+                if inspect.isawaitable(outcome):
+                    await outcome
+                return None
+            if self._ignore_errors:
+                logger.warning("TokenStream failed; error ignored: %r", error)
+                return None
+            raise
+        return self._result
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._iterate(tokens_only=True)
+
+    def events(self) -> AsyncIterator[StreamEvent]:
+        """Iterates every typed event of the invocation (see docs/streaming.md for their order)."""
+        return self._iterate(tokens_only=False)
+
+    def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
+        self._claim()
+        self._task = _Producer(self, tokens_only)
+        return _Iterator(self._task)
+
+    def _claim(self) -> None:
+        if self._consumed:
+            raise AgentLoopError(
+                "This TokenStream was already consumed; call agent.stream(...) again for a new invocation"
+            )
+        self._consumed = True
+
+    @property
+    def result(self) -> Result[str]:
+        """The invocation's Result, once the stream has finished."""
+        if self._result is None:
+            raise AgentLoopError(
+                "The TokenStream has not finished: iterate it to the end or `await stream.start()` first"
+            )
+        return self._result
+
+    @property
+    def done(self) -> bool:
+        """True once the invocation finished, failed or was cancelled."""
+        return self._result is not None or (self._task is not None and self._task.finished.is_set())
+
+    async def aclose(self) -> None:
+        """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it."""
+        if self._task is not None:
+            await self._task.stop()
+
+    async def __aenter__(self) -> TokenStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        state = "finished" if self.done else ("running" if self._consumed else "not started")
+        return f"<TokenStream {self._description} {state}>"
+
+
+class _Producer:
+    """Runs the invocation in its own task and feeds the consumer through a bounded channel."""
+
+    def __init__(self, stream: TokenStream, tokens_only: bool) -> None:
+        self.stream = stream
+        self.tokens_only = tokens_only
+        self.send: MemoryObjectSendStream[Any]
+        self.receive: MemoryObjectReceiveStream[Any]
+        self.send, self.receive = anyio.create_memory_object_stream[Any](BUFFER_SIZE)
+        self.scope = anyio.CancelScope()
+        self.finished = anyio.Event()
+        self.error: BaseException | None = None
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+        context = contextvars.copy_context()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio: trio
+            import trio
+
+            trio.lowlevel.spawn_system_task(self._main, name="agentloop.TokenStream", context=context)
+        else:
+            _running.add(loop.create_task(self._main(), name="agentloop.TokenStream", context=context))
+
+    async def _main(self) -> None:
+        stream = self.stream
+        send = self.send
+        has_callbacks = bool(stream._callbacks)
+        tokens_only = self.tokens_only
+
+        async def emit(event: StreamEvent) -> None:
+            if has_callbacks:
+                await stream._dispatch(event)
+            if tokens_only:
+                if type(event) is PartialResponse:
+                    await send.send(event.text)
+            else:
+                await send.send(event)
+
+        try:
+            with self.scope:
+                result = stream._result = await stream._runner(emit)
+                await emit(_complete(result))
+        except anyio.BrokenResourceError:
+            pass  # the consumer went away
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                raise  # cancellation from outside (event loop shutting down)
+            self.error = error
+        finally:
+            send.close()
+            self.finished.set()
+            if (task := _current_asyncio_task()) is not None:
+                _running.discard(task)
+
+    async def stop(self) -> None:
+        self.scope.cancel()
+        self.receive.close()
+        if self.started:
+            with anyio.CancelScope(shield=True):
+                await self.finished.wait()
+
+
+class _Iterator(Generic[T]):
+    """The consumer's side: what `async for` iterates. Dropping it (leaving the loop) cancels the producer."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: _Producer) -> None:
+        self._producer = producer
+
+    def __aiter__(self) -> _Iterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        producer = self._producer
+        if not producer.started:
+            producer.start()
+        try:
+            item = await producer.receive.receive()
+        except anyio.EndOfStream:
+            await producer.finished.wait()
+            if producer.error is not None:
+                raise producer.error from None
+            raise StopAsyncIteration from None
+        except BaseException:
+            # Cancelled (or interrupted) while waiting: stop the invocation before letting it propagate.
+            await producer.stop()
+            raise
+        return item  # type: ignore[no-any-return]
+
+    def __del__(self) -> None:
+        # `break` out of `async for` drops the iterator: cancel the invocation it was consuming.
+        producer = self._producer
+        if producer.started and not producer.finished.is_set():
+            producer.scope.cancel()
+            producer.receive.close()
+
+
+def _complete(result: Result[str]) -> CompleteResponse:
+    assert result.final_response is not None
+    return CompleteResponse(result.final_response, result.token_usage, result)
+
+
+_running: set[asyncio.Task[None]] = set()  # keeps asyncio producer tasks referenced while they run
+
+
+def _current_asyncio_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None

@@ -1,0 +1,107 @@
+"""Chat memory: units are added and evicted whole, so what a provider receives is always valid."""
+
+from __future__ import annotations
+
+from agentloop import (
+    AiMessage,
+    ChatMemory,
+    ChatMemoryStore,
+    InMemoryChatMemoryStore,
+    MessageWindowChatMemory,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from agentloop._messages import ChatMessage
+
+
+def tool_round(call_ids: list[str]) -> list[ChatMessage]:
+    calls = [ToolExecutionRequest(i, "f", "{}") for i in call_ids]
+    return [
+        AiMessage(tool_execution_requests=calls),
+        *(ToolExecutionResultMessage(i, "f", "ok") for i in call_ids),
+    ]
+
+
+def assert_valid(messages: list[ChatMessage]) -> None:
+    """Every tool call has its result right after it, every result has its call, a user speaks first."""
+    pending: set[str | None] = set()
+    for message in messages:
+        if isinstance(message, ToolExecutionResultMessage):
+            assert message.id in pending, f"orphan result {message}"
+            pending.discard(message.id)
+            continue
+        assert not pending, f"calls without results before {message}"
+        if isinstance(message, AiMessage):
+            pending = {r.id for r in message.tool_execution_requests}
+    assert not pending
+    conversation = [m for m in messages if not isinstance(m, SystemMessage)]
+    if conversation:
+        assert isinstance(conversation[0], UserMessage)
+
+
+async def test_protocols_are_satisfied() -> None:
+    assert isinstance(MessageWindowChatMemory(), ChatMemory)
+    assert isinstance(InMemoryChatMemoryStore(), ChatMemoryStore)
+
+
+async def test_window_keeps_most_recent_and_evicts_rounds_whole() -> None:
+    memory = MessageWindowChatMemory(5)
+    await memory.add([UserMessage("q1"), *tool_round(["a", "b"])])
+    await memory.add([AiMessage("answer 1")])
+    await memory.add([UserMessage("q2"), *tool_round(["c"])])
+    messages = await memory.messages()
+    assert_valid(messages)
+    assert len(messages) <= 5
+    assert messages[-2:] == tool_round(["c"])
+    # The first round (3 messages) was evicted as a unit, never split.
+    assert not any(isinstance(m, ToolExecutionResultMessage) and m.id in {"a", "b"} for m in messages)
+
+
+async def test_newest_unit_larger_than_window_is_kept_whole() -> None:
+    memory = MessageWindowChatMemory(2)
+    await memory.add([UserMessage("q"), *tool_round(["a", "b", "c"])])
+    messages = await memory.messages()
+    assert_valid(messages)
+    assert messages[-4:] == tool_round(["a", "b", "c"])
+
+
+async def test_system_message_is_pinned_and_replaced() -> None:
+    memory = MessageWindowChatMemory(3)
+    await memory.add([SystemMessage("be brief"), UserMessage("q1"), AiMessage("a1")])
+    await memory.add([UserMessage("q2"), AiMessage("a2")])
+    await memory.add([SystemMessage("be verbose")])
+    messages = await memory.messages()
+    assert messages[0] == SystemMessage("be verbose")
+    assert sum(isinstance(m, SystemMessage) for m in messages) == 1
+    assert messages[1:] == [UserMessage("q2"), AiMessage("a2")]
+
+
+async def test_window_starts_with_a_user_message_after_eviction() -> None:
+    memory = MessageWindowChatMemory(3)
+    await memory.add([UserMessage("q1"), AiMessage("a1"), AiMessage("a1 continued")])
+    await memory.add([UserMessage("q2")])
+    messages = await memory.messages()
+    assert messages == [UserMessage("q2")]
+
+
+async def test_orphan_results_are_never_returned() -> None:
+    store = InMemoryChatMemoryStore()
+    await store.update_messages("x", [ToolExecutionResultMessage("zz", "f", "stale"), UserMessage("hi")])
+    memory = MessageWindowChatMemory(10, id="x", store=store)
+    await memory.add([AiMessage("hello")])
+    assert await memory.messages() == [UserMessage("hi"), AiMessage("hello")]
+
+
+async def test_provider_gives_one_memory_per_id_in_one_store() -> None:
+    store = InMemoryChatMemoryStore()
+    provider = MessageWindowChatMemory.provider(10, store=store)
+    alice, bob = provider("alice"), provider("bob")
+    await alice.add([UserMessage("I am Alice")])
+    await bob.add([UserMessage("I am Bob")])
+    assert await provider("alice").messages() == [UserMessage("I am Alice")]
+    assert await store.get_messages("bob") == [UserMessage("I am Bob")]
+    await alice.clear()
+    assert await alice.messages() == []
+    assert await bob.messages() == [UserMessage("I am Bob")]
