@@ -16,7 +16,13 @@ from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgu
 from ._execution import ExecutionOptions
 from ._loop import Emit, Invocation, run_invocation
 from ._memory import ChatMemory
-from ._messages import FinishReason, SystemMessage, ToolExecutionRequest, ToolExecutionResultMessage, UserMessage
+from ._messages import (
+    FinishReason,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
@@ -289,7 +295,11 @@ class Agent:
             return await self.chat(text, context=ctx.context, timeout=remaining)
 
         return Tool(
-            specification, run, return_behavior=return_behavior, timeout=timeout, result_converter=_agent_answer
+            specification,
+            run,
+            return_behavior=return_behavior,
+            timeout=timeout,
+            result_converter=_agent_answer,
         )
 
     def __agentloop_tools__(self) -> list[Tool]:
@@ -309,6 +319,6 @@ def _agent_answer(result: Any) -> str:
     """What the calling model sees of an agent-tool's Result: its answer, or its tools' results."""
     if isinstance(result, Result):
         if result.content is not None:
-            return result.content
+            return str(result.content)
         return msgspec.json.encode([e.result for e in result.tool_executions]).decode()
     return str(result)

@@ -1,13 +1,13 @@
 """The execution loop of one invocation (one `chat()` or `stream()` call), top to bottom.
 
-    loop:
-      request  = system + memory + this invocation's messages, with this invocation's tools
-      response = model call (streamed when someone listens; tool calls may start while it streams)
-      no tool calls -> commit the answer, finish
-      round += 1, at most max_tool_rounds
-      run every call of the response concurrently, wait for all of them
-      commit the round to memory as one unit (the AiMessage and every result, in call order)
-      immediate return (ReturnBehavior rule, once per response) -> finish with content None
+loop:
+  request  = system + memory + this invocation's messages, with this invocation's tools
+  response = model call (streamed when someone listens; tool calls may start while it streams)
+  no tool calls -> commit the answer, finish
+  round += 1, at most max_tool_rounds
+  run every call of the response concurrently, wait for all of them
+  commit the round to memory as one unit (the AiMessage and every result, in call order)
+  immediate return (ReturnBehavior rule, once per response) -> finish with content None
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from ._messages import (
     UserMessage,
 )
 from ._result import Result
-from ._toolset import Toolset, ToolProvider, ToolProviderRequest, provide_tools, resolve_tools
+from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 
 if sys.version_info < (3, 11):
@@ -124,7 +124,9 @@ async def _run(inv: Invocation, emit: Emit | None) -> Result[str]:
         if not ai.tool_execution_requests:
             await _commit(inv.memory, [*unsaved, ai])
             added += [*unsaved, ai]
-            return _result(inv, ai.text, response.finish_reason, executions, intermediate, response, usage, added)
+            return _result(
+                inv, ai.text, response.finish_reason, executions, intermediate, response, usage, added
+            )
 
         # Every call has finished: commit the round as one unit, in the model's call order.
         round += 1
@@ -218,7 +220,9 @@ class _Calls:
         """The final response has no tool calls: anything started early must not run on."""
         if self._by_key:
             self._tg.cancel_scope.cancel()
-            raise BadResponseError("The model's stream reported tool calls that its final response does not hold")
+            raise BadResponseError(
+                "The model's stream reported tool calls that its final response does not hold"
+            )
 
     def executions(self) -> list[ToolExecution]:
         """Every execution, in the model's call order."""
@@ -315,4 +319,4 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
         if not isinstance(error, cancelled):
             return error
         first = first or error
-    return first or group
+    return first if first is not None else group

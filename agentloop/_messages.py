@@ -56,7 +56,7 @@ class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
     """What the model answered: text, tool calls, or both (and its reasoning, where the provider sends it)."""
 
     text: str | None = None
-    tool_execution_requests: tuple[ToolExecutionRequest, ...] = ()
+    tool_execution_requests: Sequence[ToolExecutionRequest] = ()
     thinking: str | None = None
 
     def __post_init__(self) -> None:
@@ -123,7 +123,7 @@ class TokenUsage(msgspec.Struct, frozen=True):
             (self.total_tokens or 0) + (other.total_tokens or 0),
         )
 
-    def __radd__(self, other: TokenUsage | None | int) -> TokenUsage:
+    def __radd__(self, other: TokenUsage | int | None) -> TokenUsage:
         # `sum(usages)` starts from 0; `None + usage` shows up when a provider sent no usage.
         if other is None or other == 0:
             return self
@@ -155,7 +155,9 @@ class ToolChoice(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         if (self.mode == "tool") != (self.tool_name is not None):
-            raise ValueError("ToolChoice: give tool_name exactly when mode is 'tool' (use ToolChoice.tool(name))")
+            raise ValueError(
+                "ToolChoice: give tool_name exactly when mode is 'tool' (use ToolChoice.tool(name))"
+            )
 
     @classmethod
     def tool(cls, name: str) -> ToolChoice:
@@ -175,8 +177,8 @@ class ChatRequest(msgspec.Struct, frozen=True):
     model's defaults for this call only.
     """
 
-    messages: tuple[ChatMessage, ...]
-    tool_specifications: tuple[ToolSpecification, ...] = ()
+    messages: Sequence[ChatMessage]
+    tool_specifications: Sequence[ToolSpecification] = ()
     tool_choice: ToolChoice | None = None
     parameters: Mapping[str, Any] | None = None
 

@@ -9,6 +9,7 @@ import msgspec
 
 __all__ = ["ToolSpecification"]
 
+
 def _empty_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {}}
 
@@ -26,14 +27,15 @@ class ToolSpecification(msgspec.Struct, frozen=True, omit_defaults=True):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
+        name: object = self.name
+        if not isinstance(name, str) or not name:
             raise ValueError("ToolSpecification.name must be a non-empty string")
-        if not isinstance(self.parameters, Mapping):
-            raise TypeError(f"ToolSpecification.parameters must be a JSON schema dict, got {self.parameters!r}")
-        if not isinstance(self.parameters, dict):
-            msgspec.structs.force_setattr(self, "parameters", dict(self.parameters))
-        if not isinstance(self.metadata, dict):
-            msgspec.structs.force_setattr(self, "metadata", dict(self.metadata))
+        for field in ("parameters", "metadata"):
+            value: object = getattr(self, field)
+            if not isinstance(value, Mapping):
+                raise TypeError(f"ToolSpecification.{field} must be a dict, got {value!r}")
+            if not isinstance(value, dict):
+                msgspec.structs.force_setattr(self, field, dict(value))
 
     def to_json(self) -> str:
         """This specification as JSON text (round-trips through `from_json`)."""

@@ -214,15 +214,16 @@ class _Producer:
 
     def start(self) -> None:
         self.started = True
-        context = contextvars.copy_context()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio: trio
             import trio
 
+            context = contextvars.copy_context()
             trio.lowlevel.spawn_system_task(self._main, name="agentloop.TokenStream", context=context)
         else:
-            _running.add(loop.create_task(self._main(), name="agentloop.TokenStream", context=context))
+            # create_task runs the producer in a copy of the consumer's context, as trio's branch does.
+            _running.add(loop.create_task(self._main(), name="agentloop.TokenStream"))
 
     async def _main(self) -> None:
         stream = self.stream

@@ -84,16 +84,22 @@ def create_app(agent: Agent) -> FastAPI:
                             execution = event.execution
                             yield sse(
                                 "tool_result",
-                                {"name": execution.request.name, "result": execution.result,
-                                 "error": execution.has_failed, "ms": round(execution.duration * 1000, 1)},
+                                {
+                                    "name": execution.request.name,
+                                    "result": execution.result,
+                                    "error": execution.has_failed,
+                                    "ms": round(execution.duration * 1000, 1),
+                                },
                             )
                         elif isinstance(event, CompleteResponse):
                             usage = event.token_usage
                             yield sse(
                                 "done",
-                                {"content": event.result.content,
-                                 "tools": len(event.result.tool_executions),
-                                 "tokens": usage.total_tokens if usage else None},
+                                {
+                                    "content": event.result.content,
+                                    "tools": len(event.result.tool_executions),
+                                    "tokens": usage.total_tokens if usage else None,
+                                },
                             )
                 except AgentLoopError as error:
                     yield sse("error", {"type": type(error).__name__, "message": str(error)})
@@ -115,7 +121,9 @@ def build_agent(model: ChatModel | str | None = None) -> Agent:
 def main() -> None:
     import uvicorn
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", help="a model string such as 'local' or 'openai:gpt-4o-mini'")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()

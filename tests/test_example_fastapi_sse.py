@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-import fastapi_sse  # noqa: E402
+import fastapi_sse
 
 
 def free_port() -> int:

@@ -9,8 +9,8 @@ import anyio
 import pytest
 
 from agentloop import (
-    AgentLoopError,
     Agent,
+    AgentLoopError,
     AiMessage,
     BeforeToolExecution,
     ChatRequest,
