@@ -1,0 +1,151 @@
+"""`python -m agentloop demo`: an agent with a few real tools, streaming tokens and tool events to the terminal.
+
+Runs on the embedded local model by default (no API key, no network after install); `--model` switches to
+any model string (`openai:gpt-4o-mini`, `anthropic:claude-...`, `ollama:qwen3`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import sys
+import time
+from typing import Annotated, TextIO
+
+from ._agent import Agent
+from ._events import BeforeToolExecution, CompleteResponse, PartialResponse, ToolExecuted
+from ._result import Result
+from ._schema import P
+from ._tool import tool
+from .models import ChatModel
+
+DEFAULT_QUESTION = "What is 1234 + 4321, and what is the capital of Japan? Use the tools."
+
+CAPITALS = {
+    "france": "Paris",
+    "germany": "Berlin",
+    "italy": "Rome",
+    "japan": "Tokyo",
+    "kenya": "Nairobi",
+    "peru": "Lima",
+    "spain": "Madrid",
+}
+
+
+@tool("Adds two numbers")
+def add(a: float, b: float) -> float:
+    return a + b
+
+
+@tool("Multiplies two numbers")
+def multiply(a: float, b: float) -> float:
+    return a * b
+
+
+@tool("Returns the square root of a number")
+def square_root(x: Annotated[float, P("The number, must be >= 0")]) -> float:
+    if x < 0:
+        raise ValueError("x must be >= 0")
+    return math.sqrt(x)
+
+
+@tool("Returns the current date and time in UTC, ISO 8601")
+def current_time() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@tool("Looks up the capital city of a country")
+def capital_of(country: Annotated[str, P("The country's name in English")]) -> str:
+    capital = CAPITALS.get(country.strip().lower())
+    if capital is None:
+        raise ValueError(f"No capital known for {country!r}; known: {', '.join(sorted(CAPITALS))}")
+    return capital
+
+
+TOOLS = [add, multiply, square_root, current_time, capital_of]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentloop demo",
+        description="An agent with calculator, clock and lookup tools, streaming tokens and tool events.",
+    )
+    parser.add_argument("question", nargs="?", default=DEFAULT_QUESTION, help="what to ask the agent")
+    parser.add_argument(
+        "--model",
+        default="local",
+        help="model string: 'local' (embedded, default), 'openai:gpt-4o-mini', 'anthropic:...', 'ollama:qwen3'",
+    )
+    parser.add_argument("--max-tool-rounds", type=int, default=5)
+    return parser
+
+
+async def run_demo(
+    question: str, model: ChatModel | str, *, max_tool_rounds: int = 5, out: TextIO = sys.stdout
+) -> Result[str]:
+    """Runs the demo agent on `question`, printing its stream to `out`; returns the Result."""
+    agent = Agent(
+        model,
+        tools=TOOLS,
+        system_message="You are a helpful assistant. Use the tools for arithmetic, time and capitals.",
+        max_tool_rounds=max_tool_rounds,
+    )
+    print(f"model: {agent.model!r}\nquestion: {question}\n", file=out)
+    start = time.perf_counter()
+    answering = False
+    result: Result[str] | None = None
+    async for event in agent.stream(question).events():
+        if isinstance(event, PartialResponse):
+            if not answering:
+                print("answer: ", end="", file=out)
+                answering = True
+            print(event.text, end="", file=out, flush=True)
+        elif isinstance(event, BeforeToolExecution):
+            if answering:
+                print(file=out)
+                answering = False
+            print(f"  -> {event.request.name}({event.request.arguments})", file=out, flush=True)
+        elif isinstance(event, ToolExecuted):
+            execution = event.execution
+            mark = "!!" if execution.has_failed else "<-"
+            print(f"  {mark} {execution.request.name}: {execution.result}", file=out, flush=True)
+        elif isinstance(event, CompleteResponse):
+            result = event.result
+    elapsed = time.perf_counter() - start
+    assert result is not None
+    _summary(result, elapsed, out)
+    return result
+
+
+def _summary(result: Result[str], elapsed: float, out: TextIO) -> None:
+    print("\n\n--- result ---", file=out)
+    print(f"content: {result.content!r}", file=out)
+    for execution in result.tool_executions:
+        status = "error" if execution.has_failed else "ok"
+        print(
+            f"  tool #{execution.index} round {execution.round}: {execution.request.name}"
+            f"({execution.request.arguments}) = {execution.result} [{status}, {execution.duration * 1000:.1f} ms]",
+            file=out,
+        )
+    usage = result.token_usage
+    if usage is not None:
+        rate = usage.output_tokens / elapsed if elapsed > 0 else 0.0
+        print(
+            f"tokens: {usage.input_tokens} in, {usage.output_tokens} out ({rate:.1f} output tokens/s overall)",
+            file=out,
+        )
+    print(
+        f"model calls: {len(result.intermediate_responses) + (0 if result.returned_immediately else 1)}",
+        file=out,
+    )
+    print(f"time: {elapsed:.2f} s", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m agentloop demo`."""
+    import anyio
+
+    args = _parser().parse_args(argv)
+    anyio.run(lambda: run_demo(args.question, args.model, max_tool_rounds=args.max_tool_rounds))
+    return 0

