@@ -58,8 +58,8 @@ def scripted_model() -> ChatModel:
     )
 
 
-async def manual_loop(model: ChatModel) -> str | None:
-    tools = CustomerTools()
+async def manual_loop(model: ChatModel, tools: object | None = None) -> str | None:
+    tools = tools if tools is not None else CustomerTools()
     specifications = tool_specifications_from(tools)
     messages: list[ChatMessage] = [UserMessage("Tell me more about the customer with ID 42")]
     response = await model.chat(ChatRequest(messages, specifications))
