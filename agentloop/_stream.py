@@ -235,10 +235,16 @@ class _Producer:
             if has_callbacks:
                 await stream._dispatch(event)
             if tokens_only:
-                if type(event) is PartialResponse:
-                    await send.send(event.text)
+                if type(event) is not PartialResponse:
+                    return
+                item: Any = event.text
             else:
-                await send.send(event)
+                item = event
+            # Hand the item over without a scheduling round-trip when the buffer has room; wait otherwise.
+            try:
+                send.send_nowait(item)
+            except anyio.WouldBlock:
+                await send.send(item)
 
         try:
             with self.scope:
@@ -280,7 +286,10 @@ class _Iterator(Generic[T]):
         if not producer.started:
             producer.start()
         try:
-            item = await producer.receive.receive()
+            try:
+                item = producer.receive.receive_nowait()
+            except anyio.WouldBlock:
+                item = await producer.receive.receive()
         except anyio.EndOfStream:
             await producer.finished.wait()
             if producer.error is not None:
