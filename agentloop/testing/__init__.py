@@ -1,0 +1,44 @@
+"""Offline chat models and fake provider servers, for testing agents without a network or an API key.
+
+`ScriptedChatModel` replays answers you script, `FunctionChatModel` answers with your function, `TestModel`
+calls every tool with generated arguments. `FakeOpenAIServer` and `FakeAnthropicServer` speak the providers'
+HTTP protocols on 127.0.0.1, for testing the real provider clients; they load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._examples import example_arguments
+from ._function import FunctionChatModel
+from ._scripted import ScriptedChatModel
+from ._test_model import TestModel
+
+if TYPE_CHECKING:
+    from ._fake_anthropic import FakeAnthropicServer
+    from ._fake_openai import FakeOpenAIServer
+
+__all__ = [
+    "FakeAnthropicServer",
+    "FakeOpenAIServer",
+    "FunctionChatModel",
+    "ScriptedChatModel",
+    "TestModel",
+    "example_arguments",
+]
+
+_LAZY = {"FakeOpenAIServer": "._fake_openai", "FakeAnthropicServer": "._fake_anthropic"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloop.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
