@@ -171,7 +171,7 @@ async def _stream_model(
 class _Calls:
     """The tool calls of one response, each running in the round's task group as soon as it is known."""
 
-    __slots__ = ("_by_key", "_eager", "_emit", "_executions", "_inv", "_limiter", "_round", "_tg", "_toolset")
+    __slots__ = ("_by_index", "_eager", "_emit", "_executions", "_inv", "_limiter", "_round", "_tg", "_toolset")
 
     def __init__(
         self,
@@ -191,8 +191,8 @@ class _Calls:
         self._limiter = limiter
         self._emit = emit
         self._eager = eager and inv.eager_tools
-        self._by_key: dict[object, ToolExecutionRequest] = {}
-        self._executions: dict[object, ToolExecution] = {}
+        self._by_index: dict[int, ToolExecutionRequest] = {}
+        self._executions: dict[int, ToolExecution] = {}
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
@@ -202,7 +202,7 @@ class _Calls:
     def start_all(self, requests: Sequence[ToolExecutionRequest]) -> None:
         """The response is complete: start every call not started yet, and check the early ones."""
         for index, request in enumerate(requests):
-            started = self._by_key.get(_key(index, request))
+            started = self._by_index.get(index)
             if started is None:
                 self._start(index, request)
             elif started != request:
@@ -210,15 +210,15 @@ class _Calls:
                     f"The model's stream reported tool call #{index} as {started!r} but its final "
                     f"response has {request!r}"
                 )
-        if len(self._by_key) != len(requests):
+        if len(self._by_index) != len(requests):
             raise BadResponseError(
-                f"The model's stream reported {len(self._by_key)} tool calls but its final response has "
+                f"The model's stream reported {len(self._by_index)} tool calls but its final response has "
                 f"{len(requests)}"
             )
 
     def discard(self) -> None:
         """The final response has no tool calls: anything started early must not run on."""
-        if self._by_key:
+        if self._by_index:
             self._tg.cancel_scope.cancel()
             raise BadResponseError(
                 "The model's stream reported tool calls that its final response does not hold"
@@ -226,15 +226,14 @@ class _Calls:
 
     def executions(self) -> list[ToolExecution]:
         """Every execution, in the model's call order."""
-        return sorted(self._executions.values(), key=_by_index)
+        return [self._executions[index] for index in sorted(self._executions)]
 
     def _start(self, index: int, request: ToolExecutionRequest) -> None:
-        key = _key(index, request)
-        if key not in self._by_key:
-            self._by_key[key] = request
-            self._tg.start_soon(self._run, key, index, request)
+        if index not in self._by_index:
+            self._by_index[index] = request
+            self._tg.start_soon(self._run, index, request)
 
-    async def _run(self, key: object, index: int, request: ToolExecutionRequest) -> None:
+    async def _run(self, index: int, request: ToolExecutionRequest) -> None:
         inv, emit = self._inv, self._emit
         on_start = None
         if emit is not None:
@@ -256,18 +255,9 @@ class _Calls:
             deadline=inv.deadline,
             on_start=on_start,
         )
-        self._executions[key] = execution
+        self._executions[index] = execution
         if emit is not None:
             await emit(ToolExecuted(execution))
-
-
-def _key(index: int, request: ToolExecutionRequest) -> object:
-    # Calls are matched by id where the provider gives one, else by position.
-    return request.id if request.id else index
-
-
-def _by_index(execution: ToolExecution) -> int:
-    return execution.index
 
 
 async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
