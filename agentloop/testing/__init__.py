@@ -18,17 +18,27 @@ from ._test_model import TestModel
 if TYPE_CHECKING:
     from ._fake_anthropic import FakeAnthropicServer
     from ._fake_openai import FakeOpenAIServer
+    from ._fake_server import FakeServer, RecordedRequest, Reply
 
 __all__ = [
     "FakeAnthropicServer",
     "FakeOpenAIServer",
+    "FakeServer",
     "FunctionChatModel",
+    "RecordedRequest",
+    "Reply",
     "ScriptedChatModel",
     "TestModel",
     "example_arguments",
 ]
 
-_LAZY = {"FakeOpenAIServer": "._fake_openai", "FakeAnthropicServer": "._fake_anthropic"}
+_LAZY = {
+    "FakeOpenAIServer": "._fake_openai",
+    "FakeAnthropicServer": "._fake_anthropic",
+    "FakeServer": "._fake_server",
+    "RecordedRequest": "._fake_server",
+    "Reply": "._fake_server",
+}
 
 
 def __getattr__(name: str) -> Any:

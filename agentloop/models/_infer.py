@@ -1,0 +1,105 @@
+"""`infer_model`: a chat model from a string such as "openai:gpt-4o-mini", configured from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from agentloop._errors import IllegalConfigurationError
+
+from ._base import ChatModel
+
+__all__ = ["infer_model"]
+
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+
+
+def _require(variable: str, prefix: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise IllegalConfigurationError(
+            f"{prefix!r} models need an API key: set the environment variable {variable}, "
+            "or build the model yourself with an api_key= argument"
+        )
+    return value
+
+
+def _openai(name: str) -> ChatModel:
+    from ._openai import OPENAI_BASE_URL, OpenAIChatModel
+
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    # A custom OPENAI_BASE_URL (a local vLLM, LM Studio...) may need no key; OpenAI itself always does.
+    api_key = os.environ.get("OPENAI_API_KEY") or None
+    if api_key is None and not base_url:
+        _require("OPENAI_API_KEY", "openai")
+    return OpenAIChatModel(name, api_key=api_key, base_url=base_url or OPENAI_BASE_URL)
+
+
+def _anthropic(name: str) -> ChatModel:
+    from ._anthropic import AnthropicChatModel
+
+    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+    api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+    if api_key is None and base_url is None:
+        _require("ANTHROPIC_API_KEY", "anthropic")
+    model: ChatModel = AnthropicChatModel(name, api_key=api_key, base_url=base_url)
+    return model
+
+
+def _ollama(name: str) -> ChatModel:
+    from ._openai import OpenAIChatModel
+
+    base_url = os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
+    return OpenAIChatModel(name, base_url=base_url, provider="ollama")
+
+
+def _local(name: str) -> ChatModel:
+    from ._local import LocalChatModel
+
+    model: ChatModel = LocalChatModel(model_path=name or None)
+    return model
+
+
+_PROVIDERS: dict[str, Callable[[str], ChatModel]] = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "ollama": _ollama,
+    "local": _local,
+}
+
+
+def infer_model(model: str | ChatModel) -> ChatModel:
+    """The chat model `model` names, or `model` itself when it already is one.
+
+    "openai:<model>" (OPENAI_API_KEY, optional OPENAI_BASE_URL; with a base URL the key is optional),
+    "anthropic:<model>" (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL, same rule), "ollama:<model>"
+    (OpenAI-compatible at OLLAMA_BASE_URL or http://localhost:11434/v1, no key), "local" or
+    "local:<path to a GGUF file>" (the embedded model).
+    """
+    if not isinstance(model, str):
+        if isinstance(model, ChatModel):
+            return model
+        raise IllegalConfigurationError(
+            f"expected a model string such as 'openai:gpt-4o-mini' or a ChatModel, got {type(model).__name__}"
+        )
+    prefix, colon, name = model.strip().partition(":")
+    prefix = prefix.strip().lower()
+    name = name.strip()
+    known = ", ".join(f"'{p}:'" for p in _PROVIDERS)
+    factory = _PROVIDERS.get(prefix)
+    if factory is None:
+        guess = ""
+        if not colon:
+            lowered = model.lower()
+            if lowered.startswith(("gpt", "o1", "o3", "o4", "chatgpt")):
+                guess = f" (did you mean 'openai:{model}'?)"
+            elif lowered.startswith("claude"):
+                guess = f" (did you mean 'anthropic:{model}'?)"
+        raise IllegalConfigurationError(
+            f"unknown model string {model!r}{guess}: start it with one of {known}, e.g. 'openai:gpt-4o-mini'"
+        )
+    if not name and prefix != "local":
+        raise IllegalConfigurationError(
+            f"model string {model!r} names no model: write '{prefix}:<model name>'"
+        )
+    return factory(name)

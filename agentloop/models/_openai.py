@@ -1,0 +1,593 @@
+"""`OpenAIChatModel`: OpenAI Chat Completions, and every server that speaks the same API.
+
+That is OpenAI itself, Azure OpenAI (give its base URL, `query={"api-version": ...}` and an `api-key` header
+if you use keys), vLLM, Ollama (`/v1`), llama.cpp server, LM Studio, Groq, Together, DeepSeek, OpenRouter...
+Only the message mapping lives here; HTTP, retries and error mapping are `._http`'s.
+
+Mapping decisions: a tool result flagged `is_error` is sent as its text (Chat Completions has no error flag);
+tool `metadata` is never sent; `AiMessage.thinking` is not sent back (reasoning servers reject or ignore it);
+a tool call without an id (possible with local models) gets a stable synthetic id, matched to its result by
+tool name and position; a refusal is reported as the answer's text; a response with tool calls always
+finishes with `FinishReason.TOOL_EXECUTION` (several servers say "stop").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Union
+
+import msgspec
+
+from agentloop._errors import IllegalConfigurationError, ModelError
+from agentloop._messages import (
+    AiMessage,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    SystemMessage,
+    TokenUsage,
+    ToolChoice,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from agentloop._spec import ToolSpecification
+
+from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from ._http import ProviderClient, RetryPolicy, Timeouts
+
+__all__ = ["OpenAIChatModel"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_RESERVED = frozenset({"messages", "tools", "tool_choice", "stream", "stream_options"})
+
+_FINISH = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_EXECUTION,
+    "function_call": FinishReason.TOOL_EXECUTION,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+
+# -- wire structs (decoded with msgspec; unknown fields are ignored) ----------------------------------------
+
+
+class _Function(msgspec.Struct, gc=False):
+    name: str | None = None
+    arguments: Union[str, dict[str, Any], None] = None
+
+
+class _ToolCall(msgspec.Struct, gc=False):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Part(msgspec.Struct, gc=False):
+    type: str | None = None
+    text: str | None = None
+
+
+class _Message(msgspec.Struct, gc=False):
+    content: Union[str, list[_Part], None] = None
+    refusal: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct, gc=False):
+    index: int = 0
+    message: _Message | None = None
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class _Completion(msgspec.Struct, gc=False):
+    id: str | None = None
+    model: str | None = None
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+
+
+class _Delta(msgspec.Struct, gc=False):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _ChunkChoice(msgspec.Struct, gc=False):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    id: str | None = None
+    model: str | None = None
+    choices: list[_ChunkChoice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+
+
+_COMPLETION = msgspec.json.Decoder(_Completion)
+_CHUNK = msgspec.json.Decoder(_Chunk)
+_encode = msgspec.json.Encoder().encode
+
+
+def _usage(usage: _Usage | None) -> TokenUsage | None:
+    if usage is None:
+        return None
+    return TokenUsage(usage.prompt_tokens or 0, usage.completion_tokens or 0, usage.total_tokens)
+
+
+def _arguments(value: str | dict[str, Any] | None) -> str:
+    if value is None or value == "":
+        return "{}"
+    if isinstance(value, str):
+        return value
+    return _encode(value).decode()
+
+
+def _finish(reason: str | None, has_calls: bool) -> FinishReason | None:
+    if has_calls and reason in (None, "stop", "tool_calls", "function_call"):
+        return FinishReason.TOOL_EXECUTION
+    if reason is None:
+        return None
+    return _FINISH.get(reason, FinishReason.OTHER)
+
+
+# -- request mapping ----------------------------------------------------------------------------------------
+
+
+def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages in Chat Completions form; calls without ids get synthetic ones, matched to their results."""
+    out: list[dict[str, Any]] = []
+    unanswered: list[tuple[str, str]] = []  # (synthetic id, tool name) of calls that came without an id
+    for n, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": message.text})
+        elif isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": message.text})
+        elif isinstance(message, AiMessage):
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_execution_requests:
+                unanswered = []
+                calls = []
+                for i, call in enumerate(message.tool_execution_requests):
+                    call_id = call.id
+                    if not call_id:
+                        call_id = f"call_{n}_{i}"
+                        unanswered.append((call_id, call.name))
+                    function = {"name": call.name, "arguments": call.arguments or "{}"}
+                    calls.append({"id": call_id, "type": "function", "function": function})
+                entry["tool_calls"] = calls
+            elif message.text is None:
+                entry["content"] = ""
+            out.append(entry)
+        elif isinstance(message, ToolExecutionResultMessage):
+            call_id = message.id
+            if not call_id:
+                match = next((u for u in unanswered if u[1] == message.tool_name), None)
+                if match is None and unanswered:
+                    match = unanswered[0]
+                if match is None:
+                    raise IllegalConfigurationError(
+                        f"the result of tool {message.tool_name!r} has no id and answers no tool call before "
+                        "it; "
+                        "give ToolExecutionResultMessage the id of the call it answers"
+                    )
+                unanswered.remove(match)
+                call_id = match[0]
+            out.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
+        else:
+            raise TypeError(f"not a chat message: {message!r}")
+    return out
+
+
+def _tool(spec: ToolSpecification, strict: bool | None) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        function["description"] = spec.description
+    function["parameters"] = spec.parameters
+    if strict is not None:
+        function["strict"] = strict
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> Any:
+    if choice.mode == "tool":
+        if not any(spec.name == choice.tool_name for spec in specs):
+            offered = ", ".join(spec.name for spec in specs) or "none"
+            raise IllegalConfigurationError(
+                f"ToolChoice.tool({choice.tool_name!r}) names a tool this request does not offer "
+                f"(offered: {offered})"
+            )
+        return {"type": "function", "function": {"name": choice.tool_name}}
+    return choice.mode
+
+
+def _retry_policy(retry: RetryPolicy | None, max_retries: int | None) -> RetryPolicy:
+    if retry is None:
+        return RetryPolicy(max_retries=2 if max_retries is None else max_retries)
+    if max_retries is None:
+        return retry
+    return dataclasses.replace(retry, max_retries=max_retries)
+
+
+# -- the model ----------------------------------------------------------------------------------------------
+
+
+class OpenAIChatModel:
+    """A chat model behind an OpenAI-compatible Chat Completions endpoint.
+
+    `model`: the model name. `api_key`: sent as a bearer token; when omitted and `base_url` is omitted too,
+    `OPENAI_API_KEY` is read (a key from the environment is never sent to a base URL you chose yourself).
+    `base_url`: the API root (default `OPENAI_BASE_URL` or https://api.openai.com/v1). `organization` /
+    `project`: OpenAI's `OpenAI-Organization` / `OpenAI-Project` headers. `headers` / `query`: sent with every
+    request. `temperature`, `max_tokens`, `top_p`, `stop`, `seed`, `parallel_tool_calls`, `response_format`
+    and `parameters` (any other body field, e.g. `{"reasoning_effort": "low"}`) are defaults that
+    `ChatRequest.parameters` overrides per call (a None there removes a default). `strict_tools`: send
+    `strict` with every tool. `include_usage`: ask for usage when streaming. `timeout`: seconds or
+    `Timeouts`. `max_retries` (default 2) and `retry`: see `RetryPolicy` (`max_retries` wins over the
+    policy's). `http_client`: an `httpx2.AsyncClient` or `httpx.AsyncClient` to use (never closed by this
+    model). `provider`: the name errors and logs use. `async with` or `aclose()` releases the connection pool.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        organization: str | None = None,
+        project: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        parallel_tool_calls: bool | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        strict_tools: bool | None = None,
+        include_usage: bool = True,
+        timeout: Timeouts | float | None = None,
+        max_retries: int | None = None,
+        retry: RetryPolicy | None = None,
+        http_client: Any = None,
+        provider: str = "openai",
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise IllegalConfigurationError(f"OpenAIChatModel needs a model name, got {model!r}")
+        if http_client is not None and not hasattr(http_client, "build_request"):
+            raise IllegalConfigurationError(
+                "http_client must be an httpx2.AsyncClient or httpx.AsyncClient, "
+                f"got {type(http_client).__name__}"
+            )
+        if base_url is None:
+            base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+            if api_key is None:
+                api_key = os.environ.get("OPENAI_API_KEY") or None
+        all_headers: dict[str, str] = {}
+        if api_key:
+            all_headers["authorization"] = f"Bearer {api_key}"
+        if organization:
+            all_headers["openai-organization"] = organization
+        if project:
+            all_headers["openai-project"] = project
+        all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+        defaults: dict[str, Any] = {}
+        for name, value in (
+            ("temperature", temperature),
+            ("max_tokens", max_tokens),
+            ("top_p", top_p),
+            ("stop", list(stop) if stop is not None and not isinstance(stop, str) else stop),
+            ("seed", seed),
+            ("parallel_tool_calls", parallel_tool_calls),
+            ("response_format", dict(response_format) if response_format is not None else None),
+        ):
+            if value is not None:
+                defaults[name] = value
+        for name, value in (parameters or {}).items():
+            self._check_parameter(name)
+            if value is not None:
+                defaults[name] = value
+        self.model = model
+        self.strict_tools = strict_tools
+        self.include_usage = include_usage
+        self.defaults: Mapping[str, Any] = defaults
+        self._has_key = bool(api_key)
+        try:
+            self._http = ProviderClient(
+                provider=provider,
+                base_url=base_url,
+                headers=all_headers,
+                query=query,
+                timeouts=timeout,
+                retry=_retry_policy(retry, max_retries),
+                client=http_client,
+                secrets=(api_key,),
+            )
+        except (ValueError, TypeError) as exc:
+            raise IllegalConfigurationError(f"OpenAIChatModel: {exc}") from None
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to (`{base_url}/chat/completions`)."""
+        return self._http.base_url
+
+    @property
+    def provider(self) -> str:
+        """The provider name used in error messages ("openai" unless set)."""
+        return self._http.provider
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Closes the connection pool (a user-supplied `http_client` stays open)."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- requests -------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_parameter(name: str) -> None:
+        if name in _RESERVED:
+            raise IllegalConfigurationError(
+                f"parameter {name!r} cannot be set through parameters: it comes from the ChatRequest "
+                "(messages, tool_specifications, tool_choice) or from chat() / stream()"
+            )
+
+    def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body sent for `request` (public for inspection and debugging)."""
+        body: dict[str, Any] = {"model": self.model, "messages": _messages(request.messages)}
+        body.update(self.defaults)
+        for name, value in (request.parameters or {}).items():
+            self._check_parameter(name)
+            if value is None:
+                body.pop(name, None)
+            else:
+                body[name] = value
+        specs = request.tool_specifications
+        if specs:
+            body["tools"] = [_tool(spec, self.strict_tools) for spec in specs]
+            if request.tool_choice is not None:
+                body["tool_choice"] = _tool_choice(request.tool_choice, specs)
+        else:
+            if request.tool_choice is not None and request.tool_choice.mode in ("required", "tool"):
+                raise IllegalConfigurationError(
+                    f"tool choice {request.tool_choice.mode!r} needs at least one tool specification in the "
+                    "request"
+                )
+            body.pop("parallel_tool_calls", None)  # OpenAI rejects it when no tools are sent
+        if stream:
+            body["stream"] = True
+            if self.include_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _refine(self, error: ModelError) -> ModelError:
+        if error.status_code == 401 and not self._has_key:
+            error.message += "; no API key was given (pass api_key= or set OPENAI_API_KEY)"
+            error.args = (error.message,)
+        return error
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        """Sends `request` and returns the whole response."""
+        body = self.build_body(request, stream=False)
+        try:
+            completion = await self._http.request_json(
+                "/chat/completions", _encode(body), _COMPLETION, tools=bool(request.tool_specifications)
+            )
+        except ModelError as error:
+            raise self._refine(error) from error.__cause__
+        if completion.error is not None:
+            raise self._http.error_from_payload({"error": completion.error})
+        choice = next((c for c in completion.choices or () if c.index == 0), None)
+        if choice is None or choice.message is None:
+            raise self._http.bad_response("the response has no choices")
+        message = choice.message
+        content = message.content
+        if isinstance(content, list):
+            content = "".join(part.text or "" for part in content if part.type in (None, "text"))
+        text = content if content else (message.refusal or content)
+        calls = tuple(
+            ToolExecutionRequest(
+                call.id,
+                (call.function.name if call.function else None) or "",
+                _arguments(call.function.arguments if call.function else None),
+            )
+            for call in message.tool_calls or ()
+        )
+        ai_message = AiMessage(text, calls, message.reasoning_content or message.reasoning)
+        return ChatResponse(
+            ai_message,
+            _usage(completion.usage),
+            _finish(choice.finish_reason, bool(calls)),
+            completion.model,
+            completion.id,
+        )
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        """Sends `request` and yields its events as they arrive; closing the iterator closes the response."""
+        body = self.build_body(request, stream=True)
+        try:
+            opened = self._http.open_sse(
+                "/chat/completions", _encode(body), tools=bool(request.tool_specifications)
+            )
+            events = await opened.__aenter__()
+        except ModelError as error:
+            raise self._refine(error) from error.__cause__
+        exc_info: tuple[Any, Any, Any] = (None, None, None)
+        try:
+            state = _StreamState()
+            done = False
+            async for event in events:
+                data = event.data
+                if data == "[DONE]":
+                    done = True
+                    break
+                if event.event == "error":
+                    raise self._http.error_from_payload(data, request_id=events.request_id)
+                try:
+                    chunk = _CHUNK.decode(data)
+                except msgspec.DecodeError as exc:
+                    raise self._http.bad_response(
+                        f"unreadable stream chunk ({exc}): {data[:200]!r}", request_id=events.request_id
+                    ) from None
+                if chunk.error is not None:
+                    raise self._http.error_from_payload({"error": chunk.error}, request_id=events.request_id)
+                for model_event in state.feed(chunk):
+                    yield model_event
+            if not done and state.finish_reason is None:
+                raise self._http.bad_response(
+                    "the stream ended before the response was complete (no finish_reason, no [DONE])",
+                    request_id=events.request_id,
+                )
+            await events.drain()  # read the end of the body: the connection goes back to the pool
+            for model_event in state.finish():
+                yield model_event
+        except BaseException as exc:
+            exc_info = (type(exc), exc, exc.__traceback__)
+            raise
+        finally:
+            await opened.__aexit__(*exc_info)
+
+
+class _Call:
+    """One tool call being reassembled from its deltas."""
+
+    __slots__ = ("complete", "id", "name", "parts")
+
+    def __init__(self, call_id: str | None, name: str | None) -> None:
+        self.id = call_id
+        self.name = name
+        self.parts: list[str] = []
+        self.complete = False
+
+    def request(self) -> ToolExecutionRequest:
+        return ToolExecutionRequest(self.id, self.name or "", "".join(self.parts) or "{}")
+
+
+class _StreamState:
+    """Turns Chat Completions chunks into model events and, at the end, the whole `ChatResponse`."""
+
+    __slots__ = ("calls", "finish_reason", "id", "model", "text", "thinking", "usage", "wire_index")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[_Call] = []
+        self.wire_index: dict[int, int] = {}
+        self.finish_reason: str | None = None
+        self.usage: TokenUsage | None = None
+        self.id: str | None = None
+        self.model: str | None = None
+
+    def feed(self, chunk: _Chunk) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        if chunk.id and self.id is None:
+            self.id = chunk.id
+        if chunk.model and self.model is None:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                thinking = delta.reasoning_content or delta.reasoning
+                if thinking:
+                    self.thinking.append(thinking)
+                    events.append(ThinkingDelta(thinking))
+                text = delta.content or delta.refusal
+                if text:
+                    self.text.append(text)
+                    events.append(TextDelta(text))
+                if delta.tool_calls:
+                    for call in delta.tool_calls:
+                        self._call_delta(call, events)
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+                self._complete_all(events)
+        return events
+
+    def _call_delta(self, call: _ToolCall, events: list[ModelEvent]) -> None:
+        function = call.function
+        name = function.name if function is not None else None
+        arguments = function.arguments if function is not None else None
+        piece = (
+            arguments if isinstance(arguments, str) else ("" if arguments is None else _arguments(arguments))
+        )
+        if call.index is not None:
+            wire = call.index
+        elif call.id is None and self.calls:
+            wire = max(self.wire_index) if self.wire_index else 0
+        else:
+            wire = max(self.wire_index, default=-1) + 1
+        position = self.wire_index.get(wire)
+        if position is not None:
+            known = self.calls[position]
+            if call.id and known.id and call.id != known.id:
+                position = None  # same index, another id: a new call (some servers never advance the index)
+        if position is None:
+            self._complete_all(events)  # a new call starts: the earlier ones are whole
+            position = len(self.calls)
+            self.wire_index[wire] = position
+            new = _Call(call.id, name)
+            if piece:
+                new.parts.append(piece)
+            self.calls.append(new)
+            events.append(ToolCallDelta(position, call.id, name, piece))
+            return
+        known = self.calls[position]
+        if known.id is None and call.id:
+            known.id = call.id
+        if known.name is None and name:
+            known.name = name
+        if piece:
+            known.parts.append(piece)
+            events.append(ToolCallDelta(position, None, None, piece))
+
+    def _complete_all(self, events: list[ModelEvent]) -> None:
+        for position, call in enumerate(self.calls):
+            if not call.complete:
+                call.complete = True
+                events.append(ToolCallComplete(position, call.request()))
+
+    def finish(self) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        self._complete_all(events)
+        requests = tuple(call.request() for call in self.calls)
+        message = AiMessage(
+            "".join(self.text) if self.text else None,
+            requests,
+            "".join(self.thinking) if self.thinking else None,
+        )
+        response = ChatResponse(
+            message, self.usage, _finish(self.finish_reason, bool(requests)), self.model, self.id
+        )
+        events.append(ResponseComplete(response))
+        return events

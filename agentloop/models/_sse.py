@@ -1,0 +1,166 @@
+"""An incremental server-sent events (SSE) parser: bytes in, at any chunk boundary; events out.
+
+It follows the WHATWG event-stream rules (lines end with CRLF, LF or CR; `:` starts a comment; one space after
+the colon is dropped; `data` lines of one event are joined with "\\n"; a blank line dispatches the event; a
+leading byte-order mark is ignored), so splitting the same bytes at different places always gives the same
+events. Anything that is not valid UTF-8 raises `BadResponseError`, and so does a line longer than
+`max_line_bytes`; nothing else is ever raised.
+
+API (stable, shared by every HTTP provider):
+
+- `ServerSentEvent(event="message", data="", id=None, retry=None)`: one dispatched event (frozen Struct).
+- `SSEDecoder(*, max_line_bytes=16 MiB, provider=None)`: `feed(chunk: bytes) -> list[ServerSentEvent]`
+  for the events completed by `chunk`; `close() -> None` at the end of the stream (an unterminated event is
+  discarded, as the standard says).
+- `iter_sse(chunks: AsyncIterable[bytes], ...) -> AsyncIterator[ServerSentEvent]`: the same as an async
+  generator, for `async for event in iter_sse(response.aiter_bytes())`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+
+import msgspec
+
+from agentloop._errors import BadResponseError
+
+__all__ = ["SSEDecoder", "ServerSentEvent", "iter_sse"]
+
+_DEFAULT_MAX_LINE = 16 * 1024 * 1024
+_BOM = "\ufeff"
+
+
+class ServerSentEvent(msgspec.Struct, frozen=True, gc=False):
+    """One event of an event stream.
+
+    `event` is the event type ("message" when the server named none), `data` the data lines joined with "\\n",
+    `id` the last event id seen so far in the stream (None if none), `retry` the reconnection time in
+    milliseconds when this event carried a valid `retry` field.
+    """
+
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEDecoder:
+    """Turns the bytes of an event stream, split anywhere, into `ServerSentEvent`s. Not thread-safe."""
+
+    __slots__ = (
+        "_buffer",
+        "_data",
+        "_event",
+        "_first_line",
+        "_last_id",
+        "_max_line",
+        "_provider",
+        "_retry",
+        "_skip_lf",
+    )
+
+    def __init__(self, *, max_line_bytes: int = _DEFAULT_MAX_LINE, provider: str | None = None) -> None:
+        self._buffer = b""
+        self._skip_lf = False  # the previous chunk ended with CR: a LF starting the next one is part of it
+        self._first_line = True
+        self._max_line = max_line_bytes
+        self._provider = provider
+        self._event: str | None = None
+        self._data: list[str] = []
+        self._last_id: str | None = None
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """The events that `chunk` completes (often none, sometimes several)."""
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        if not chunk:
+            return []
+        buffer = self._buffer + chunk if self._buffer else chunk
+        lines = buffer.splitlines()  # bytes.splitlines splits on exactly CRLF, LF and CR
+        last = buffer[-1]
+        if last == 13:  # b"\r"
+            self._skip_lf = True
+            self._buffer = b""
+        elif last == 10:  # b"\n"
+            self._buffer = b""
+        else:
+            self._buffer = lines.pop()
+            if len(self._buffer) > self._max_line:
+                self._buffer = b""
+                raise BadResponseError(
+                    f"event stream line longer than {self._max_line} bytes", provider=self._provider
+                )
+        events: list[ServerSentEvent] = []
+        for raw in lines:
+            event = self._line(raw)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> None:
+        """Ends the stream: a pending event that no blank line terminated is dropped (per the standard)."""
+        self._buffer = b""
+        self._skip_lf = False
+        self._event = None
+        self._data = []
+        self._retry = None
+
+    def _line(self, raw: bytes) -> ServerSentEvent | None:
+        if not raw:
+            self._first_line = False
+            return self._dispatch()
+        if len(raw) > self._max_line:
+            raise BadResponseError(
+                f"event stream line longer than {self._max_line} bytes", provider=self._provider
+            )
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadResponseError(
+                f"event stream is not valid UTF-8 ({exc.reason} at byte {exc.start} of a line)",
+                provider=self._provider,
+            ) from None
+        if self._first_line:
+            self._first_line = False
+            if line.startswith(_BOM):
+                line = line[1:]
+                if not line:
+                    return None
+        if line[0] == ":":
+            return None  # comment (keep-alive pings such as ": OPENROUTER PROCESSING")
+        field, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id":
+            if "\0" not in value:
+                self._last_id = value
+        elif field == "retry" and value.isascii() and value.isdigit():
+            self._retry = int(value)
+        return None
+
+    def _dispatch(self) -> ServerSentEvent | None:
+        data, event, retry = self._data, self._event, self._retry
+        self._data = []
+        self._event = None
+        self._retry = None
+        if not data:
+            return None
+        return ServerSentEvent(event or "message", "\n".join(data), self._last_id, retry)
+
+
+async def iter_sse(
+    chunks: AsyncIterable[bytes], *, max_line_bytes: int = _DEFAULT_MAX_LINE, provider: str | None = None
+) -> AsyncIterator[ServerSentEvent]:
+    """Yields the events of the byte stream `chunks` as soon as each is complete."""
+    decoder = SSEDecoder(max_line_bytes=max_line_bytes, provider=provider)
+    async for chunk in chunks:
+        for event in decoder.feed(chunk):
+            yield event
+    decoder.close()
