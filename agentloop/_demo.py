@@ -1,4 +1,4 @@
-"""`python -m agentloop demo`: an agent with a few real tools, streaming tokens and tool events to the terminal.
+"""`python -m agentloop demo`: an agent with a few real tools, streaming tokens and tool events.
 
 Runs on the embedded local model by default (no API key, no network after install); `--model` switches to
 any model string (`openai:gpt-4o-mini`, `anthropic:claude-...`, `ollama:qwen3`).
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         default="local",
-        help="model string: 'local' (embedded, default), 'openai:gpt-4o-mini', 'anthropic:...', 'ollama:qwen3'",
+        help="'local' (embedded, default), 'openai:gpt-4o-mini', 'anthropic:...', 'ollama:qwen3'",
     )
     parser.add_argument("--max-tool-rounds", type=int, default=5)
     return parser
@@ -125,14 +125,16 @@ def _summary(result: Result[str], elapsed: float, out: TextIO) -> None:
         status = "error" if execution.has_failed else "ok"
         print(
             f"  tool #{execution.index} round {execution.round}: {execution.request.name}"
-            f"({execution.request.arguments}) = {execution.result} [{status}, {execution.duration * 1000:.1f} ms]",
+            f"({execution.request.arguments}) = {execution.result} "
+            f"[{status}, {execution.duration * 1000:.1f} ms]",
             file=out,
         )
     usage = result.token_usage
     if usage is not None:
         rate = usage.output_tokens / elapsed if elapsed > 0 else 0.0
         print(
-            f"tokens: {usage.input_tokens} in, {usage.output_tokens} out ({rate:.1f} output tokens/s overall)",
+            f"tokens: {usage.input_tokens} in, {usage.output_tokens} out "
+            f"({rate:.1f} output tokens/s overall)",
             file=out,
         )
     print(

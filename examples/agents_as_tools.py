@@ -45,7 +45,8 @@ async def main() -> None:
     [forwarded] = result.tool_executions
     inner = forwarded.result_object
     print(
-        f"router called {forwarded.request.name}; the expert called {[e.request.name for e in inner.tool_executions]}"
+        f"router called {forwarded.request.name}; "
+        f"the expert called {[e.request.name for e in inner.tool_executions]}"
     )
     assert result.content == "Medical advice: Immobilise the limb and get an X-ray."
 

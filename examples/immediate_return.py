@@ -35,7 +35,8 @@ async def main() -> None:
     result = await agent.chat("Cancel my booking 123-456")
     # No second model call: the tool's result is the outcome.
     print(
-        f"content={result.content!r} finish_reason={result.finish_reason.value if result.finish_reason else None}"
+        f"content={result.content!r} "
+        f"finish_reason={result.finish_reason.value if result.finish_reason else None}"
     )
     for execution in result.tool_executions:
         print(f"{execution.request.name} -> {execution.result}")

@@ -25,7 +25,8 @@ def main() -> int:
         print(f"=== {name}", flush=True)
         code = subprocess.call([sys.executable, str(HERE / name)])
         print(
-            f"=== {name}: {'ok' if code == 0 else f'FAILED ({code})'} in {time.perf_counter() - start:.1f} s\n"
+            f"=== {name}: {'ok' if code == 0 else f'FAILED ({code})'} "
+            f"in {time.perf_counter() - start:.1f} s\n"
         )
         if code:
             failed.append(name)
