@@ -1,0 +1,435 @@
+"""Running the tool calls of one model response, and the immediate-return rule.
+
+Each call: validate arguments -> `on_start` -> run (timeout) -> convert the result -> `ToolExecution`.
+Every call of a response runs concurrently; a failing call becomes that call's error result and leaves its
+siblings alone, unless an error handler re-raises, which cancels the siblings and propagates.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Union
+
+import anyio
+import msgspec
+
+from ._context import _NO_CONTEXT, ToolContext
+from ._errors import HallucinatedToolError, IllegalConfigurationError, ToolArgumentsError, ToolExecutionError
+from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from ._tool import ReturnBehavior, Tool, check_timeout
+from ._toolset import Toolset, ToolsLike, resolve_tools
+
+__all__ = [
+    "ErrorHandler",
+    "ExecutionOptions",
+    "HallucinatedToolNameStrategy",
+    "ToolExecution",
+    "any_error",
+    "behaviours",
+    "execute_tool_call",
+    "execute_tool_calls",
+    "should_return_immediately",
+]
+
+ErrorHandler = Callable[[Exception, ToolExecutionRequest], Union[str, Awaitable[str]]]
+"""`(error, request) -> text for the model` (sync or async); re-raising aborts the response's calls."""
+
+HallucinatedToolNameStrategy = Callable[
+    [ToolExecutionRequest],
+    Union[str, ToolExecutionResultMessage, Awaitable[Union[str, ToolExecutionResultMessage]]],
+]
+"""`request -> what to tell the model` when it calls a tool that does not exist."""
+
+OnStart = Callable[[int, ToolExecutionRequest], Any]
+OnComplete = Callable[["ToolExecution"], Any]
+
+_utcnow = functools.partial(datetime.now, timezone.utc)
+_MAX_REPR_RESULT = 60
+
+
+class ToolExecution(msgspec.Struct, frozen=True):
+    """The record of one tool call: what the model asked, what it was told, and when.
+
+    `result` is the text sent to the model and `is_error` the flag sent with it. `error` is the exception
+    behind a failed call (`has_failed`). A call to an unknown tool answered by a
+    `hallucinated_tool_name_strategy` has no `error` (it counts as a `TO_LLM` call that did not fail), even
+    when the strategy flagged its answer `is_error`.
+    """
+
+    request: ToolExecutionRequest
+    result: str
+    result_object: Any
+    error: BaseException | None
+    index: int
+    """Position of the call in the model's response (0-based)."""
+    round: int
+    started_at: datetime
+    """When the call started running (UTC); for a call rejected before running, when it was rejected."""
+    finished_at: datetime
+    duration: float
+    """Seconds from start to finish, from a monotonic clock."""
+    return_behavior: ReturnBehavior
+    is_error: bool
+
+    @property
+    def has_failed(self) -> bool:
+        """True when the call raised, timed out, got bad arguments, or returned an unconvertible result."""
+        return self.error is not None
+
+    def result_message(self) -> ToolExecutionResultMessage:
+        """The message that carries this result to the model."""
+        return ToolExecutionResultMessage(self.request.id, self.request.name, self.result, self.is_error)
+
+    def __repr__(self) -> str:
+        result = (
+            self.result
+            if len(self.result) <= _MAX_REPR_RESULT
+            else self.result[: _MAX_REPR_RESULT - 3] + "..."
+        )
+        error = f", error={self.error!r}" if self.error is not None else ""
+        return (
+            f"ToolExecution(index={self.index}, name={self.request.name!r}, result={result!r}, "
+            f"is_error={self.is_error}{error}, duration={self.duration:.4f})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOptions:
+    """How tool calls run; shared by `execute_tool_calls` and the agent's loop.
+
+    `timeout` applies to tools without their own; `max_concurrency` caps the calls of one response running
+    at once (None: no cap). The handlers and the strategy are described in `execute_tool_calls`.
+    """
+
+    timeout: float | None = None
+    max_concurrency: int | None = None
+    hallucinated_tool_name_strategy: HallucinatedToolNameStrategy | None = None
+    tool_arguments_error_handler: ErrorHandler | None = None
+    tool_execution_error_handler: ErrorHandler | None = None
+
+    def __post_init__(self) -> None:
+        check_timeout(self.timeout, "timeout")
+        m = self.max_concurrency
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise IllegalConfigurationError(f"max_concurrency must be an int >= 1 or None, got {m!r}")
+        for name in (
+            "hallucinated_tool_name_strategy",
+            "tool_arguments_error_handler",
+            "tool_execution_error_handler",
+        ):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise IllegalConfigurationError(f"{name} must be callable, got {type(value).__name__}")
+
+
+_DEFAULT_OPTIONS = ExecutionOptions()
+_NO_SETTINGS = (None, None, None, None, None)
+_invocation_ids = itertools.count(1)
+_PROCESS_TAG = os.urandom(4).hex()
+
+
+def _new_invocation_id() -> str:
+    """A cheap id, unique in this process and unlikely to repeat across processes."""
+    return f"{_PROCESS_TAG}-{next(_invocation_ids)}"
+
+
+# -- the immediate-return rule ---------------------------------------------------------------------------
+
+
+def should_return_immediately(behaviours: Sequence[ReturnBehavior], any_error: bool) -> bool:
+    """LangChain4j's rule, applied once per response after all its calls finished.
+
+    Return immediately iff no call errored, and either the last call is `IMMEDIATE_IF_LAST` or every call
+    is `IMMEDIATE`/`IMMEDIATE_IF_LAST`. A response without calls never returns immediately.
+    """
+    if any_error or not behaviours:
+        return False
+    if behaviours[-1] == ReturnBehavior.IMMEDIATE_IF_LAST:
+        return True
+    return all(b != ReturnBehavior.TO_LLM for b in behaviours)
+
+
+def behaviours(executions: Iterable[ToolExecution]) -> list[ReturnBehavior]:
+    """The return behaviours of `executions`, in their order (unknown tools count as `TO_LLM`)."""
+    return [e.return_behavior for e in executions]
+
+
+def any_error(executions: Iterable[ToolExecution]) -> bool:
+    """True when a call failed; an unknown tool answered by the hallucination strategy is not a failure."""
+    return any(e.error is not None for e in executions)
+
+
+# -- one call ------------------------------------------------------------------------------------------------
+
+
+async def execute_tool_call(
+    request: ToolExecutionRequest,
+    *,
+    index: int,
+    toolset: Toolset,
+    options: ExecutionOptions = _DEFAULT_OPTIONS,
+    limiter: anyio.CapacityLimiter | None = None,
+    invocation_id: str = "",
+    memory_id: Any = None,
+    context: Mapping[str, Any] | None = None,
+    deadline: float | None = None,
+    round: int = 0,
+    on_start: OnStart | None = None,
+) -> ToolExecution:
+    """Runs one call completely and returns its record; the building block of `execute_tool_calls`.
+
+    `invocation_id`, `memory_id`, `context`, `deadline` (absolute, `anyio.current_time()` clock) and
+    `round` make up the call's `ToolContext`. `limiter` caps concurrent calls across the caller's calls.
+    Raises only when an error handler or `on_start` raises, or for an unknown tool without a
+    `hallucinated_tool_name_strategy`.
+    """
+    tool = toolset.get(request.name)
+    if tool is None:
+        return await _answer_hallucination(request, index, round, toolset, options)
+    try:
+        prepared = tool.prepare(request.arguments)
+    except ToolArgumentsError as exc:
+        now, clock = _utcnow(), time.perf_counter()
+        return await _failed(exc, tool, request, index, round, options, now, clock)
+    call_context = ToolContext(
+        invocation_id, memory_id, _NO_CONTEXT if context is None else context, request, round, deadline
+    )
+    if limiter is None:
+        return await _run(tool, prepared, call_context, index, options, on_start)
+    async with limiter:
+        return await _run(tool, prepared, call_context, index, options, on_start)
+
+
+async def _run(
+    tool: Tool,
+    prepared: dict[str, Any] | None,
+    context: ToolContext,
+    index: int,
+    options: ExecutionOptions,
+    on_start: OnStart | None,
+) -> ToolExecution:
+    request = context.request
+    assert request is not None
+    if on_start is not None:
+        await _maybe_await(on_start(index, request))
+    started_at, clock = _utcnow(), time.perf_counter()
+    timeout = tool.timeout if tool.timeout is not None else options.timeout
+    try:
+        if timeout is None:
+            result = await tool.invoke(prepared, context)
+        else:
+            with anyio.move_on_after(timeout) as scope:
+                result = await tool.invoke(prepared, context)
+            if scope.cancelled_caught:
+                raise TimeoutError(f"Tool {tool.name!r} timed out after {timeout:g} s")
+        try:
+            text = tool.to_text(result)
+        except Exception as exc:
+            raise ToolExecutionError(
+                f"Tool {tool.name!r} returned a result that cannot be sent to the model: {exc}"
+            ) from exc
+    except Exception as exc:
+        return await _failed(exc, tool, request, index, context.round, options, started_at, clock)
+    return ToolExecution(
+        request,
+        text,
+        result,
+        None,
+        index,
+        context.round,
+        started_at,
+        _utcnow(),
+        time.perf_counter() - clock,
+        tool.return_behavior,
+        False,
+    )
+
+
+async def _failed(
+    exc: Exception,
+    tool: Tool,
+    request: ToolExecutionRequest,
+    index: int,
+    round: int,
+    options: ExecutionOptions,
+    started_at: datetime,
+    clock: float,
+) -> ToolExecution:
+    """The error result of a call, through the matching handler (which may re-raise to abort)."""
+    if isinstance(exc, ToolArgumentsError):
+        handler, handler_name = options.tool_arguments_error_handler, "tool_arguments_error_handler"
+    else:
+        handler, handler_name = options.tool_execution_error_handler, "tool_execution_error_handler"
+    if handler is None:
+        text = error_text(exc)
+    else:
+        text = await _maybe_await(handler(exc, request))
+        if not isinstance(text, str):
+            raise IllegalConfigurationError(
+                f"{handler_name} must return the text for the model (str) or raise, got {type(text).__name__}"
+            )
+    return ToolExecution(
+        request,
+        text,
+        None,
+        exc,
+        index,
+        round,
+        started_at,
+        _utcnow(),
+        time.perf_counter() - clock,
+        tool.return_behavior,
+        True,
+    )
+
+
+def error_text(exc: BaseException) -> str:
+    """What the model reads for a failed call by default: the exception's message."""
+    if isinstance(exc, (ToolExecutionError, ToolArgumentsError)):
+        return exc.message
+    return str(exc) or type(exc).__name__
+
+
+async def _answer_hallucination(
+    request: ToolExecutionRequest, index: int, round: int, toolset: Toolset, options: ExecutionOptions
+) -> ToolExecution:
+    strategy = options.hallucinated_tool_name_strategy
+    if strategy is None:
+        raise _hallucinated(request.name, toolset)
+    started_at, clock = _utcnow(), time.perf_counter()
+    answer = await _maybe_await(strategy(request))
+    if isinstance(answer, ToolExecutionResultMessage):
+        text, is_error = answer.text, answer.is_error
+    elif isinstance(answer, str):
+        text, is_error = answer, False
+    else:
+        raise IllegalConfigurationError(
+            "hallucinated_tool_name_strategy must return a str or a ToolExecutionResultMessage, got "
+            f"{type(answer).__name__}"
+        )
+    return ToolExecution(
+        request,
+        text,
+        None,
+        None,
+        index,
+        round,
+        started_at,
+        _utcnow(),
+        time.perf_counter() - clock,
+        ReturnBehavior.TO_LLM,
+        is_error,
+    )
+
+
+def _hallucinated(name: str, toolset: Toolset) -> HallucinatedToolError:
+    available = ", ".join(repr(n) for n in toolset.names) or "none"
+    return HallucinatedToolError(
+        f"The model called a tool named {name!r}, which does not exist (available tools: {available}). "
+        "Give the agent a hallucinated_tool_name_strategy to answer the model instead of failing.",
+        tool_name=name,
+    )
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+# -- one response ----------------------------------------------------------------------------------------
+
+
+async def execute_tool_calls(
+    requests: Iterable[ToolExecutionRequest],
+    tools: ToolsLike,
+    *,
+    memory_id: Any = None,
+    context: Mapping[str, Any] | None = None,
+    max_concurrency: int | None = None,
+    timeout: float | None = None,
+    hallucinated_tool_name_strategy: HallucinatedToolNameStrategy | None = None,
+    tool_arguments_error_handler: ErrorHandler | None = None,
+    tool_execution_error_handler: ErrorHandler | None = None,
+    on_start: OnStart | None = None,
+    on_complete: OnComplete | None = None,
+    round: int = 0,
+    invocation_id: str | None = None,
+) -> list[ToolExecution]:
+    """Runs every call of one model response concurrently; returns their records in the model's call order.
+
+    `tools` is anything `Agent(tools=...)` accepts. Sync tools run in worker threads, async tools in the
+    event loop; `max_concurrency` caps how many run at once. `timeout` (seconds) bounds each call of a tool
+    without its own timeout; a timed-out call gets the error result "Tool 'x' timed out after N s".
+
+    A failing call does not disturb the others: its error message goes to the model (`is_error`). The
+    handlers `(error, request) -> str` (sync or async) choose that text instead, or re-raise: then the other
+    calls are cancelled and the error propagates. An unknown tool name raises `HallucinatedToolError`
+    before any call starts, unless `hallucinated_tool_name_strategy(request)` answers the model.
+
+    `on_start(index, request)` runs just before a call runs (after its arguments validated);
+    `on_complete(execution)` as each call finishes, in completion order. Both may be sync or async.
+    """
+    toolset = resolve_tools(tools)
+    settings = (
+        timeout,
+        max_concurrency,
+        hallucinated_tool_name_strategy,
+        tool_arguments_error_handler,
+        tool_execution_error_handler,
+    )
+    options = _DEFAULT_OPTIONS if settings == _NO_SETTINGS else ExecutionOptions(*settings)
+    calls = list(requests)
+    if hallucinated_tool_name_strategy is None:
+        for request in calls:
+            if request.name not in toolset:
+                raise _hallucinated(request.name, toolset)
+    if not calls:
+        return []
+    run_call = functools.partial(
+        execute_tool_call,
+        toolset=toolset,
+        options=options,
+        invocation_id=invocation_id if invocation_id is not None else _new_invocation_id(),
+        memory_id=memory_id,
+        context=context,
+        round=round,
+        on_start=on_start,
+    )
+    if len(calls) == 1:  # no task needed
+        execution = await run_call(calls[0], index=0)
+        if on_complete is not None:
+            await _maybe_await(on_complete(execution))
+        return [execution]
+
+    limiter = (
+        anyio.CapacityLimiter(max_concurrency) if max_concurrency and max_concurrency < len(calls) else None
+    )
+    results: list[ToolExecution | None] = [None] * len(calls)
+    failure: list[Exception] = []
+
+    async def run_one(index: int, request: ToolExecutionRequest) -> None:
+        try:
+            execution = await run_call(request, index=index, limiter=limiter)
+            results[index] = execution
+            if on_complete is not None:
+                await _maybe_await(on_complete(execution))
+        except Exception as exc:  # an abort: keep the first, cancel the rest
+            if not failure:
+                failure.append(exc)
+            task_group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as task_group:
+        for index in range(1, len(calls)):
+            task_group.start_soon(run_one, index, calls[index])
+        await run_one(0, calls[0])  # the first call runs in this task: one task fewer
+    if failure:
+        raise failure[0]
+    return [r for r in results if r is not None]
