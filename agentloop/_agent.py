@@ -13,7 +13,7 @@ import anyio
 import msgspec
 
 from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
-from ._execution import ExecutionOptions
+from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
 from ._loop import Emit, Invocation, run_invocation
 from ._memory import ChatMemory
 from ._messages import (
@@ -32,7 +32,7 @@ from .models import ChatModel
 
 __all__ = ["Agent"]
 
-SystemMessageLike = str | Callable[[Any], "str | None | Awaitable[str | None]"] | None
+SystemMessageLike = str | Callable[[Any], "Awaitable[str | None] | str | None"] | None
 MemoryLike = ChatMemory | Callable[[Any], ChatMemory] | None
 ErrorHandler = Callable[[Exception, ToolExecutionRequest], "str | Awaitable[str]"]
 HallucinationStrategy = Callable[
@@ -66,6 +66,8 @@ class Agent:
         tool_arguments_error_handler: ErrorHandler | None = None,
         tool_execution_error_handler: ErrorHandler | None = None,
         eager_tools: bool = True,
+        max_tool_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+        max_tool_calls_per_response: int | None = DEFAULT_MAX_CALLS,
         name: str | None = None,
         description: str | None = None,
     ) -> None:
@@ -93,6 +95,8 @@ class Agent:
             hallucinated_tool_name_strategy=hallucinated_tool_name_strategy,
             tool_arguments_error_handler=tool_arguments_error_handler,
             tool_execution_error_handler=tool_execution_error_handler,
+            max_result_chars=max_tool_result_chars,
+            max_calls=max_tool_calls_per_response,
         )
         self._memories: dict[Any, ChatMemory] = {}
         self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
@@ -110,8 +114,9 @@ class Agent:
     ) -> Result[str]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
-        `tools` replaces the agent's tools for this call; `context` is merged over the agent's (this call wins)
-        and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls and tools.
+        `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
+        values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
+        and tools together.
         """
         return await self._invoke(message, memory_id, context, tools, timeout, None)
 
@@ -153,7 +158,8 @@ class Agent:
                 names = ", ".join(e.request.name for e in result.tool_executions[-1:])
                 raise IllegalConfigurationError(
                     f"An immediate-return tool ({names}) ended the invocation, so there is no answer text; "
-                    "use `await agent.chat(...)` or `agent.stream(...)`, whose Result holds the tool executions"
+                    "use `await agent.chat(...)` or `agent.stream(...)`, whose Result holds the tool "
+                    "executions"
                 )
             return ""
         return result.content
@@ -177,7 +183,8 @@ class Agent:
             return await self._run(user_message, memory_id, merged, toolset, deadline, emit)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
-            f"The invocation did not finish within its timeout of {timeout:g} s (model calls and tools together)",
+            f"The invocation did not finish within its timeout of {timeout:g} s "
+            "(model calls and tools together)",
             timeout=timeout,
         )
 

@@ -51,6 +51,11 @@ OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]
 
 _utcnow = functools.partial(datetime.now, timezone.utc)
+
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""Default cap on the text of one tool result sent to the model (about 25,000 tokens)."""
+DEFAULT_MAX_CALLS = 128
+"""Default cap on the tool calls of one model response that run."""
 _MAX_REPR_RESULT = 60
 
 
@@ -113,12 +118,17 @@ class ExecutionOptions:
     hallucinated_tool_name_strategy: HallucinatedToolNameStrategy | None = None
     tool_arguments_error_handler: ErrorHandler | None = None
     tool_execution_error_handler: ErrorHandler | None = None
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
+    """Longer result texts are cut to this many characters, with a marker saying so (None: no cap)."""
+    max_calls: int | None = DEFAULT_MAX_CALLS
+    """Calls of one response past this many are not run; each gets an error result saying why."""
 
     def __post_init__(self) -> None:
         check_timeout(self.timeout, "timeout")
-        m = self.max_concurrency
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
-            raise IllegalConfigurationError(f"max_concurrency must be an int >= 1 or None, got {m!r}")
+        for name in ("max_concurrency", "max_result_chars", "max_calls"):
+            m = getattr(self, name)
+            if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+                raise IllegalConfigurationError(f"{name} must be an int >= 1 or None, got {m!r}")
         for name in (
             "hallucinated_tool_name_strategy",
             "tool_arguments_error_handler",
@@ -130,7 +140,7 @@ class ExecutionOptions:
 
 
 _DEFAULT_OPTIONS = ExecutionOptions()
-_NO_SETTINGS = (None, None, None, None, None)
+_NO_SETTINGS = (None, None, None, None, None, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_CALLS)
 _invocation_ids = itertools.count(1)
 _PROCESS_TAG = os.urandom(4).hex()
 
@@ -188,8 +198,37 @@ async def execute_tool_call(
     `invocation_id`, `memory_id`, `context`, `deadline` (absolute, `anyio.current_time()` clock) and
     `round` make up the call's `ToolContext`. `limiter` caps concurrent calls across the caller's calls.
     Raises only when an error handler or `on_start` raises, or for an unknown tool without a
-    `hallucinated_tool_name_strategy`.
+    `hallucinated_tool_name_strategy`. The result text is capped at `options.max_result_chars`.
     """
+    execution = await _execute(
+        request,
+        index,
+        toolset,
+        options,
+        limiter,
+        invocation_id,
+        memory_id,
+        context,
+        deadline,
+        round,
+        on_start,
+    )
+    return capped(execution, options.max_result_chars)
+
+
+async def _execute(
+    request: ToolExecutionRequest,
+    index: int,
+    toolset: Toolset,
+    options: ExecutionOptions,
+    limiter: anyio.CapacityLimiter | None,
+    invocation_id: str,
+    memory_id: Any,
+    context: Mapping[str, Any] | None,
+    deadline: float | None,
+    round: int,
+    on_start: OnStart | None,
+) -> ToolExecution:
     tool = toolset.get(request.name)
     if tool is None:
         return await _answer_hallucination(request, index, round, toolset, options)
@@ -290,6 +329,39 @@ async def _failed(
     )
 
 
+def capped(execution: ToolExecution, limit: int | None) -> ToolExecution:
+    """`execution` with its result text cut to `limit` characters and a marker, when it is longer."""
+    text = execution.result
+    if limit is None or len(text) <= limit:
+        return execution
+    marker = f"\n[... truncated: the result had {len(text):,} characters; the first {limit:,} are shown]"
+    return msgspec.structs.replace(execution, result=text[:limit] + marker)
+
+
+def rejected_call(
+    request: ToolExecutionRequest, index: int, round: int, total: int, limit: int
+) -> ToolExecution:
+    """The error result of a call past the per-response cap: it is not run, the model is told why."""
+    message = (
+        f"Not run: this response asked for {total} tool calls and at most {limit} run per response. "
+        f"Calls #{limit} and later were skipped; ask for them again in a later response."
+    )
+    now = _utcnow()
+    return ToolExecution(
+        request,
+        message,
+        None,
+        ToolExecutionError(message),
+        index,
+        round,
+        now,
+        now,
+        0.0,
+        ReturnBehavior.TO_LLM,
+        True,
+    )
+
+
 def error_text(exc: BaseException) -> str:
     """What the model reads for a failed call by default: the exception's message."""
     if isinstance(exc, (ToolExecutionError, ToolArgumentsError)):
@@ -362,6 +434,8 @@ async def execute_tool_calls(
     on_complete: OnComplete | None = None,
     round: int = 0,
     invocation_id: str | None = None,
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    max_calls: int | None = DEFAULT_MAX_CALLS,
 ) -> list[ToolExecution]:
     """Runs every call of one model response concurrently; returns their records in the model's call order.
 
@@ -376,6 +450,9 @@ async def execute_tool_calls(
 
     `on_start(index, request)` runs just before a call runs (after its arguments validated);
     `on_complete(execution)` as each call finishes, in completion order. Both may be sync or async.
+
+    A result text longer than `max_result_chars` is cut, with a marker. Calls past `max_calls` are not run:
+    each gets an error result telling the model to ask again later.
     """
     toolset = resolve_tools(tools)
     settings = (
@@ -384,9 +461,16 @@ async def execute_tool_calls(
         hallucinated_tool_name_strategy,
         tool_arguments_error_handler,
         tool_execution_error_handler,
+        max_result_chars,
+        max_calls,
     )
     options = _DEFAULT_OPTIONS if settings == _NO_SETTINGS else ExecutionOptions(*settings)
     calls = list(requests)
+    limit = options.max_calls
+    skipped: list[ToolExecution] = []
+    if limit is not None and len(calls) > limit:
+        skipped = [rejected_call(r, i, round, len(calls), limit) for i, r in enumerate(calls) if i >= limit]
+        calls = calls[:limit]
     if hallucinated_tool_name_strategy is None:
         for request in calls:
             if request.name not in toolset:
@@ -403,7 +487,7 @@ async def execute_tool_calls(
         round=round,
         on_start=on_start,
     )
-    if len(calls) == 1:  # no task needed
+    if len(calls) == 1 and not skipped:  # no task needed
         execution = await run_call(calls[0], index=0)
         if on_complete is not None:
             await _maybe_await(on_complete(execution))
@@ -432,4 +516,4 @@ async def execute_tool_calls(
         await run_one(0, calls[0])  # the first call runs in this task: one task fewer
     if failure:
         raise failure[0]
-    return [r for r in results if r is not None]
+    return [r for r in results if r is not None] + skipped

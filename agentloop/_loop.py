@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import msgspec
 from anyio.abc import TaskGroup
 
 from ._errors import BadResponseError, ToolRoundsExceededError
@@ -31,7 +32,13 @@ from ._events import (
     StreamEvent,
     ToolExecuted,
 )
-from ._execution import ExecutionOptions, ToolExecution, execute_tool_call, should_return_immediately
+from ._execution import (
+    ExecutionOptions,
+    ToolExecution,
+    execute_tool_call,
+    rejected_call,
+    should_return_immediately,
+)
 from ._memory import ChatMemory
 from ._messages import (
     ChatMessage,
@@ -112,12 +119,16 @@ async def _run(inv: Invocation, emit: Emit | None) -> Result[str]:
                 if not may_run_tools:
                     raise ToolRoundsExceededError(
                         f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
-                        f"(max_tool_rounds={inv.max_tool_rounds}); raise the limit or check the tools' results",
+                        f"(max_tool_rounds={inv.max_tool_rounds}); raise the limit or check the tools' "
+                        "results",
                         max_tool_rounds=inv.max_tool_rounds,
                     )
+                requests = calls.start_all(ai.tool_execution_requests)
+                if requests is not ai.tool_execution_requests:  # ids were missing or repeated
+                    ai = msgspec.structs.replace(ai, tool_execution_requests=requests)
+                    response = msgspec.structs.replace(response, ai_message=ai)
                 if emit is not None:
                     await emit(IntermediateResponse(response, round))
-                calls.start_all(ai.tool_execution_requests)
             else:
                 calls.discard()
         usage = response.token_usage if usage is None else usage + response.token_usage
@@ -169,9 +180,26 @@ async def _stream_model(
 
 
 class _Calls:
-    """The tool calls of one response, each running in the round's task group as soon as it is known."""
+    """The tool calls of one response, each running in the round's task group as soon as it is known.
 
-    __slots__ = ("_by_index", "_eager", "_emit", "_executions", "_inv", "_limiter", "_round", "_tg", "_toolset")
+    Calls are matched by position (providers number them by position in the response). A call without an
+    id, or with the id of an earlier call, gets a fresh one, so every result pairs with exactly one call.
+    Calls past `options.max_calls` are not run; each gets an error result.
+    """
+
+    __slots__ = (
+        "_by_index",
+        "_eager",
+        "_emit",
+        "_executions",
+        "_ids",
+        "_inv",
+        "_limiter",
+        "_round",
+        "_tg",
+        "_toolset",
+        "_used",
+    )
 
     def __init__(
         self,
@@ -191,20 +219,24 @@ class _Calls:
         self._limiter = limiter
         self._emit = emit
         self._eager = eager and inv.eager_tools
-        self._by_index: dict[int, ToolExecutionRequest] = {}
+        self._by_index: dict[int, ToolExecutionRequest] = {}  # as the model sent them
+        self._ids: dict[int, str] = {}  # the id each call carries from here on
+        self._used: set[str] = set()
         self._executions: dict[int, ToolExecution] = {}
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
-        if self._eager:
-            self._start(index, request)
+        limit = self._inv.options.max_calls
+        if self._eager and (limit is None or index < limit):
+            self._start(index, request, index + 1)
 
-    def start_all(self, requests: Sequence[ToolExecutionRequest]) -> None:
-        """The response is complete: start every call not started yet, and check the early ones."""
+    def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
+        """The response is complete: start every call not started yet, check the early ones, and return the
+        calls as they go to memory (`requests` itself unless an id had to be replaced)."""
         for index, request in enumerate(requests):
             started = self._by_index.get(index)
             if started is None:
-                self._start(index, request)
+                self._start(index, request, len(requests))
             elif started != request:
                 raise BadResponseError(
                     f"The model's stream reported tool call #{index} as {started!r} but its final "
@@ -215,6 +247,9 @@ class _Calls:
                 f"The model's stream reported {len(self._by_index)} tool calls but its final response has "
                 f"{len(requests)}"
             )
+        if all(request.id == self._ids[i] for i, request in enumerate(requests)):
+            return requests
+        return tuple(_with_id(request, self._ids[i]) for i, request in enumerate(requests))
 
     def discard(self) -> None:
         """The final response has no tool calls: anything started early must not run on."""
@@ -228,10 +263,28 @@ class _Calls:
         """Every execution, in the model's call order."""
         return [self._executions[index] for index in sorted(self._executions)]
 
-    def _start(self, index: int, request: ToolExecutionRequest) -> None:
-        if index not in self._by_index:
-            self._by_index[index] = request
-            self._tg.start_soon(self._run, index, request)
+    def _start(self, index: int, request: ToolExecutionRequest, total: int) -> None:
+        if index in self._by_index:
+            return
+        self._by_index[index] = request
+        call_id = request.id
+        if not call_id or call_id in self._used:
+            call_id = f"call_{self._inv.invocation_id[:12]}_{self._round}_{index}"
+        self._ids[index] = call_id
+        self._used.add(call_id)
+        request = _with_id(request, call_id)
+        limit = self._inv.options.max_calls
+        if limit is not None and index >= limit:
+            execution = rejected_call(request, index, self._round, total, limit)
+            self._executions[index] = execution
+            if self._emit is not None:
+                self._tg.start_soon(self._report, execution)
+            return
+        self._tg.start_soon(self._run, index, request)
+
+    async def _report(self, execution: ToolExecution) -> None:
+        assert self._emit is not None
+        await self._emit(ToolExecuted(execution))
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
         inv, emit = self._inv, self._emit
@@ -258,6 +311,12 @@ class _Calls:
         self._executions[index] = execution
         if emit is not None:
             await emit(ToolExecuted(execution))
+
+
+def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionRequest:
+    return (
+        request if request.id == call_id else ToolExecutionRequest(call_id, request.name, request.arguments)
+    )
 
 
 async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:

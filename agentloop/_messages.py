@@ -143,7 +143,8 @@ class FinishReason(str, enum.Enum):
 class ToolChoice(msgspec.Struct, frozen=True):
     """Whether the model may, must, or must not call tools, or must call one named tool.
 
-    Use the constants `ToolChoice.AUTO`, `ToolChoice.REQUIRED`, `ToolChoice.NONE`, or `ToolChoice.tool("name")`.
+    Use the constants `ToolChoice.AUTO`, `ToolChoice.REQUIRED`, `ToolChoice.NONE`, or
+    `ToolChoice.tool("name")`.
     """
 
     mode: Literal["auto", "required", "none", "tool"] = "auto"

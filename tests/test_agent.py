@@ -261,7 +261,7 @@ async def test_invocation_timeout_covers_tools_and_tools_see_remaining_time() ->
         return "never"
 
     agent = Agent(ScriptedChatModel([calls(("wait", {}))]), tools=[wait], memory=MessageWindowChatMemory(10))
-    with pytest.raises(InvocationTimeoutError, match="0.2 s"):
+    with pytest.raises(InvocationTimeoutError, match=r"0\.2 s"):
         await agent.chat("wait", timeout=0.2)
     assert remaining and remaining[0] is not None and 0 < remaining[0] <= 0.2
     assert await agent.memory.messages() == []  # type: ignore[union-attr]
@@ -373,3 +373,78 @@ async def test_tool_provider_adds_tools_per_invocation() -> None:
     assert model.requests[0].tool_specifications == ()
     assert [s.name for s in model.requests[1].tool_specifications] == ["get_booking_details"]
     assert asked == ["hello", "my booking B-1?"]  # once per invocation, not per model call
+
+
+async def invoke(agent: Agent, mode: str, message: str = "go") -> Any:
+    if mode == "chat":
+        return await agent.chat(message)
+    stream = agent.stream(message)
+    async for _ in stream:
+        pass
+    return stream.result
+
+
+@pytest.mark.parametrize("mode", ["chat", "stream"])
+async def test_huge_results_are_cut_with_a_marker(mode: str) -> None:
+    @tool
+    def dump() -> str:
+        return "x" * 5_000_000
+
+    model = ScriptedChatModel([calls(("dump", {})), "ok"])
+    result = await invoke(Agent(model, tools=[dump], max_tool_result_chars=1000), mode)
+    sent = model.requests[1].messages[-1]
+    assert isinstance(sent, ToolExecutionResultMessage)
+    assert len(sent.text) < 1200
+    assert sent.text.startswith("x" * 1000)
+    assert "truncated: the result had 5,000,000 characters; the first 1,000 are shown" in sent.text
+    assert result.tool_executions[0].result == sent.text
+
+
+@pytest.mark.parametrize("mode", ["chat", "stream"])
+async def test_calls_past_the_per_response_cap_get_an_error_result(mode: str) -> None:
+    ran: list[int] = []
+
+    @tool
+    def work(n: int) -> int:
+        ran.append(n)
+        return n
+
+    model = ScriptedChatModel([calls(*[("work", {"n": n}) for n in range(1000)]), "done"])
+    memory = MessageWindowChatMemory(5000)
+    agent = Agent(model, tools=[work], max_tool_calls_per_response=10, memory=memory)
+    result = await invoke(agent, mode)
+    assert sorted(ran) == list(range(10))
+    assert len(result.tool_executions) == 1000
+    skipped = result.tool_executions[10]
+    assert skipped.has_failed and skipped.is_error
+    assert "asked for 1000 tool calls and at most 10 run per response" in skipped.result
+    assert_valid_for_provider(await memory.messages())
+
+
+@pytest.mark.parametrize("mode", ["chat", "stream"])
+async def test_missing_and_repeated_call_ids_are_replaced(mode: str) -> None:
+    @tool
+    def echo(n: int) -> int:
+        return n
+
+    from agentloop import ChatResponse, FinishReason, ToolExecutionRequest
+
+    requests = [
+        ToolExecutionRequest("dup", "echo", '{"n": 0}'),
+        ToolExecutionRequest("dup", "echo", '{"n": 1}'),
+        ToolExecutionRequest("", "echo", '{"n": 2}'),
+    ]
+    scripted = ChatResponse(
+        AiMessage(tool_execution_requests=requests), finish_reason=FinishReason.TOOL_EXECUTION
+    )
+    model = ScriptedChatModel([scripted, "done"])
+    memory = MessageWindowChatMemory(50)
+    result = await invoke(Agent(model, tools=[echo], memory=memory), mode)
+    ids = [e.request.id for e in result.tool_executions]
+    assert ids[0] == "dup" and len(set(ids)) == 3 and all(ids)
+    messages = await memory.messages()
+    assert_valid_for_provider(messages)
+    sent = model.requests[1].messages
+    assert [m.id for m in sent if isinstance(m, ToolExecutionResultMessage)] == ids
+    assert [r.id for r in sent[1].tool_execution_requests] == ids  # type: ignore[union-attr]
+    assert [e.result for e in result.tool_executions] == ["0", "1", "2"]

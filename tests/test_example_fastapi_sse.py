@@ -55,11 +55,14 @@ def parse_sse(lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
 
 async def test_tokens_and_tool_events_arrive_as_sse(served: tuple[str, Any]) -> None:
     server_url, _ = served
-    async with httpx2.AsyncClient(base_url=server_url, timeout=10) as client:
-        async with client.stream("GET", "/chat", params={"q": "What is 2 + 3?", "user": "alice"}) as response:
-            assert response.status_code == 200
-            assert response.headers["content-type"].startswith("text/event-stream")
-            lines = [line async for line in response.aiter_lines()]
+    params = {"q": "What is 2 + 3?", "user": "alice"}
+    async with (
+        httpx2.AsyncClient(base_url=server_url, timeout=10) as client,
+        client.stream("GET", "/chat", params=params) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line async for line in response.aiter_lines()]
     events = parse_sse(lines)
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "tool_start" and kinds[-1] == "done"
