@@ -22,13 +22,14 @@ from ._base import (
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
     from ._infer import infer_model
-    from ._local import LocalChatModel
+    from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
 
 __all__ = [
     "AnthropicChatModel",
     "ChatModel",
     "LocalChatModel",
+    "LocalModelWeightsError",
     "ModelEvent",
     "OpenAIChatModel",
     "ResponseComplete",
@@ -43,6 +44,7 @@ _LAZY = {
     "OpenAIChatModel": "._openai",
     "AnthropicChatModel": "._anthropic",
     "LocalChatModel": "._local",
+    "LocalModelWeightsError": "._local",
     "infer_model": "._infer",
 }
 

