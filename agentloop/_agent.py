@@ -293,7 +293,7 @@ class Agent:
         async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[str]:
             try:
                 arguments = msgspec.json.decode(request.arguments or "{}")
-            except msgspec.DecodeError as error:
+            except (msgspec.DecodeError, RecursionError) as error:  # RecursionError: nesting too deep
                 raise ToolArgumentsError(f"Invalid JSON arguments for tool '{tool_name}': {error}") from None
             text = arguments.get("request") if isinstance(arguments, dict) else None
             if not isinstance(text, str):

@@ -290,7 +290,7 @@ class _Iterator(Generic[T]):
                 item = producer.receive.receive_nowait()
             except anyio.WouldBlock:
                 item = await producer.receive.receive()
-        except anyio.EndOfStream:
+        except (anyio.EndOfStream, anyio.ClosedResourceError):  # closed: finished, or aclose() from anywhere
             await producer.finished.wait()
             if producer.error is not None:
                 raise producer.error from None

@@ -290,7 +290,7 @@ class AnthropicChatModel:
                         if name == "message":  # a server that names no events: the JSON carries the type
                             name = _typed_decoder.decode(sse.data).type
                         event = assembler.feed(name, sse.data)
-                    except msgspec.DecodeError as exc:
+                    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
                         raise self._http.bad_response(
                             f"unreadable {name} event ({exc}): {sse.data[:200]!r}",
                             request_id=events.request_id,
@@ -636,7 +636,7 @@ def _input(call: ToolExecutionRequest) -> Any:
     """A tool call's arguments as the JSON object `tool_use.input` must be ({} when they are not one)."""
     try:
         value = _json_decoder.decode(call.arguments) if call.arguments.strip() else {}
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting too deep for msgspec
         return {}
     return value if isinstance(value, dict) else {}
 

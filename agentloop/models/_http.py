@@ -13,7 +13,7 @@ secrets=())`
 - `await request_json(path, payload, decoder, *, method="POST", headers=None, tools=False) -> T`:
     sends `payload` (encoded with msgspec unless already bytes), retries what is retryable, raises the
     mapped `ModelError` on failure, and returns the 2xx body decoded with `decoder` (a msgspec JSON decoder
-    or a type; undecodable bodies raise `BadResponseError`).
+    or a type; undecodable bodies, and bodies over `MAX_BODY_BYTES` (16 MiB), raise `BadResponseError`).
 - `open_sse(path, payload, *, method="POST", headers=None, tools=False) -> async context manager of
     SSEStream`: opens an event stream, retrying until the first event has arrived (status errors, connect
     errors, connections dropped before any event). After that nothing is retried: once a provider has
@@ -97,6 +97,10 @@ T = TypeVar("T")
 _USER_AGENT = "agentloop/0.1.0"
 _AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization", "x-goog-api-key"})
 _MAX_ERROR_TEXT = 500
+MAX_BODY_BYTES = 16 * 1024 * 1024
+"""The largest response body read whole (a 2xx JSON answer; one event of a stream has the same limit): a
+bigger one is a `BadResponseError`, so a broken or hostile server cannot make the client buffer gigabytes."""
+_MAX_ERROR_BODY = 64 * 1024  # of an error answer only the start is read: its message is all that is used
 
 # -- configuration ------------------------------------------------------------------------------------------
 
@@ -211,7 +215,7 @@ def extract_provider_error(body: bytes | str | Any) -> ProviderError:
         raw = body.encode() if isinstance(body, str) else body
         try:
             parsed: Any = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # msgspec raises RecursionError for deep nesting
             text = raw.decode("utf-8", "replace").strip()
             if len(text) > _MAX_ERROR_TEXT:
                 text = text[:_MAX_ERROR_TEXT] + "..."
@@ -572,11 +576,18 @@ class ProviderClient:
             try:
                 await self._check_status(response, tools)
                 try:
-                    body = await response.aread()
+                    body, whole = await _read_body(response, MAX_BODY_BYTES)
                 except Exception as exc:
                     if _is_transport_error(exc):
-                        raise self._transport_error(exc, retryable=True) from exc
+                        # A dropped connection may be retried; a read timeout may not (see `_send`).
+                        timeout = "TimeoutException" in _httpx_names(exc)
+                        raise self._transport_error(exc, retryable=not timeout) from exc
                     raise
+                if not whole:
+                    raise self.bad_response(
+                        f"the response body is larger than {MAX_BODY_BYTES:,} bytes; refusing to read it",
+                        request_id=request_id_of(response.headers),
+                    )
                 return body, request_id_of(response.headers)
             finally:
                 await _close(response)
@@ -586,7 +597,7 @@ class ProviderClient:
             if isinstance(decoder, msgspec.json.Decoder):
                 return decoder.decode(body)
             return msgspec.json.decode(body, type=decoder)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
             snippet = body[:200].decode("utf-8", "replace")
             raise self.bad_response(
                 f"unreadable response body ({exc}): {snippet!r}", request_id=request_id
@@ -640,9 +651,16 @@ class ProviderClient:
             try:
                 await self._check_status(response, tools)
                 content_type = response.headers.get("content-type", "")
+                if content_type.startswith("text/html"):  # a proxy's or portal's page, never an event stream
+                    body, _ = await _read_body(response, _MAX_ERROR_BODY)
+                    page = body[:200].decode("utf-8", "replace")
+                    raise self.bad_response(
+                        f"expected an event stream, got an HTML page: {page!r}",
+                        request_id=request_id_of(response.headers),
+                    )
                 if content_type.startswith("application/json"):
                     # Some servers answer a streaming request with one JSON body (often an error).
-                    body = await response.aread()
+                    body, _ = await _read_body(response, MAX_BODY_BYTES)
                     details = extract_provider_error(body)
                     if b'"error"' in body and details.message:
                         raise self.error_from_payload(body, request_id=request_id_of(response.headers))
@@ -705,7 +723,7 @@ class ProviderClient:
                 raise self.bad_response(f"unexpected redirect {status} to {location}; check base_url")
             return
         try:
-            body = await response.aread()
+            body, _ = await _read_body(response, _MAX_ERROR_BODY)
         except Exception as exc:
             if not _is_transport_error(exc):
                 raise
@@ -768,6 +786,18 @@ class ProviderClient:
         raise ModelTimeoutError(
             f"{self.provider}: no response within the total timeout of {total:g}s", provider=self.provider
         )
+
+
+async def _read_body(response: Any, limit: int) -> tuple[bytes, bool]:
+    """At most `limit` bytes of `response`'s body, and whether that was all of it."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(parts)[:limit], False
+    return b"".join(parts), True
 
 
 async def _close(response: Any) -> None:

@@ -452,7 +452,7 @@ class OpenAIChatModel:
                     raise self._http.error_from_payload(data, request_id=events.request_id)
                 try:
                     chunk = _CHUNK.decode(data)
-                except msgspec.DecodeError as exc:
+                except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
                     raise self._http.bad_response(
                         f"unreadable stream chunk ({exc}): {data[:200]!r}", request_id=events.request_id
                     ) from None
@@ -465,6 +465,8 @@ class OpenAIChatModel:
                     "the stream ended before the response was complete (no finish_reason, no [DONE])",
                     request_id=events.request_id,
                 )
+            if not state.answered:  # as `chat()` says for an answer without choices
+                raise self._http.bad_response("the stream has no choices", request_id=events.request_id)
             await events.drain()  # read the end of the body: the connection goes back to the pool
             for model_event in state.finish():
                 yield model_event
@@ -493,9 +495,20 @@ class _Call:
 class _StreamState:
     """Turns Chat Completions chunks into model events and, at the end, the whole `ChatResponse`."""
 
-    __slots__ = ("calls", "finish_reason", "id", "model", "text", "thinking", "usage", "wire_index")
+    __slots__ = (
+        "answered",
+        "calls",
+        "finish_reason",
+        "id",
+        "model",
+        "text",
+        "thinking",
+        "usage",
+        "wire_index",
+    )
 
     def __init__(self) -> None:
+        self.answered = False  # a chunk for choice 0 arrived
         self.text: list[str] = []
         self.thinking: list[str] = []
         self.calls: list[_Call] = []
@@ -516,6 +529,7 @@ class _StreamState:
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue
+            self.answered = True
             delta = choice.delta
             if delta is not None:
                 thinking = delta.reasoning_content or delta.reasoning

@@ -56,11 +56,13 @@ class SSEDecoder:
         "_max_line",
         "_provider",
         "_retry",
+        "_size",
         "_skip_lf",
     )
 
     def __init__(self, *, max_line_bytes: int = _DEFAULT_MAX_LINE, provider: str | None = None) -> None:
-        self._buffer = b""
+        self._buffer: list[bytes] = []  # pieces of the line not ended yet
+        self._size = 0  # their total length
         self._skip_lf = False  # the previous chunk ended with CR: a LF starting the next one is part of it
         self._first_line = True
         self._max_line = max_line_bytes
@@ -78,21 +80,30 @@ class SSEDecoder:
                 chunk = chunk[1:]
         if not chunk:
             return []
-        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            # The current line goes on. Keep the piece: joining the line on every piece would copy a long
+            # line again and again (quadratic time for a line sent in many small reads).
+            self._buffer.append(chunk)
+            self._size += len(chunk)
+            if self._size > self._max_line:
+                self._buffer, self._size = [], 0
+                raise BadResponseError(
+                    f"event stream line longer than {self._max_line} bytes", provider=self._provider
+                )
+            return []
+        buffer = b"".join(self._buffer) + chunk if self._buffer else chunk
+        self._buffer, self._size = [], 0
         lines = buffer.splitlines()  # bytes.splitlines splits on exactly CRLF, LF and CR
         last = buffer[-1]
         if last == 13:  # b"\r"
             self._skip_lf = True
-            self._buffer = b""
-        elif last == 10:  # b"\n"
-            self._buffer = b""
-        else:
-            self._buffer = lines.pop()
-            if len(self._buffer) > self._max_line:
-                self._buffer = b""
+        elif last != 10:  # b"\n"
+            tail = lines.pop()
+            if len(tail) > self._max_line:
                 raise BadResponseError(
                     f"event stream line longer than {self._max_line} bytes", provider=self._provider
                 )
+            self._buffer, self._size = [tail], len(tail)
         events: list[ServerSentEvent] = []
         for raw in lines:
             event = self._line(raw)
@@ -102,7 +113,7 @@ class SSEDecoder:
 
     def close(self) -> None:
         """Ends the stream: a pending event that no blank line terminated is dropped (per the standard)."""
-        self._buffer = b""
+        self._buffer, self._size = [], 0
         self._skip_lf = False
         self._event = None
         self._data = []

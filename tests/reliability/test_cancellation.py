@@ -1,0 +1,348 @@
+"""Cancellation at every await point, systematically.
+
+The model, the tools, the memory, the tool provider and the system message of one agent are instrumented
+with numbered checkpoints. A clean run counts them (N, about twenty: before the request, while it is in
+flight or at each kind of stream event, inside each tool, between rounds, during each memory commit...);
+then for k in range(N) a fresh invocation is cancelled while it waits at checkpoint k: by cancelling the
+task that awaits `chat()`, by `aclose()` from another task, or by cancelling the task iterating the stream.
+After each one: the checkpoint observed the cancellation (or, for a shielded memory commit, finished it), no
+task runs on, every tool that started has ended, every model stream was closed, no connection is checked out
+of the pool, memory is valid for the provider, and the next invocation on the same memory succeeds against a
+fake that checks the conversation the way the real API does. OpenAI and Anthropic, asyncio and trio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    ChatRequest,
+    ChatResponse,
+    MessageWindowChatMemory,
+    ToolExecutionRequest,
+    ToolProviderRequest,
+    tool,
+)
+from agentloop._messages import ChatMessage
+from agentloop.models import ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
+from agentloop.models._base import ModelEvent
+from agentloop.testing._fake_server import FakeServer, RecordedRequest
+
+from ._support import (
+    Fault,
+    ToolProbe,
+    checked_out,
+    running_tasks,
+    seed_messages,
+    server_connections_after_close,
+)
+from ._wire import PROVIDERS, Requests, provider_model, shared
+
+pytestmark = pytest.mark.anyio
+
+VARIANTS = {
+    "chat": "cancel the task awaiting chat()",
+    "stream-aclose": "aclose() the TokenStream from another task",
+    "stream-cancel": "cancel the task iterating the TokenStream",
+}
+SHIELDED = frozenset({"memory.commit"})  # commits are shielded: the checkpoint finishes, the round is kept
+ROUND_ONE = AiMessage(
+    text="Let me check.",
+    tool_execution_requests=[
+        ToolExecutionRequest("call_paris", "weather", '{"city": "Paris"}'),
+        ToolExecutionRequest("call_london", "weather", '{"city": "London"}'),
+    ],
+)
+
+
+class Checkpoints:
+    """Numbered await points: the `target`-th one reached waits there until the test has cancelled."""
+
+    def __init__(self, target: int | None = None) -> None:
+        self.target = target
+        self.names: list[str] = []
+        self.reached = anyio.Event()
+        self.reached_name: str | None = None
+        self.release = anyio.Event()
+        self.observed_cancel = False
+
+    async def __call__(self, name: str) -> None:
+        number = len(self.names)
+        self.names.append(name)
+        if number != self.target:
+            await anyio.lowlevel.checkpoint()
+            return
+        self.reached_name = name
+        self.reached.set()
+        try:
+            await self.release.wait()  # cancelled here, unless this point is shielded
+            await anyio.lowlevel.checkpoint()
+        except anyio.get_cancelled_exc_class():
+            self.observed_cancel = True
+            raise
+
+
+class CheckpointModel:
+    """A provider model with a checkpoint before each request, while a chat() request is in flight, and
+    at the first event of each kind of a stream (the response is open there)."""
+
+    def __init__(self, inner: Any, checkpoint: Checkpoints) -> None:
+        self.inner = inner
+        self.checkpoint = checkpoint
+        self.streams_opened = 0
+        self.streams_closed = 0
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        await self.checkpoint("model.request")
+        responses: list[ChatResponse] = []
+
+        async def send() -> None:
+            responses.append(await self.inner.chat(request))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send)
+            await self.checkpoint("model.in_flight")  # the fake delays its answer: the request is on the wire
+        return responses[0]
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        await self.checkpoint("model.request")
+        self.streams_opened += 1
+        seen: set[str] = set()
+        try:
+            async with aclosing(self.inner.stream(request)) as events:
+                async for event in events:
+                    name = _event_name(event)
+                    if name is not None and (name not in seen or name == "model.call_complete"):
+                        seen.add(name)
+                        await self.checkpoint(name)
+                    yield event
+        finally:
+            self.streams_closed += 1
+
+
+def _event_name(event: ModelEvent) -> str | None:
+    if isinstance(event, TextDelta):
+        return "model.first_text"
+    if isinstance(event, ToolCallDelta):
+        return "model.first_call_piece"
+    if isinstance(event, ToolCallComplete):
+        return "model.call_complete"
+    if isinstance(event, ResponseComplete):
+        return "model.response_complete"
+    return None
+
+
+class CheckpointMemory:
+    """A `MessageWindowChatMemory` with a checkpoint before each read and inside each commit."""
+
+    def __init__(self, checkpoint: Checkpoints) -> None:
+        self.inner = MessageWindowChatMemory(200)
+        self.checkpoint = checkpoint
+        self.id = self.inner.id
+
+    async def messages(self) -> list[ChatMessage]:
+        await self.checkpoint("memory.read")
+        return await self.inner.messages()
+
+    async def add(self, messages: Any) -> None:
+        await self.checkpoint("memory.commit")
+        await self.inner.add(messages)
+
+    async def clear(self) -> None:
+        await self.inner.clear()
+
+
+class CheckpointProvider:
+    """A dynamic tool provider (asked before every model call) that adds nothing but a checkpoint."""
+
+    dynamic = True
+
+    def __init__(self, checkpoint: Checkpoints) -> None:
+        self.checkpoint = checkpoint
+        self.asked = 0
+
+    async def provide_tools(self, request: ToolProviderRequest) -> None:
+        self.asked += 1
+        await self.checkpoint("provider.first_call" if self.asked == 1 else "provider.between_rounds")
+
+
+def checkpoint_weather(probe: ToolProbe, checkpoint: Checkpoints) -> Any:
+    @tool
+    async def weather(city: str) -> str:
+        """Current weather in a city."""
+        probe.started.append(city)
+        try:
+            await checkpoint(f"tool.{city}.start")
+            await checkpoint(f"tool.{city}.working")
+        except anyio.get_cancelled_exc_class():
+            probe.cancelled.append(city)
+            raise
+        probe.finished.append(city)
+        return f"Sunny in {city}"
+
+    return weather
+
+
+def respond(provider: str) -> Any:
+    """The fake's answer, by what the conversation needs next: tool calls, the final answer, or "Fine."."""
+
+    def answer(request: RecordedRequest) -> Any:
+        last = request.json["messages"][-1]
+        content = last.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if last.get("role") == "tool" or blocks[-1].get("type") == "tool_result":
+            return "All done: sunny everywhere."
+        if blocks[-1].get("text") == "again":
+            return "Fine."
+        return ROUND_ONE
+
+    return answer
+
+
+class Sweep:
+    """One agent per run, over one model and one fake server shared by the whole sweep."""
+
+    def __init__(self, provider: str, variant: str, server: FakeServer, fault: Fault) -> None:
+        self.provider = provider
+        self.variant = variant
+        self.server = server
+        self.fault = fault
+        self.model = provider_model(provider, server)
+        self.delay = 0.01 if variant == "chat" else 0.0  # keeps chat() requests in flight at their checkpoint
+
+    def agent(self, checkpoint: Checkpoints) -> tuple[Agent, CheckpointModel, CheckpointMemory, ToolProbe]:
+        probe = ToolProbe()
+        model = CheckpointModel(self.model, checkpoint)
+        memory = CheckpointMemory(checkpoint)
+
+        async def system_message(memory_id: Any) -> str:
+            await checkpoint("system_message")
+            return "You report the weather."
+
+        agent = Agent(
+            model,
+            tools=[checkpoint_weather(probe, checkpoint)],
+            tool_provider=CheckpointProvider(checkpoint),
+            system_message=system_message,
+            memory=memory,
+        )
+        return agent, model, memory, probe
+
+    def script(self, replies: int) -> Requests:
+        """Queues answers; two spare ones, for a cancelled request the server reads only later."""
+        requests = Requests(self.server)
+        for _ in range(replies + 2):
+            self.server.add(respond(self.provider), headers_delay=self.delay)
+        return requests
+
+    async def invoke(self, agent: Agent, checkpoint: Checkpoints, message: str) -> None:
+        """One invocation, cancelled the way this sweep's variant cancels when `checkpoint` is reached."""
+        streams: list[Any] = []
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as consumer:
+
+                async def cancel_at_checkpoint() -> None:
+                    await checkpoint.reached.wait()
+                    shielded = checkpoint.reached_name in SHIELDED
+                    if self.variant == "stream-aclose":
+                        if shielded:
+                            checkpoint.release.set()
+                        await streams[0].aclose()
+                    else:
+                        consumer.cancel()
+                        if shielded:
+                            checkpoint.release.set()
+
+                tg.start_soon(cancel_at_checkpoint)
+                if self.variant == "chat":
+                    await agent.chat(message)
+                else:
+                    async with agent.stream(message) as stream:
+                        streams.append(stream)
+                        async for _ in stream.events():
+                            pass
+            tg.cancel_scope.cancel()
+
+    async def count(self) -> list[str]:
+        """The checkpoints of one uncancelled invocation, in the order they were reached."""
+        checkpoint = Checkpoints()
+        agent, _, memory, _ = self.agent(checkpoint)
+        await memory.inner.add(seed_messages())
+        self.script(2)
+        await self.invoke(agent, checkpoint, "go")
+        assert checkpoint.reached_name is None
+        assert (await memory.inner.messages())[-1] == AiMessage("All done: sunny everywhere.")
+        return checkpoint.names
+
+    async def cancel_at(self, k: int) -> str:
+        """Cancels an invocation at checkpoint `k`, checks everything, and returns the checkpoint's name."""
+        before = running_tasks()
+        checkpoint = Checkpoints(k)
+        agent, model, memory, probe = self.agent(checkpoint)
+        await memory.inner.add(seed_messages())
+        requests = self.script(2)
+        await self.invoke(agent, checkpoint, "go")
+        name = checkpoint.reached_name
+        assert name is not None, f"checkpoint {k} was never reached"
+        if name in SHIELDED:
+            assert not checkpoint.observed_cancel, "a shielded commit was interrupted"
+        else:
+            assert checkpoint.observed_cancel, f"checkpoint {k} ({name}) did not observe the cancellation"
+        assert not probe.still_running(), f"tools still running: {probe.still_running()}"
+        assert model.streams_opened == model.streams_closed, "a model stream was left open"
+        self.fault.check_tasks(before)
+        assert checked_out(self.model) == 0, "a connection is still checked out of the pool"
+        messages = await memory.inner.messages()
+        self.fault.check_memory(messages)
+        assert messages[:2] == seed_messages()
+        if name == "memory.commit":  # the unit being committed when the cancellation came is whole
+            assert len(messages) > 2
+        # The next invocation on the same memory succeeds, and the fake accepts the conversation.
+        checkpoint.target = None
+        self.script(1)
+        assert (await agent.chat("again")).content == "Fine."
+        self.fault.check_memory(await memory.inner.messages())
+        assert not requests.unanswered
+        return name
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_cancellation_at_every_checkpoint(
+    provider: str, variant: str, fault: Fault, servers: dict[str, FakeServer]
+) -> None:
+    mode = "chat" if variant == "chat" else "stream"
+    with shared(servers[provider]) as server:
+        sweep = Sweep(provider, variant, server, fault)
+        names = await sweep.count()
+        fault.declare(
+            "cancellation",
+            f"cancelled at each of {len(names)} checkpoints: {VARIANTS[variant]}",
+            "the checkpoint observes it (a commit completes); no task, tool, stream or connection left; "
+            "memory valid; the next invocation works",
+            provider=provider,
+            mode=mode,
+        )
+        kinds = {name.split(".")[0] for name in names}
+        assert kinds == {"system_message", "memory", "provider", "model", "tool"}
+        assert {"memory.read", "memory.commit", "provider.between_rounds", "model.request"} <= set(names)
+        assert {"tool.Paris.start", "tool.Paris.working", "tool.London.working"} <= set(names)
+        expected_model = (
+            {"model.in_flight"} if mode == "chat" else {"model.first_text", "model.call_complete"}
+        )
+        assert expected_model <= set(names)
+        # The order of concurrent checkpoints (two tools, a stream) may differ between runs; their number not.
+        cancelled_at = [await sweep.cancel_at(k) for k in range(len(names))]
+        assert {name.split(".")[0] for name in cancelled_at} == kinds
+        assert fault.record is not None
+        fault.record.counts["cancellation_points"] += len(names)
+        await fault.check_connections(sweep.model, server)
+    assert await server_connections_after_close(server) == 0
