@@ -20,7 +20,7 @@ from ._schema import P
 from ._tool import tool
 from .models import ChatModel
 
-DEFAULT_QUESTION = "What is 1234 + 4321, and what is the capital of Japan? Use the tools."
+DEFAULT_QUESTION = "Use the tools: add 1234 and 4321, and look up the capital of Japan."
 
 CAPITALS = {
     "france": "Paris",
