@@ -48,3 +48,17 @@ def test_cli_help_and_unknown_command() -> None:
     assert ok.returncode == 0 and "demo" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "agentloop", "frobnicate"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown command" in bad.stderr
+
+
+@pytest.mark.local_model
+async def test_demo_on_the_embedded_model_calls_both_tools() -> None:
+    from agentloop._demo import DEFAULT_QUESTION
+    from agentloop.models import LocalChatModel
+
+    out = io.StringIO()
+    async with LocalChatModel(progress=False) as model:
+        result = await run_demo(DEFAULT_QUESTION, model, out=out)
+    calls = {e.request.name: e.result for e in result.tool_executions}
+    assert calls == {"add": "5555.0", "capital_of": "Tokyo"}
+    assert result.content
+    assert "<- add: 5555.0" in out.getvalue()
