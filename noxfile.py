@@ -41,6 +41,12 @@ def examples(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks against the peers (each in its own virtualenv); writes benchmarks/results.json."""
+    """Benchmarks against the peers (each in its own virtualenv); writes benchmarks/results.json.
+
+    `nox -s bench` (full, ~10 min), `nox -s bench -- --quick` (~3 min), `-- --check` fails on a missed target.
+    """
     session.install("-e", ".[test]")
+    # One virtualenv per peer under benchmarks/.venvs/ (git-ignored), pinned by benchmarks/requirements/;
+    # rebuilt only when a requirements file changes. A peer that fails to install is reported as skipped.
+    session.run("python", "benchmarks/peers.py", "install")
     session.run("python", "benchmarks/run.py", *session.posargs)
