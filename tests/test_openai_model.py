@@ -1231,3 +1231,30 @@ def test_error_from_response_builds_a_complete_message() -> None:
     )
     assert isinstance(anthropic_style, NotFoundError)
     assert (anthropic_style.error_type, anthropic_style.request_id) == ("not_found_error", "req_a")
+
+
+async def test_many_concurrent_streams_spread_over_pool_shards() -> None:
+    from agentloop.models._http import SHARD_CONNECTIONS
+
+    n = SHARD_CONNECTIONS * 2 + 10
+    with FakeOpenAIServer() as server:
+        for _ in range(n * 2):
+            server.add("hello world", chunk_delay=0.2)
+        async with OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="k") as model:
+
+            async def one() -> None:
+                texts = [
+                    e.text
+                    async for e in model.stream(ChatRequest([UserMessage("x")]))
+                    if isinstance(e, TextDelta)
+                ]
+                assert "".join(texts) == "hello world"
+
+            for _ in range(2):  # the second wave reuses the kept-alive connections
+                async with anyio.create_task_group() as group:
+                    for _ in range(n):
+                        group.start_soon(one)
+            shards = model._http._shards
+            assert len(shards) == 3
+            assert [s.in_flight for s in shards] == [0, 0, 0]
+            assert server.connections_opened == n

@@ -462,8 +462,27 @@ class _Retryable(Exception):
 # -- the client ---------------------------------------------------------------------------------------------
 
 
+SHARD_CONNECTIONS = 64
+"""Connections one pooled `AsyncClient` holds. More requests in flight open another client: httpcore scans
+its whole pool on every request, so a single pool of thousands of connections costs O(n) per request."""
+
+
+class _Shard:
+    """One pooled client and how many of our responses it has open."""
+
+    __slots__ = ("client", "in_flight")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.in_flight = 0
+
+
 class ProviderClient:
-    """The HTTP side of one provider model: pooled client, headers, timeouts, retries, error mapping."""
+    """The HTTP side of one provider model: pooled clients, headers, timeouts, retries, error mapping.
+
+    Its own connections live in shards of `SHARD_CONNECTIONS` (kept alive for reuse), one shard opened per
+    that many concurrent requests, all sharing one SSL context; a user-supplied client is used as is.
+    """
 
     def __init__(
         self,
@@ -503,8 +522,9 @@ class ProviderClient:
         # A user-supplied client keeps its own timeouts unless the caller set some explicitly.
         self._request_timeout = self.timeouts.as_tuple() if client is None or timeouts is not None else None
         self.retry = retry or RetryPolicy()
-        self._client = client
         self.owns_client = client is None
+        self._shards: list[_Shard] = [] if client is None else [_Shard(client)]
+        self._ssl_context: Any = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -512,30 +532,57 @@ class ProviderClient:
 
     @property
     def client(self) -> Any:
-        """The `AsyncClient` in use (created on first use when this object owns it)."""
-        if self._client is None:
-            if self._closed:
-                raise RuntimeError(f"this {self.provider} model was closed (aclose()); create a new one")
-            self._client = httpx2.AsyncClient(
-                timeout=httpx2.Timeout(
-                    connect=self.timeouts.connect,
-                    read=self.timeouts.read,
-                    write=self.timeouts.write,
-                    pool=self.timeouts.pool,
-                ),
-                limits=httpx2.Limits(
-                    max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0
-                ),
-                follow_redirects=False,
-            )
-        return self._client
+        """The `AsyncClient` in use: the user's, or the first of ours (created on first use)."""
+        if not self._shards:
+            self._shards.append(self._new_shard())
+        return self._shards[0].client
+
+    @property
+    def clients(self) -> list[Any]:
+        """Every `AsyncClient` this object sends through (one per `SHARD_CONNECTIONS` in flight at most)."""
+        return [shard.client for shard in self._shards]
+
+    def _new_shard(self) -> _Shard:
+        if self._closed:
+            raise RuntimeError(f"this {self.provider} model was closed (aclose()); create a new one")
+        if self._ssl_context is None:
+            self._ssl_context = httpx2.create_ssl_context()
+        client = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(
+                connect=self.timeouts.connect,
+                read=self.timeouts.read,
+                write=self.timeouts.write,
+                pool=self.timeouts.pool,
+            ),
+            limits=httpx2.Limits(
+                max_connections=SHARD_CONNECTIONS,
+                max_keepalive_connections=SHARD_CONNECTIONS,
+                keepalive_expiry=30.0,
+            ),
+            verify=self._ssl_context,
+            follow_redirects=False,
+        )
+        return _Shard(client)
+
+    def _acquire(self) -> _Shard:
+        """The shard the next request goes through: the first with room, else a new one."""
+        shards = self._shards
+        if not self.owns_client:
+            return shards[0]
+        for shard in shards:
+            if shard.in_flight < SHARD_CONNECTIONS:
+                return shard
+        shard = self._new_shard()
+        shards.append(shard)
+        return shard
 
     async def aclose(self) -> None:
-        """Closes the pooled client if this object created it (a user-supplied client stays open)."""
+        """Closes the pooled clients if this object created them (a user-supplied client stays open)."""
         self._closed = True
-        if self.owns_client and self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        if self.owns_client:
+            shards, self._shards = self._shards, []
+            for shard in shards:
+                await shard.client.aclose()
 
     def scrub(self, text: str) -> str:
         """`text` with this provider's secrets masked."""
@@ -698,16 +745,21 @@ class ProviderClient:
         )
 
     async def _send(self, request: Any) -> httpx2.Response:
+        shard = self._acquire()
+        shard.in_flight += 1
         try:
-            return cast(httpx2.Response, await self.client.send(request, stream=True))
-        except Exception as exc:
-            if not _is_transport_error(exc):
+            response = cast(httpx2.Response, await shard.client.send(request, stream=True))
+        except BaseException as exc:
+            shard.in_flight -= 1
+            if not isinstance(exc, Exception) or not _is_transport_error(exc):
                 raise
             names = _httpx_names(exc)
             # Nothing reached the server, or it dropped the connection without answering: safe to retry.
             # Read/write/pool timeouts are not retried: the server may be working on it, or is swamped.
             retryable = "TimeoutException" not in names or "ConnectTimeout" in names
             raise self._transport_error(exc, retryable=retryable) from exc
+        response.extensions["agentloop.shard"] = shard  # released when the response is closed
+        return response
 
     def _transport_error(self, exc: BaseException, *, retryable: bool) -> Exception:
         error = model_error_from_exception(exc, provider=self.provider, secrets=self._secrets)
@@ -802,8 +854,16 @@ async def _read_body(response: Any, limit: int) -> tuple[bytes, bool]:
 
 async def _close(response: Any) -> None:
     """Closes `response` even inside a cancelled scope (the connection must not leak)."""
+    _release(response)
     with anyio.CancelScope(shield=True):
         await response.aclose()
+
+
+def _release(response: Any) -> None:
+    """Counts `response` out of its shard (once, however often it is closed)."""
+    shard = response.extensions.pop("agentloop.shard", None)
+    if shard is not None:
+        shard.in_flight -= 1
 
 
 class SSEStream:
@@ -855,6 +915,7 @@ class SSEStream:
             return
         self._closed = True
         self._done = True
+        _release(self.response)
         with anyio.CancelScope(shield=True):
             try:
                 await self._bytes.aclose()

@@ -186,12 +186,12 @@ def running_tasks() -> set[Any]:
 
 def checked_out(model: Any) -> int:
     """How many requests hold a connection of `model`'s pool right now (0 when no client was made)."""
-    client = model._http._client  # the pool's bookkeeping is the only place this can be read
-    if client is None:
-        return 0
-    pool = client._transport._pool
-    busy = sum(1 for c in pool.connections if not (c.is_idle() or c.is_closed()))
-    return len(pool._requests) + busy
+    total = 0
+    for client in model._http.clients:  # the pools' bookkeeping is the only place this can be read
+        pool = client._transport._pool
+        busy = sum(1 for c in pool.connections if not (c.is_idle() or c.is_closed()))
+        total += len(pool._requests) + busy
+    return total + sum(shard.in_flight for shard in model._http._shards)
 
 
 async def server_connections_after_close(server: Any, *, within: float = 5.0) -> int:
