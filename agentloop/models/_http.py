@@ -812,6 +812,18 @@ class ProviderClient:
         )
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        try:  # the first try needs no retry machinery (most requests succeed at once)
+            return await attempt()
+        except _Retryable as exc:
+            if self.retry.max_retries < 1:
+                raise exc.error from exc.error.__cause__
+            first: list[_Retryable] = [exc]
+
+        async def again() -> T:
+            if first:  # tenacity's attempt 1 is the one that already failed: its outcome decides the wait
+                raise first.pop()
+            return await attempt()
+
         retrying = AsyncRetrying(
             sleep=anyio.sleep,
             stop=stop_after_attempt(self.retry.max_retries + 1),
@@ -823,7 +835,7 @@ class ProviderClient:
         try:
             async for try_ in retrying:
                 with try_:
-                    return await attempt()
+                    return await again()
         except _Retryable as exc:
             raise exc.error from exc.error.__cause__
         raise AssertionError("unreachable: the retry loop either returns or raises")  # pragma: no cover

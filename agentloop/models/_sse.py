@@ -80,6 +80,10 @@ class SSEDecoder:
                 chunk = chunk[1:]
         if not chunk:
             return []
+        if not self._buffer and not self._data and self._event is None and chunk[:6] == b"data: ":
+            simple = self._simple(chunk)
+            if simple is not None:
+                return simple
         if b"\n" not in chunk and b"\r" not in chunk:
             # The current line goes on. Keep the piece: joining the line on every piece would copy a long
             # line again and again (quadratic time for a line sent in many small reads).
@@ -109,6 +113,23 @@ class SSEDecoder:
             event = self._line(raw)
             if event is not None:
                 events.append(event)
+        return events
+
+    def _simple(self, chunk: bytes) -> list[ServerSentEvent] | None:
+        """The events of a chunk made only of whole one-line `data:` events (what providers send token by
+        token), or None to take the general path. Same result as the general path, fewer steps."""
+        if chunk[-2:] != b"\n\n" or b"\r" in chunk or len(chunk) > self._max_line:
+            return None
+        events = []
+        for part in chunk[:-2].split(b"\n\n"):
+            if part[:6] != b"data: " or b"\n" in part:
+                return None
+            try:
+                data = part[6:].decode("utf-8")
+            except UnicodeDecodeError:
+                return None  # the general path reports it
+            events.append(ServerSentEvent("message", data, self._last_id, None))
+        self._first_line = False
         return events
 
     def close(self) -> None:
