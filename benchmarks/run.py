@@ -675,7 +675,10 @@ def summarise_run(document: dict[str, Any], args: argparse.Namespace, *, write_j
     write_md = args.write_md == "yes" or (args.write_md == "auto" and mode == "full" and only is None)
     if write_md:
         path = HERE / "RESULTS.md"
-        path.write_text(results_markdown(document, contenders, summaries, targets))
+        # The hand-written log of optimisations (from its heading on) survives regeneration.
+        old = path.read_text() if path.exists() else ""
+        kept = old[old.index(OPTIMISATION_LOG) :] if OPTIMISATION_LOG in old else ""
+        path.write_text(results_markdown(document, contenders, summaries, targets).rstrip() + "\n\n" + kept)
         print(f"Markdown: {path}")
 
     if args.check:
@@ -685,6 +688,9 @@ def summarise_run(document: dict[str, Any], args: argparse.Namespace, *, write_j
             print("--check: agentloop was not measured", file=sys.stderr)
             return 2
     return 0
+
+
+OPTIMISATION_LOG = "## What each optimisation bought"
 
 
 if __name__ == "__main__":
