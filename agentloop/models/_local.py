@@ -4,9 +4,15 @@ Without a `model_path` it runs the embedded default, Qwen2.5-Coder-0.5B-Instruct
 from the `agentloop[local]` extra's parts and verified by size and sha256 (see `_weights`).
 
 llama.cpp calls block and release the GIL, so every call runs in a worker thread: the model loads there on
-first use (once per instance, under a lock), and generation streams its chunks back to the event loop through
-a small bounded buffer (the generator waits when the consumer is slow). Nothing in an instance is bound to one
-event loop, so one model serves asyncio and trio alike.
+first use (once per instance, under a lock), and each generation pass runs in a thread of its own. Nothing in
+an instance is bound to one event loop, so one model serves asyncio and trio alike, even in turn.
+
+A pass hands its chunks to the event loop through `_Handoff`: a small bounded buffer (the worker waits for
+room while the consumer is behind) and a wakeup the worker posts to the loop without waiting for it to run.
+The worker never blocks on the event loop, which may stop or close at any moment (an `anyio.run` or a test
+ending right after the response): a thread waiting for a loop that never runs again would live forever. Its
+one wait, for room, rechecks every `_CHECK_EVERY` seconds that the consumer is still there and its loop still
+runs, so a pass ends at its next token once its stream is closed, its consumer cancelled, or its loop ended.
 
 Tool calling: this model (like most small GGUF models) has no dependable native tool calling, so the
 provider owns the protocol (`_local_tools`): a pass constrained by a JSON schema decides the calls; when it
@@ -22,14 +28,15 @@ import secrets
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 import msgspec
 
 from .._errors import BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
@@ -45,7 +52,9 @@ __all__ = ["LocalChatModel", "LocalModelWeightsError"]
 
 _PROVIDER = "local"
 _INSTALL_HINT = 'pip install "agentloop[local]"'
-_BUFFER = 32
+_BUFFER = 32  # chunks in flight per pass
+_CHECK_EVERY = 0.25  # seconds between liveness checks while a worker waits for room
+_WORKER_NAME = "agentloop-local-model"
 _RESERVED = frozenset(
     {"messages", "stream", "stream_options", "timings_per_token", "tools", "tool_choice", "n"}
 )
@@ -368,23 +377,10 @@ class LocalChatModel:
         Leaving early (consumer gone, cancelled) tells the worker to stop at its next token; llama.cpp cannot
         interrupt a prompt evaluation already under way, so the thread may finish that in the background.
         """
-        token = anyio.lowlevel.current_token()
-        # Flow control is a thread semaphore (one permit per chunk in flight) so the worker only ever calls
-        # `send_nowait` through `run_sync`: it never builds a coroutine for an event loop that may be gone.
-        send, receive = anyio.create_memory_object_stream[Any](_BUFFER + 1)
-        permits = threading.Semaphore(_BUFFER)
-        stop = threading.Event()
-
-        def deliver(item: Any) -> bool:
-            try:
-                anyio.from_thread.run_sync(send.send_nowait, item, token=token)
-            except Exception:  # the consumer left (stream closed) or its event loop ended
-                return False
-            return True
+        handoff = _Handoff(_BUFFER)
 
         def on_chunk(chunk: dict[str, Any]) -> bool:
-            permits.acquire()  # waits while the consumer is `_BUFFER` chunks behind
-            return stop.is_set() or not deliver(chunk)  # True tells llama.cpp to stop generating
+            return not handoff.put(chunk)  # True tells llama.cpp to stop generating
 
         def work() -> None:
             outcome = _Done()
@@ -392,48 +388,127 @@ class LocalChatModel:
                 server.handle_chat_completions(payload, on_chunk)
             except BaseException as exc:
                 outcome = _Done(exc)
-            try:
-                if not stop.is_set():
-                    deliver(outcome)
             finally:
-                with contextlib.suppress(Exception):
-                    anyio.from_thread.run_sync(send.close, token=token)
+                handoff.finish(outcome)
 
         pieces: list[str] = []
-        thread = threading.Thread(target=work, name="agentloop-local-model", daemon=True)
+        threading.Thread(target=work, name=_WORKER_NAME, daemon=True).start()
         try:
-            async with receive:
-                thread.start()
-                async for item in receive:
-                    permits.release()
-                    if isinstance(item, _Done):
-                        if item.error is not None:
-                            raise _model_error(item.error) from item.error
-                        break
-                    chunk = _chunk_from_builtins(item, _Chunk)
-                    if chunk.error is not None:
-                        raise _error_from_payload(chunk.error)
-                    if chunk.id is not None:
-                        result.id = chunk.id
-                    if chunk.usage is not None:
-                        result.usage = TokenUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                    elif chunk.timings is not None:
-                        timings = chunk.timings
-                        result.usage = TokenUsage(timings.cache_n + timings.prompt_n, timings.predicted_n)
-                    for choice in chunk.choices:
-                        if choice.finish_reason is not None:
-                            result.finish = choice.finish_reason
-                        content = choice.delta.content
-                        if content:
-                            pieces.append(content)
-                            yield content
-                else:
-                    raise BadResponseError("the local model's worker ended unexpectedly", provider=_PROVIDER)
+            while True:
+                item = await handoff.get()
+                if isinstance(item, _Done):
+                    if item.error is not None:
+                        raise _model_error(item.error) from item.error
+                    break
+                chunk = _chunk_from_builtins(item, _Chunk)
+                if chunk.error is not None:
+                    raise _error_from_payload(chunk.error)
+                if chunk.id is not None:
+                    result.id = chunk.id
+                if chunk.usage is not None:
+                    result.usage = TokenUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                elif chunk.timings is not None:
+                    timings = chunk.timings
+                    result.usage = TokenUsage(timings.cache_n + timings.prompt_n, timings.predicted_n)
+                for choice in chunk.choices:
+                    if choice.finish_reason is not None:
+                        result.finish = choice.finish_reason
+                    content = choice.delta.content
+                    if content:
+                        pieces.append(content)
+                        yield content
         finally:
-            stop.set()
-            send.close()  # later sends from the worker fail fast instead of reaching the loop
-            permits.release(_BUFFER)  # wakes a worker waiting for room, so it sees `stop`
+            handoff.close()  # the worker stops at its next token (or right away if it waits for room)
             result.text = "".join(pieces)
+
+
+class _Handoff:
+    """Carries one pass's chunks from its worker thread to the event loop; the worker never waits on the loop.
+
+    Created on the event loop. The buffer is a deque with one thread-semaphore permit per chunk in flight
+    (back-pressure). A consumer with nothing to read parks on an `anyio.Event` that the worker sets through
+    a posted callback, which never waits for the loop to run it (see `_poster`). The worker's only wait, for
+    room, is bounded: every `_CHECK_EVERY` seconds it checks `stopped` and that the consumer's loop still
+    runs, so neither a consumer that left nor an event loop that ended can keep it.
+    """
+
+    __slots__ = ("_items", "_lock", "_post", "_room", "_size", "_waiter", "stopped")
+
+    def __init__(self, size: int) -> None:
+        self._items: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._post = _poster()
+        self._room = threading.Semaphore(size)
+        self._size = size
+        self._waiter: anyio.Event | None = None
+        self.stopped = threading.Event()
+
+    # -- worker thread ----------------------------------------------------------------------------------
+
+    def put(self, item: Any) -> bool:
+        """Queues a chunk, waiting while `size` are unread; False once the consumer or its loop is gone."""
+        while not self._room.acquire(timeout=_CHECK_EVERY):
+            if self.stopped.is_set() or not self._post(_noop):
+                self.stopped.set()
+                return False
+        return not self.stopped.is_set() and self._push(item)
+
+    def finish(self, item: Any) -> None:
+        """Queues the pass's last item (never waits: it needs no room, nobody may be left to make any)."""
+        self._push(item)
+
+    def _push(self, item: Any) -> bool:
+        with self._lock:
+            self._items.append(item)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None and not self._post(waiter.set):
+            self.stopped.set()  # the loop has ended: nobody will read this pass
+            return False
+        return True
+
+    # -- event loop -------------------------------------------------------------------------------------
+
+    async def get(self) -> Any:
+        """The next item, waiting for the worker when there is none."""
+        while True:
+            with self._lock:
+                if self._items:
+                    self._room.release()
+                    return self._items.popleft()
+                self._waiter = waiter = anyio.Event()
+            await waiter.wait()
+
+    def close(self) -> None:
+        """Tells the worker to stop at its next token, waking it if it waits for room."""
+        self.stopped.set()
+        self._room.release(self._size)
+
+
+def _poster() -> Callable[[Callable[[], object]], bool]:
+    """Returns a thread-safe way to run a callback on the current event loop that never waits for it to run.
+
+    `anyio.from_thread.run_sync` waits until the loop has run the call, which a loop that stopped or closed
+    meanwhile never does. The returned function only queues the callback (asyncio's `call_soon_threadsafe`,
+    trio's `TrioToken.run_sync_soon`) and returns False, without queuing, once that loop is closed or its
+    run has ended; a callback queued on a loop that then stops for good is dropped, and nobody waits for it.
+    """
+    native: Any = anyio.lowlevel.current_token().native_token
+    post: Callable[[Callable[[], object]], object] = getattr(native, "call_soon_threadsafe", None) or (
+        native.run_sync_soon
+    )
+
+    def run_soon(callback: Callable[[], object]) -> bool:
+        try:
+            post(callback)
+        except RuntimeError:  # asyncio: "Event loop is closed"; trio: RunFinishedError
+            return False
+        return True
+
+    return run_soon
+
+
+def _noop() -> None:
+    pass
 
 
 def _model_error(error: BaseException) -> ModelError:
