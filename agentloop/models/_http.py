@@ -331,7 +331,7 @@ def error_from_response(
     secrets = tuple(secrets)
     details = extract_provider_error(body)
     provider_message = scrub(details.message, secrets) if details.message else None
-    cls: type[ModelError] = _STATUS_CLASSES.get(status) or (ServerError if status >= 500 else ModelHTTPError)
+    cls = _class_for_status(status)
     lowered = (provider_message or "").lower()
     hint = _HINTS.get(cls)
     if tools and 400 <= status < 500 and any(pattern in lowered for pattern in _TOOLS_UNSUPPORTED):
@@ -345,11 +345,7 @@ def error_from_response(
     text = f"{provider}: HTTP {status} {_reason(status)}".rstrip()
     if provider_message:
         text += f": {provider_message}"
-    extra = [f"type: {error_type}"] if error_type else []
-    if request_id:
-        extra.append(f"request id: {request_id}")
-    if extra:
-        text += f" ({', '.join(extra)})"
+    text += _details(error_type, request_id)
     if hint:
         text += f"; {hint}"
     return cls(
@@ -361,6 +357,18 @@ def error_from_response(
         request_id=request_id,
         retry_after=parse_retry_after(headers),
     )
+
+
+def _class_for_status(status: int) -> type[ModelError]:
+    return _STATUS_CLASSES.get(status) or (ServerError if status >= 500 else ModelHTTPError)
+
+
+def _details(error_type: str | None, request_id: str | None) -> str:
+    """The " (type: ..., request id: ...)" suffix of an error message; empty when there is neither."""
+    extra = [f"type: {error_type}"] if error_type else []
+    if request_id:
+        extra.append(f"request id: {request_id}")
+    return f" ({', '.join(extra)})" if extra else ""
 
 
 _TYPE_CLASSES: tuple[tuple[str, type[ModelError]], ...] = (
@@ -386,17 +394,13 @@ def _payload_error(
     status: int | None = None
     if details.code and details.code.isdigit():
         status = int(details.code)
-        cls = _STATUS_CLASSES.get(status) or (ServerError if status >= 500 else ModelHTTPError)
+        cls = _class_for_status(status)
     elif error_type:
         lowered = error_type.lower()
         cls = next((c for key, c in _TYPE_CLASSES if key in lowered), ModelError)
     message = scrub(details.message, secrets) if details.message else None
     text = f"{provider}: error in response: {message or 'no message'}"
-    extra = [f"type: {error_type}"] if error_type else []
-    if request_id:
-        extra.append(f"request id: {request_id}")
-    if extra:
-        text += f" ({', '.join(extra)})"
+    text += _details(error_type, request_id)
     return cls(
         scrub(text, secrets),
         provider=provider,
