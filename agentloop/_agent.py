@@ -14,7 +14,7 @@ import msgspec
 
 from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
-from ._loop import Emit, Invocation, run_invocation
+from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory
 from ._messages import (
     FinishReason,
@@ -133,7 +133,7 @@ class Agent:
         register callbacks and `await stream.start()`. Nothing runs until it is consumed."""
         toolset = None if tools is None else resolve_tools(tools)
 
-        async def runner(emit: Emit) -> Result[str]:
+        async def runner(emit: Listener) -> Result[str]:
             return await self._invoke(message, memory_id, context, toolset, timeout, emit)
 
         return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__}")
@@ -171,7 +171,7 @@ class Agent:
         context: Mapping[str, Any] | None,
         tools: Any,
         timeout: float | None,
-        emit: Emit | None,
+        emit: Listener | None,
     ) -> Result[str]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
@@ -195,7 +195,7 @@ class Agent:
         context: Mapping[str, Any],
         toolset: Any,
         deadline: float | None,
-        emit: Emit | None,
+        emit: Listener | None,
     ) -> Result[str]:
         memory = self._memory_for(memory_id)
         async with self._serialised(memory_id):

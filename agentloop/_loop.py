@@ -13,10 +13,10 @@ loop:
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import msgspec
@@ -57,10 +57,18 @@ from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolC
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["Emit", "Invocation", "run_invocation"]
+__all__ = ["Invocation", "Listener", "run_invocation"]
 
-Emit = Callable[[StreamEvent], Awaitable[None]]
-"""Where a streaming invocation sends its events (a bounded channel or the user's callbacks)."""
+
+class Listener(Protocol):
+    """Where a streaming invocation sends its events: the TokenStream's queue, or the user's callbacks."""
+
+    async def __call__(self, event: StreamEvent) -> None:
+        """Delivers `event`, waiting while the consumer is behind."""
+
+    def text_nowait(self, text: str, round: int) -> bool:
+        """Delivers a piece of answer text when that needs neither waiting nor a callback (the hot path);
+        False when the caller must deliver a `PartialResponse` instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +90,7 @@ class Invocation:
     eager_tools: bool
 
 
-async def run_invocation(inv: Invocation, emit: Emit | None) -> Result[str]:
+async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[str]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
     try:
@@ -91,7 +99,7 @@ async def run_invocation(inv: Invocation, emit: Emit | None) -> Result[str]:
         raise _first_error(group) from None
 
 
-async def _run(inv: Invocation, emit: Emit | None) -> Result[str]:
+async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
     history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else []
     unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
     added: list[ChatMessage] = []
@@ -156,15 +164,18 @@ async def _run(inv: Invocation, emit: Emit | None) -> Result[str]:
 
 
 async def _stream_model(
-    model: ChatModel, request: ChatRequest, round: int, emit: Emit, calls: _Calls
+    model: ChatModel, request: ChatRequest, round: int, emit: Listener, calls: _Calls
 ) -> ChatResponse:
     """Streams one model call, forwarding its pieces and starting each tool call as soon as it is whole."""
     response: ChatResponse | None = None
+    text_nowait = emit.text_nowait
     async with aclosing(model.stream(request)) as events:  # type: ignore[type-var]
         async for event in events:
             kind = type(event)
             if kind is TextDelta:
-                await emit(PartialResponse(event.text, round))  # type: ignore[union-attr]
+                text: str = event.text  # type: ignore[union-attr]
+                if not text_nowait(text, round):
+                    await emit(PartialResponse(text, round))
             elif kind is ToolCallDelta:
                 e: Any = event
                 await emit(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
@@ -208,7 +219,7 @@ class _Calls:
         toolset: Toolset,
         round: int,
         limiter: anyio.CapacityLimiter | None,
-        emit: Emit | None,
+        emit: Listener | None,
         *,
         eager: bool,
     ) -> None:

@@ -13,12 +13,12 @@ import asyncio
 import contextvars
 import inspect
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import AgentLoopError
 from ._events import (
@@ -35,18 +35,22 @@ from ._execution import ToolExecution
 from ._messages import ChatResponse
 from ._result import Result
 
+if TYPE_CHECKING:
+    from ._loop import Listener
+
 __all__ = ["TokenStream"]
 
 logger = logging.getLogger("agentloop")
 
 T = TypeVar("T")
 Callback = Callable[[T], Any]
-Runner = Callable[[Callable[[StreamEvent], Awaitable[None]]], Awaitable[Result[str]]]
+Runner = Callable[["Listener"], Awaitable[Result[str]]]
 
-BUFFER_SIZE = 16
+BUFFER_SIZE = 64
 """How many events the invocation may run ahead of a slow consumer."""
 
-_END = object()
+_RESUME_AT = BUFFER_SIZE // 2
+"""A full queue lets the invocation go on once the consumer has taken half of it (fewer task switches)."""
 
 
 class TokenStream:
@@ -133,7 +137,7 @@ class TokenStream:
         """
         self._claim()
         try:
-            result = self._result = await self._runner(self._dispatch)
+            result = self._result = await self._runner(_Callbacks(self._dispatch))
             await self._dispatch(_complete(result))
         except Exception as error:
             if self._on_error is not None:
@@ -199,14 +203,36 @@ class TokenStream:
 
 
 class _Producer:
-    """Runs the invocation in its own task and feeds the consumer through a bounded channel."""
+    """Runs the invocation in its own task and hands its items to the consumer through a bounded queue.
+
+    The queue is a deque with at most one waiter on each side (the stream has one consumer and one
+    producer), so handing over an item that fits is a few attribute operations: no lock, no task switch.
+    """
+
+    __slots__ = (
+        "_direct",
+        "closed",
+        "error",
+        "finished",
+        "items",
+        "reader",
+        "scope",
+        "started",
+        "stopped",
+        "stream",
+        "tokens_only",
+        "writer",
+    )
 
     def __init__(self, stream: TokenStream, tokens_only: bool) -> None:
         self.stream = stream
         self.tokens_only = tokens_only
-        self.send: MemoryObjectSendStream[Any]
-        self.receive: MemoryObjectReceiveStream[Any]
-        self.send, self.receive = anyio.create_memory_object_stream[Any](BUFFER_SIZE)
+        self._direct = tokens_only and not stream._callbacks  # text goes straight into the queue
+        self.items: deque[Any] = deque()
+        self.closed = False  # the invocation ended: nothing more will come
+        self.stopped = False  # the consumer went away: nothing more is wanted
+        self.reader: anyio.Event | None = None  # set when an item arrives (the consumer waits on it)
+        self.writer: anyio.Event | None = None  # set when room frees up (the invocation's tasks wait on it)
         self.scope = anyio.CancelScope()
         self.finished = anyio.Event()
         self.error: BaseException | None = None
@@ -225,31 +251,46 @@ class _Producer:
             # create_task runs the producer in a copy of the consumer's context, as trio's branch does.
             _running.add(loop.create_task(self._main(), name="agentloop.TokenStream"))
 
+    # -- the invocation's side (a Listener) ----------------------------------------------------------------
+
+    def text_nowait(self, text: str, round: int) -> bool:
+        """Queues a piece of answer text if nothing else wants it and there is room (the hot path)."""
+        items = self.items
+        if not self._direct or len(items) >= BUFFER_SIZE or self.stopped:
+            return False
+        items.append(text)
+        if self.reader is not None:
+            self._wake_reader()
+        return True
+
+    async def __call__(self, event: StreamEvent) -> None:
+        """Delivers one event: to the callbacks, then (as text, or whole) to the queue, waiting for room."""
+        if self.stream._callbacks:
+            await self.stream._dispatch(event)
+        if self.tokens_only:
+            if type(event) is not PartialResponse:
+                return
+            item: Any = event.text
+        else:
+            item = event
+        items = self.items
+        while len(items) >= BUFFER_SIZE and not self.stopped:
+            # Several tasks (the tools) may wait at once: they share one event and re-check when it fires.
+            writer = self.writer
+            if writer is None:
+                writer = self.writer = anyio.Event()
+            await writer.wait()
+        if self.stopped:
+            raise anyio.BrokenResourceError  # the consumer went away: end the invocation
+        items.append(item)
+        self._wake_reader()
+
     async def _main(self) -> None:
         stream = self.stream
-        send = self.send
-        has_callbacks = bool(stream._callbacks)
-        tokens_only = self.tokens_only
-
-        async def emit(event: StreamEvent) -> None:
-            if has_callbacks:
-                await stream._dispatch(event)
-            if tokens_only:
-                if type(event) is not PartialResponse:
-                    return
-                item: Any = event.text
-            else:
-                item = event
-            # Hand the item over without a scheduling round-trip when the buffer has room; wait otherwise.
-            try:
-                send.send_nowait(item)
-            except anyio.WouldBlock:
-                await send.send(item)
-
         try:
             with self.scope:
-                result = stream._result = await stream._runner(emit)
-                await emit(_complete(result))
+                result = stream._result = await stream._runner(self)
+                await self(_complete(result))
         except anyio.BrokenResourceError:
             pass  # the consumer went away
         except BaseException as error:
@@ -257,14 +298,61 @@ class _Producer:
                 raise  # cancellation from outside (event loop shutting down)
             self.error = error
         finally:
-            send.close()
+            self.closed = True
+            self._wake_reader()
             self.finished.set()
             if (task := _current_asyncio_task()) is not None:
                 _running.discard(task)
 
-    async def stop(self) -> None:
+    # -- the consumer's side -----------------------------------------------------------------------------
+
+    async def next_item(self) -> Any:
+        """Waits for the next item; raises the invocation's error, or StopAsyncIteration at its end."""
+        items = self.items
+        while not items or self.stopped:
+            if self.closed or self.stopped:  # finished, or aclose() from anywhere
+                await self.finished.wait()
+                if self.error is not None:
+                    raise self.error from None
+                raise StopAsyncIteration
+            reader = self.reader
+            if reader is None:
+                reader = self.reader = anyio.Event()
+            try:
+                await reader.wait()
+            except BaseException:
+                # Cancelled (or interrupted) while waiting: stop the invocation before letting it propagate.
+                await self.stop()
+                raise
+        return self.take()
+
+    def take(self) -> Any:
+        items = self.items
+        item = items.popleft()
+        writer = self.writer
+        if writer is not None and len(items) <= _RESUME_AT:
+            self.writer = None
+            writer.set()
+        return item
+
+    def _wake_reader(self) -> None:
+        reader = self.reader
+        if reader is not None:
+            self.reader = None
+            reader.set()
+
+    def abandon(self) -> None:
+        """The consumer is gone: cancel the invocation and let nothing more in."""
+        self.stopped = True
         self.scope.cancel()
-        self.receive.close()
+        self._wake_reader()
+        writer = self.writer
+        if writer is not None:
+            self.writer = None
+            writer.set()
+
+    async def stop(self) -> None:
+        self.abandon()
         if self.started:
             with anyio.CancelScope(shield=True):
                 await self.finished.wait()
@@ -283,30 +371,32 @@ class _Iterator(Generic[T]):
 
     async def __anext__(self) -> T:
         producer = self._producer
+        if producer.items and not producer.stopped:  # the hot path: an item is waiting
+            return producer.take()  # type: ignore[no-any-return]
         if not producer.started:
             producer.start()
-        try:
-            try:
-                item = producer.receive.receive_nowait()
-            except anyio.WouldBlock:
-                item = await producer.receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):  # closed: finished, or aclose() from anywhere
-            await producer.finished.wait()
-            if producer.error is not None:
-                raise producer.error from None
-            raise StopAsyncIteration from None
-        except BaseException:
-            # Cancelled (or interrupted) while waiting: stop the invocation before letting it propagate.
-            await producer.stop()
-            raise
-        return item  # type: ignore[no-any-return]
+        return await producer.next_item()  # type: ignore[no-any-return]
 
     def __del__(self) -> None:
         # `break` out of `async for` drops the iterator: cancel the invocation it was consuming.
         producer = self._producer
         if producer.started and not producer.finished.is_set():
-            producer.scope.cancel()
-            producer.receive.close()
+            producer.abandon()
+
+
+class _Callbacks:
+    """The Listener of `start()`: every event goes to the callbacks (text included, as PartialResponse)."""
+
+    __slots__ = ("_dispatch",)
+
+    def __init__(self, dispatch: Callable[[StreamEvent], Awaitable[None]]) -> None:
+        self._dispatch = dispatch
+
+    async def __call__(self, event: StreamEvent) -> None:
+        await self._dispatch(event)
+
+    def text_nowait(self, text: str, round: int) -> bool:
+        return False
 
 
 def _complete(result: Result[str]) -> CompleteResponse:

@@ -514,6 +514,8 @@ class ProviderClient:
         # Our user agent only on our own client: a user-supplied client keeps its own.
         self._headers: dict[str, str] = {"user-agent": _USER_AGENT} if client is None else {}
         self._headers.update({k.lower(): v for k, v in (headers or {}).items()})
+        self._urls: dict[str, httpx2.URL] = {}
+        self._merged_headers: dict[str, dict[str, str]] = {}
         found = [s for s in secrets if s]
         for name, value in self._headers.items():
             if name in _AUTH_HEADERS and value:
@@ -738,15 +740,33 @@ class ProviderClient:
         self, method: str, path: str, payload: Any, headers: Mapping[str, str] | None, *, accept: str
     ) -> Any:
         content = payload if isinstance(payload, bytes) else msgspec.json.encode(payload)
-        merged = {"accept": accept, **self._headers, "content-type": "application/json"}
         if headers:
-            merged.update({k.lower(): v for k, v in headers.items()})
+            merged = {**self._request_headers(accept), **{k.lower(): v for k, v in headers.items()}}
+        else:
+            merged = self._request_headers(accept)
         extra: dict[str, Any] = {}
         if self._request_timeout is not None:
             extra["timeout"] = self._request_timeout
-        return self.client.build_request(
-            method, self.url(path), content=content, headers=merged, params=self._query or None, **extra
-        )
+        if not self.owns_client:  # the user's client may be another httpx flavour, with its own URL type
+            return self.client.build_request(
+                method, self.url(path), content=content, headers=merged, params=self._query or None, **extra
+            )
+        return self.client.build_request(method, self._url(path), content=content, headers=merged, **extra)
+
+    def _url(self, path: str) -> httpx2.URL:
+        """The parsed URL of `path`, query included (parsed once: parsing costs more than the rest of a
+        request's building)."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx2.URL(self.url(path), params=self._query or None)
+        return url
+
+    def _request_headers(self, accept: str) -> dict[str, str]:
+        merged = self._merged_headers.get(accept)
+        if merged is None:
+            merged = {"accept": accept, **self._headers, "content-type": "application/json"}
+            self._merged_headers[accept] = merged
+        return merged
 
     async def _send(self, request: Any) -> httpx2.Response:
         shard = self._acquire()
@@ -892,6 +912,7 @@ class SSEStream:
         "_deadline",
         "_decoder",
         "_done",
+        "_next_chunk",
         "_pending",
         "_position",
         "response",
@@ -903,6 +924,7 @@ class SSEStream:
         self._deadline = deadline
         self._decoder = SSEDecoder(provider=client.provider)
         self._bytes: Any = response.aiter_bytes()
+        self._next_chunk: Any = self._bytes.__anext__
         self._pending: list[ServerSentEvent] = []
         self._position = 0
         self._done = False
@@ -917,13 +939,45 @@ class SSEStream:
         return self
 
     async def __anext__(self) -> ServerSentEvent:
-        while self._position >= len(self._pending):
-            if self._done:
+        if self._position >= len(self._pending):
+            self._pending, self._position = await self.batch(), 0
+            if not self._pending:
                 raise StopAsyncIteration
-            await self._fill(retryable=False)
         event = self._pending[self._position]
         self._position += 1
         return event
+
+    async def batch(self) -> list[ServerSentEvent]:
+        """The events completed by the next network read(s): never empty until the stream ended, then [].
+
+        The hot path of every streaming provider: one call per read instead of one per event.
+        """
+        if self._position < len(self._pending):  # left by the first read (`_prefetch`) or by `__anext__`
+            events = self._pending[self._position :]
+            self._pending, self._position = [], 0
+            return events
+        feed = self._decoder.feed
+        while not self._done:
+            if self._deadline is None:
+                try:
+                    chunk = await self._next_chunk()
+                except StopAsyncIteration:
+                    chunk = None
+                except Exception as exc:
+                    error = self._failure(exc, retryable=False)
+                    if error is exc:
+                        raise
+                    raise error from exc
+            else:
+                chunk = await self._read(False)
+            if chunk is None:
+                self._decoder.close()
+                self._done = True
+                break
+            events = feed(chunk)
+            if events:
+                return events
+        return []
 
     async def aclose(self) -> None:
         """Closes the response (idempotent; safe in a cancelled scope)."""
@@ -932,6 +986,8 @@ class SSEStream:
         self._closed = True
         self._done = True
         _release(self.response)
+        if self.response.is_closed:  # read to its end: httpx2 closed it and gave the connection back
+            return
         with anyio.CancelScope(shield=True):
             try:
                 await self._bytes.aclose()
@@ -962,42 +1018,25 @@ class SSEStream:
     async def _prefetch(self) -> None:
         """Reads until the first event arrived (or the stream ended); transport failures here may retry."""
         while not self._pending and not self._done:
-            await self._fill(retryable=True)
-
-    async def _fill(self, *, retryable: bool) -> None:
-        chunk = await self._read(retryable)
-        if chunk is None:
-            self._decoder.close()
-            self._done = True
-            return
-        events = self._decoder.feed(chunk)
-        if events:
-            if self._position >= len(self._pending):
-                self._pending, self._position = events, 0
+            chunk = await self._read(True)
+            if chunk is None:
+                self._decoder.close()
+                self._done = True
             else:
-                self._pending.extend(events)
+                self._pending = self._decoder.feed(chunk)
 
     async def _read(self, retryable: bool) -> bytes | None:
         try:
             if self._deadline is None:
-                return cast(bytes, await self._bytes.__anext__())
+                return cast(bytes, await self._next_chunk())
             with anyio.move_on_after(max(0.0, self._deadline - time.monotonic())):
-                return cast(bytes, await self._bytes.__anext__())
+                return cast(bytes, await self._next_chunk())
         except StopAsyncIteration:
             return None
         except Exception as exc:
-            if not _is_transport_error(exc):
+            error = self._failure(exc, retryable=retryable)
+            if error is exc:
                 raise
-            provider = self._client.provider
-            error = model_error_from_exception(exc, provider=provider, secrets=self._client._secrets)
-            if isinstance(error, ModelConnectionError):
-                error = ModelConnectionError(
-                    f"{error.message} (the stream broke before it was complete)",
-                    provider=provider,
-                    request_id=self.request_id,
-                )
-                if retryable:
-                    raise _Retryable(error) from exc
             raise error from exc
         total = self._client.timeouts.total
         raise ModelTimeoutError(
@@ -1005,3 +1044,20 @@ class SSEStream:
             provider=self._client.provider,
             request_id=self.request_id,
         )
+
+    def _failure(self, exc: Exception, *, retryable: bool) -> Exception:
+        """What a failed read raises: a `ModelError` for a transport failure (wrapped when it may be retried,
+        before the first event), `exc` itself for anything else."""
+        if not _is_transport_error(exc):
+            return exc
+        provider = self._client.provider
+        error = model_error_from_exception(exc, provider=provider, secrets=self._client._secrets)
+        if isinstance(error, ModelConnectionError):
+            error = ModelConnectionError(
+                f"{error.message} (the stream broke before it was complete)",
+                provider=provider,
+                request_id=self.request_id,
+            )
+            if retryable:
+                return _Retryable(error)
+        return error

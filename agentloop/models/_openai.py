@@ -443,23 +443,53 @@ class OpenAIChatModel:
         try:
             state = _StreamState()
             done = False
-            async for event in events:
-                data = event.data
-                if data == "[DONE]":
-                    done = True
-                    break
-                if event.event == "error":
-                    raise self._http.error_from_payload(data, request_id=events.request_id)
-                try:
-                    chunk = _CHUNK.decode(data)
-                except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
-                    raise self._http.bad_response(
-                        f"unreadable stream chunk ({exc}): {data[:200]!r}", request_id=events.request_id
-                    ) from None
-                if chunk.error is not None:
-                    raise self._http.error_from_payload({"error": chunk.error}, request_id=events.request_id)
-                for model_event in state.feed(chunk):
-                    yield model_event
+            text = state.text
+            while not done and (batch := await events.batch()):
+                for event in batch:
+                    data = event.data
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    if event.event == "error":
+                        raise self._http.error_from_payload(data, request_id=events.request_id)
+                    try:
+                        chunk = _CHUNK.decode(data)
+                    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
+                        raise self._http.bad_response(
+                            f"unreadable stream chunk ({exc}): {data[:200]!r}", request_id=events.request_id
+                        ) from None
+                    # The commonest chunk by far, one piece of answer text, takes the short way (once the
+                    # first chunks have set the response's id and model).
+                    choices = chunk.choices
+                    if (
+                        choices
+                        and len(choices) == 1
+                        and chunk.usage is None
+                        and chunk.error is None
+                        and state.answered
+                        and state.id is not None
+                        and state.model is not None
+                    ):
+                        choice = choices[0]
+                        delta = choice.delta
+                        if (
+                            choice.index == 0
+                            and choice.finish_reason is None
+                            and delta is not None
+                            and delta.content
+                            and delta.tool_calls is None
+                            and delta.reasoning_content is None
+                            and delta.reasoning is None
+                        ):
+                            text.append(delta.content)
+                            yield TextDelta(delta.content)
+                            continue
+                    if chunk.error is not None:
+                        raise self._http.error_from_payload(
+                            {"error": chunk.error}, request_id=events.request_id
+                        )
+                    for model_event in state.feed(chunk):
+                        yield model_event
             if not done and state.finish_reason is None:
                 raise self._http.bad_response(
                     "the stream ended before the response was complete (no finish_reason, no [DONE])",
