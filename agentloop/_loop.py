@@ -63,6 +63,9 @@ __all__ = ["Invocation", "Listener", "run_invocation"]
 class Listener(Protocol):
     """Where a streaming invocation sends its events: the TokenStream's queue, or the user's callbacks."""
 
+    text_only: bool
+    """True when only answer text is wanted: the loop does not build the other events at all."""
+
     async def __call__(self, event: StreamEvent) -> None:
         """Delivers `event`, waiting while the consumer is behind."""
 
@@ -110,6 +113,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
     toolset = await _tools(inv, history)
     dynamic = inv.tool_provider is not None and bool(getattr(inv.tool_provider, "dynamic", False))
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
+    typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
     while True:
         if dynamic and round > 0:
@@ -117,11 +121,11 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
-            calls = _Calls(task_group, inv, toolset, round + 1, limiter, emit, eager=may_run_tools)
+            calls = _Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
             if emit is None:
                 response = await inv.model.chat(request)
             else:
-                response = await _stream_model(inv.model, request, round, emit, calls)
+                response = await _stream_model(inv.model, request, round, emit, typed, calls)
             ai = response.ai_message
             if ai.tool_execution_requests:
                 if not may_run_tools:
@@ -135,8 +139,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
                 if requests is not ai.tool_execution_requests:  # ids were missing or repeated
                     ai = msgspec.structs.replace(ai, tool_execution_requests=requests)
                     response = msgspec.structs.replace(response, ai_message=ai)
-                if emit is not None:
-                    await emit(IntermediateResponse(response, round))
+                if typed is not None:
+                    await typed(IntermediateResponse(response, round))
             else:
                 calls.discard()
         usage = response.token_usage if usage is None else usage + response.token_usage
@@ -164,9 +168,15 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
 
 
 async def _stream_model(
-    model: ChatModel, request: ChatRequest, round: int, emit: Listener, calls: _Calls
+    model: ChatModel,
+    request: ChatRequest,
+    round: int,
+    emit: Listener,
+    typed: Listener | None,
+    calls: _Calls,
 ) -> ChatResponse:
-    """Streams one model call, forwarding its pieces and starting each tool call as soon as it is whole."""
+    """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
+    them) and starting each tool call as soon as it is whole."""
     response: ChatResponse | None = None
     text_nowait = emit.text_nowait
     async with aclosing(model.stream(request)) as events:  # type: ignore[type-var]
@@ -177,12 +187,14 @@ async def _stream_model(
                 if not text_nowait(text, round):
                     await emit(PartialResponse(text, round))
             elif kind is ToolCallDelta:
-                e: Any = event
-                await emit(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
+                if typed is not None:
+                    e: Any = event
+                    await typed(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
             elif kind is ToolCallComplete:
                 calls.start_early(event.index, event.request)  # type: ignore[union-attr]
             elif kind is ThinkingDelta:
-                await emit(PartialThinking(event.text, round))  # type: ignore[union-attr]
+                if typed is not None:
+                    await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]
             elif kind is ResponseComplete:
                 response = event.response  # type: ignore[union-attr]
     if response is None:

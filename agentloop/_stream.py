@@ -205,13 +205,13 @@ class TokenStream:
 class _Producer:
     """Runs the invocation in its own task and hands its items to the consumer through a bounded queue.
 
-    The queue is a deque with at most one waiter on each side (the stream has one consumer and one
-    producer), so handing over an item that fits is a few attribute operations: no lock, no task switch.
+    The queue is a deque with one shared wake-up event on each side, so handing over an item that fits is a
+    few attribute operations: no lock, no task switch.
     """
 
     __slots__ = (
-        "_direct",
         "closed",
+        "dispatch",
         "error",
         "finished",
         "items",
@@ -220,14 +220,16 @@ class _Producer:
         "started",
         "stopped",
         "stream",
+        "text_only",
         "tokens_only",
         "writer",
     )
 
     def __init__(self, stream: TokenStream, tokens_only: bool) -> None:
-        self.stream = stream
+        self.stream: TokenStream | None = stream  # dropped at the end: no cycle for the garbage collector
+        self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
-        self._direct = tokens_only and not stream._callbacks  # text goes straight into the queue
+        self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
         self.items: deque[Any] = deque()
         self.closed = False  # the invocation ended: nothing more will come
         self.stopped = False  # the consumer went away: nothing more is wanted
@@ -256,7 +258,7 @@ class _Producer:
     def text_nowait(self, text: str, round: int) -> bool:
         """Queues a piece of answer text if nothing else wants it and there is room (the hot path)."""
         items = self.items
-        if not self._direct or len(items) >= BUFFER_SIZE or self.stopped:
+        if not self.text_only or len(items) >= BUFFER_SIZE or self.stopped:
             return False
         items.append(text)
         if self.reader is not None:
@@ -265,8 +267,8 @@ class _Producer:
 
     async def __call__(self, event: StreamEvent) -> None:
         """Delivers one event: to the callbacks, then (as text, or whole) to the queue, waiting for room."""
-        if self.stream._callbacks:
-            await self.stream._dispatch(event)
+        if self.dispatch is not None:
+            await self.dispatch(event)
         if self.tokens_only:
             if type(event) is not PartialResponse:
                 return
@@ -287,10 +289,12 @@ class _Producer:
 
     async def _main(self) -> None:
         stream = self.stream
+        assert stream is not None
         try:
             with self.scope:
                 result = stream._result = await stream._runner(self)
-                await self(_complete(result))
+                if not self.text_only:
+                    await self(_complete(result))
         except anyio.BrokenResourceError:
             pass  # the consumer went away
         except BaseException as error:
@@ -298,6 +302,7 @@ class _Producer:
                 raise  # cancellation from outside (event loop shutting down)
             self.error = error
         finally:
+            self.stream = self.dispatch = None
             self.closed = True
             self._wake_reader()
             self.finished.set()
@@ -329,11 +334,15 @@ class _Producer:
     def take(self) -> Any:
         items = self.items
         item = items.popleft()
+        if self.writer is not None and len(items) <= _RESUME_AT:
+            self.wake_writers()
+        return item
+
+    def wake_writers(self) -> None:
         writer = self.writer
-        if writer is not None and len(items) <= _RESUME_AT:
+        if writer is not None:
             self.writer = None
             writer.set()
-        return item
 
     def _wake_reader(self) -> None:
         reader = self.reader
@@ -346,10 +355,7 @@ class _Producer:
         self.stopped = True
         self.scope.cancel()
         self._wake_reader()
-        writer = self.writer
-        if writer is not None:
-            self.writer = None
-            writer.set()
+        self.wake_writers()
 
     async def stop(self) -> None:
         self.abandon()
@@ -371,8 +377,12 @@ class _Iterator(Generic[T]):
 
     async def __anext__(self) -> T:
         producer = self._producer
-        if producer.items and not producer.stopped:  # the hot path: an item is waiting
-            return producer.take()  # type: ignore[no-any-return]
+        items = producer.items
+        if items and not producer.stopped:  # the hot path: an item is waiting (`take()`, inlined)
+            item = items.popleft()
+            if producer.writer is not None and len(items) <= _RESUME_AT:
+                producer.wake_writers()
+            return item  # type: ignore[no-any-return]
         if not producer.started:
             producer.start()
         return await producer.next_item()  # type: ignore[no-any-return]
@@ -388,6 +398,7 @@ class _Callbacks:
     """The Listener of `start()`: every event goes to the callbacks (text included, as PartialResponse)."""
 
     __slots__ = ("_dispatch",)
+    text_only = False
 
     def __init__(self, dispatch: Callable[[StreamEvent], Awaitable[None]]) -> None:
         self._dispatch = dispatch

@@ -58,6 +58,33 @@ async def test_tokens_of_every_round_and_the_result() -> None:
     assert [e.result for e in stream.result.tool_executions] == ["1", "2"]
 
 
+@pytest.mark.parametrize("mode", ["chat", "tokens", "events"])
+async def test_a_finished_invocation_is_freed_without_the_garbage_collector(mode: str) -> None:
+    """No reference cycle per invocation: a server streaming many requests frees each one at once instead of
+    leaving it to (and paying for) the cyclic garbage collector."""
+    agent = Agent(two_round_model(), tools=[slow])
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        if mode == "chat":
+            result = await agent.chat("go")
+        else:
+            stream = agent.stream("go")
+            items = [item async for item in (stream if mode == "tokens" else stream.events())]
+            result = stream.result
+            del stream, items
+        assert result.content == "Both are done: 1 and 2."
+        del result
+        gc.collect()
+        ours = [o for o in gc.garbage if type(o).__module__.startswith("agentloop")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not ours, f"left to the garbage collector: {sorted({type(o).__qualname__ for o in ours})}"
+
+
 async def test_events_order_and_content() -> None:
     events = [event async for event in Agent(two_round_model(), tools=[slow]).stream("go").events()]
     kinds = [type(e).__name__ for e in events]

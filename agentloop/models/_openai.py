@@ -444,6 +444,7 @@ class OpenAIChatModel:
             state = _StreamState()
             done = False
             text = state.text
+            fast = False  # the short way is open once the first chunks set the response's id and model
             while not done and (batch := await events.batch()):
                 for event in batch:
                     data = event.data
@@ -458,18 +459,9 @@ class OpenAIChatModel:
                         raise self._http.bad_response(
                             f"unreadable stream chunk ({exc}): {data[:200]!r}", request_id=events.request_id
                         ) from None
-                    # The commonest chunk by far, one piece of answer text, takes the short way (once the
-                    # first chunks have set the response's id and model).
+                    # The commonest chunk by far, one piece of answer text, takes the short way.
                     choices = chunk.choices
-                    if (
-                        choices
-                        and len(choices) == 1
-                        and chunk.usage is None
-                        and chunk.error is None
-                        and state.answered
-                        and state.id is not None
-                        and state.model is not None
-                    ):
+                    if fast and choices and len(choices) == 1 and chunk.usage is None and chunk.error is None:
                         choice = choices[0]
                         delta = choice.delta
                         if (
@@ -490,6 +482,7 @@ class OpenAIChatModel:
                         )
                     for model_event in state.feed(chunk):
                         yield model_event
+                    fast = state.answered and state.id is not None and state.model is not None
             if not done and state.finish_reason is None:
                 raise self._http.bad_response(
                     "the stream ended before the response was complete (no finish_reason, no [DONE])",

@@ -49,6 +49,7 @@ class SSEDecoder:
 
     __slots__ = (
         "_buffer",
+        "_clean",
         "_data",
         "_event",
         "_first_line",
@@ -71,18 +72,11 @@ class SSEDecoder:
         self._data: list[str] = []
         self._last_id: str | None = None
         self._retry: int | None = None
+        self._clean = True  # no line or event under way: the fast path may take the next chunk
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """The events that `chunk` completes (often none, sometimes several)."""
-        if (
-            chunk[:6] == b"data: "
-            and chunk[-2:] == b"\n\n"
-            and not self._buffer
-            and not self._data
-            and self._event is None
-            and not self._skip_lf
-            and b"\r" not in chunk
-        ):
+        if self._clean and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
             # What providers send token by token: whole one-line `data:` events, most often one.
             end = len(chunk) - 2
             if chunk.find(b"\n", 6) == end and end <= self._max_line:
@@ -97,6 +91,12 @@ class SSEDecoder:
                 simple = self._simple(chunk)
                 if simple is not None:
                     return simple
+        self._clean = False  # stays False if the general path raises half-way
+        events = self._general(chunk)
+        self._clean = not self._buffer and not self._data and self._event is None and not self._skip_lf
+        return events
+
+    def _general(self, chunk: bytes) -> list[ServerSentEvent]:
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -158,6 +158,7 @@ class SSEDecoder:
         self._event = None
         self._data = []
         self._retry = None
+        self._clean = True
 
     def _line(self, raw: bytes) -> ServerSentEvent | None:
         if not raw:
