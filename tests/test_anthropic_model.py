@@ -788,6 +788,18 @@ async def test_calls_without_ids_get_matching_made_up_ids(server: FakeAnthropicS
         model.build_body(orphan, stream=False)
 
 
+async def test_streamed_responses_leave_their_connection_in_the_pool(server: FakeAnthropicServer) -> None:
+    """After message_stop the rest of the body is read, so the next request reuses the connection (no new
+    TCP and TLS handshake per streamed answer)."""
+    for text in ("one", "two", "three"):
+        server.add(text)
+    async with model_for(server) as model:
+        for text in ("one", "two", "three"):
+            assert final(await collect(model.stream(QUESTION))).text == text
+    assert server.connections_opened == 1
+    assert [r.connection for r in server.requests] == [0, 0, 0]
+
+
 async def test_a_user_supplied_client_is_used_and_left_open(server: FakeAnthropicServer) -> None:
     import httpx2
 

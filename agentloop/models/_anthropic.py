@@ -298,6 +298,7 @@ class AnthropicChatModel:
                     if event is None:
                         continue
                     if event is _STOP:
+                        await events.drain()  # read the end of the body: the connection goes back to the pool
                         yield ResponseComplete(self._response(assembler.blocks(), assembler.message))
                         return
                     if event is _ERROR:
