@@ -274,6 +274,25 @@ async def test_backpressure_a_slow_consumer_stalls_the_model() -> None:
     assert stream.done
 
 
+async def test_a_full_buffer_holds_many_tools_at_once_and_loses_no_event() -> None:
+    """100 tools finish together while the consumer is slow: they all wait for room in the bounded buffer,
+    and every one of their events arrives, once."""
+    model = ScriptedChatModel([calls(*[("slow", {"n": i, "delay": 0}) for i in range(100)]), "done"])
+    stream = Agent(model, tools=[slow]).stream("go")
+    seen: list[tuple[str, int]] = []
+    with anyio.fail_after(10):  # a lost wake-up would hang here
+        async for event in stream.events():
+            if isinstance(event, (BeforeToolExecution, ToolExecuted)):
+                seen.append((type(event).__name__, event.index))
+            for _ in range(3):  # a slow consumer: the tools fill the buffer and wait
+                await anyio.sleep(0)
+    assert sorted(seen) == sorted(
+        [("BeforeToolExecution", i) for i in range(100)] + [("ToolExecuted", i) for i in range(100)]
+    )
+    assert [e.result for e in stream.result.tool_executions] == [str(i) for i in range(100)]
+    assert stream.result.content == "done"
+
+
 class HangingModel:
     """Streams a few tokens, then hangs until cancelled (records that it was closed)."""
 
