@@ -800,6 +800,19 @@ async def test_streamed_responses_leave_their_connection_in_the_pool(server: Fak
     assert [r.connection for r in server.requests] == [0, 0, 0]
 
 
+async def test_a_body_left_open_after_message_stop_does_not_hold_back_the_answer(
+    server: FakeAnthropicServer,
+) -> None:
+    server.add("one", hold_open=True)  # message_stop is sent, the body is never ended
+    server.add("two")
+    async with model_for(server) as model:
+        start = time.monotonic()
+        assert final(await collect(model.stream(QUESTION))).text == "one"
+        assert time.monotonic() - start < 0.6  # the drain gives up after 0.1 s
+        assert final(await collect(model.stream(QUESTION))).text == "two"
+    assert server.connections_opened == 2  # the held connection was not put back in the pool
+
+
 async def test_a_user_supplied_client_is_used_and_left_open(server: FakeAnthropicServer) -> None:
     import httpx2
 

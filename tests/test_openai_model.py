@@ -640,6 +640,26 @@ async def test_tool_calls_without_ids_get_matching_synthetic_ids() -> None:
     assert [sent[2]["tool_call_id"], sent[3]["tool_call_id"]] == [ids[1], ids[0]]
 
 
+@pytest.mark.parametrize("base_query", ["", "?api-version=1"])
+async def test_a_query_in_the_path_is_kept_and_merged_with_the_base_urls(base_query: str) -> None:
+    """Request URLs are parsed once per client and cached: the cache must give what building the request from
+    strings gives, with our pooled client and with a user's client alike."""
+    from agentloop.models._http import ProviderClient
+
+    own = ProviderClient(provider="p", base_url="http://127.0.0.1:9/v1" + base_query)
+    async with httpx2.AsyncClient() as client:
+        users = ProviderClient(provider="p", base_url="http://127.0.0.1:9/v1" + base_query, client=client)
+        for path in ("/models/m:stream?alt=sse", "/chat/completions", "/models/m:stream?alt=sse"):
+            built = own._build("POST", path, b"{}", None, accept="text/event-stream")
+            expected = users._build("POST", path, b"{}", None, accept="text/event-stream")
+            assert str(built.url) == str(expected.url)
+            assert dict(built.url.params) == {
+                **({"alt": "sse"} if "alt" in path else {}),
+                **({"api-version": "1"} if base_query else {}),
+            }
+    await own.aclose()
+
+
 async def test_headers_organization_project_and_query() -> None:
     async with FakeOpenAIServer(["ok"]) as server:
         model = OpenAIChatModel(
@@ -1028,6 +1048,19 @@ async def test_breaking_out_of_a_stream_closes_the_connection() -> None:
         # The model keeps working afterwards.
         server.add("again")
         assert final(await collect(model)).text == "again"
+
+
+async def test_a_body_left_open_after_done_does_not_hold_back_the_answer() -> None:
+    """After [DONE] the end of the body is read with a short timeout: a server that keeps the body open costs
+    one dropped connection, not a stalled answer."""
+    async with FakeOpenAIServer() as server, model_for(server) as model:
+        server.add("one two", hold_open=True)  # [DONE] is sent, the body is never ended
+        start = time.monotonic()
+        assert final(await collect(model)).text == "one two"
+        assert time.monotonic() - start < 0.6  # the drain gives up after 0.1 s
+        server.add("three")
+        assert final(await collect(model)).text == "three"
+        assert server.connections_opened == 2  # the held connection was not put back in the pool
 
 
 async def test_cancelling_the_consumer_closes_the_connection() -> None:

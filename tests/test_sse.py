@@ -21,7 +21,7 @@ def parse_split(data: bytes, cuts: list[int], *, max_line_bytes: int = 1 << 24) 
     decoder = SSEDecoder(max_line_bytes=max_line_bytes)
     events: list[ServerSentEvent] = []
     start = 0
-    for cut in sorted(set(cuts)):
+    for cut in sorted(cuts):  # a repeated cut feeds an empty chunk, which must change nothing
         events.extend(decoder.feed(data[start:cut]))
         start = cut
     events.extend(decoder.feed(data[start:]))
@@ -63,6 +63,30 @@ def test_crlf_split_between_cr_and_lf_is_one_line_ending() -> None:
     assert decoder.feed(b"data: a\r") == []
     assert decoder.feed(b"\n\r") == [ServerSentEvent(data="a")]
     assert decoder.feed(b"\ndata: b\r\n\r\n") == [ServerSentEvent(data="b")]
+
+
+def test_fields_before_a_one_line_data_chunk_still_count() -> None:
+    """The one-event fast path takes a whole `data:` chunk only when nothing of the event came before it."""
+    for fields, expected in [
+        (b"retry: 100\n", ServerSentEvent(data="x", retry=100)),
+        (b"event: e\n", ServerSentEvent(event="e", data="x")),
+        (b"id: 7\n", ServerSentEvent(data="x", id="7")),
+        (b"data: w\n", ServerSentEvent(data="w\nx")),
+    ]:
+        decoder = SSEDecoder()
+        assert decoder.feed(fields) == []
+        assert decoder.feed(b"data: x\n\n") == [expected]
+        assert decoder.feed(b"data: y\n\ndata: z\n\n") == [
+            ServerSentEvent(data="y", id=expected.id),
+            ServerSentEvent(data="z", id=expected.id),
+        ]
+
+
+def test_an_empty_chunk_between_cr_and_lf_changes_nothing() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"") == []
+    assert decoder.feed(b"\ndata: b\n\n") == [ServerSentEvent(data="a\nb")]
 
 
 def test_blocks_without_data_dispatch_nothing() -> None:
@@ -143,11 +167,16 @@ def event_streams(draw: st.DrawFn) -> tuple[bytes, list[ServerSentEvent]]:
         if draw(st.booleans()):
             last_id = draw(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True))
             out.append(b"id: " + last_id.encode() + nl)
+        retry = draw(st.none() | st.integers(0, 99_999))
+        if retry is not None:
+            out.append(b"retry: %d" % retry + nl)
         lines = draw(st.lists(_text, min_size=1, max_size=4))
         for line in lines:
             out.append(b"data: " + line.encode() + nl)
         out.append(nl)
-        expected.append(ServerSentEvent(event=event or "message", data="\n".join(lines), id=last_id))
+        expected.append(
+            ServerSentEvent(event=event or "message", data="\n".join(lines), id=last_id, retry=retry)
+        )
     return b"".join(out), expected
 
 

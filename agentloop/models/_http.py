@@ -101,6 +101,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read whole (a 2xx JSON answer; one event of a stream has the same limit): a
 bigger one is a `BadResponseError`, so a broken or hostile server cannot make the client buffer gigabytes."""
 _MAX_ERROR_BODY = 64 * 1024  # of an error answer only the start is read: its message is all that is used
+_MAX_CACHED_URLS = 256  # parsed request URLs kept per client
 
 # -- configuration ------------------------------------------------------------------------------------------
 
@@ -747,18 +748,22 @@ class ProviderClient:
         extra: dict[str, Any] = {}
         if self._request_timeout is not None:
             extra["timeout"] = self._request_timeout
+        url: Any = self._url(path)
         if not self.owns_client:  # the user's client may be another httpx flavour, with its own URL type
-            return self.client.build_request(
-                method, self.url(path), content=content, headers=merged, params=self._query or None, **extra
-            )
-        return self.client.build_request(method, self._url(path), content=content, headers=merged, **extra)
+            url = str(url)
+        return self.client.build_request(method, url, content=content, headers=merged, **extra)
 
     def _url(self, path: str) -> httpx2.URL:
         """The parsed URL of `path`, query included (parsed once: parsing costs more than the rest of a
         request's building)."""
         url = self._urls.get(path)
         if url is None:
-            url = self._urls[path] = httpx2.URL(self.url(path), params=self._query or None)
+            url = httpx2.URL(self.url(path))
+            if self._query:  # merged into a query the path may carry, as build_request(params=) does
+                url = url.copy_merge_params(self._query)
+            if len(self._urls) >= _MAX_CACHED_URLS:  # paths with ids in them: keep the cache bounded
+                self._urls.clear()
+            self._urls[path] = url
         return url
 
     def _request_headers(self, accept: str) -> dict[str, str]:
@@ -994,11 +999,13 @@ class SSEStream:
             finally:
                 await self.response.aclose()
 
-    async def drain(self, *, timeout: float = 1.0, limit: int = 65536) -> None:
+    async def drain(self, *, timeout: float = 0.1, limit: int = 65536) -> None:
         """Reads what is left of the response (normally nothing but the end of the body), then closes it.
 
         Call it when the provider's end-of-stream marker has arrived: a fully read response hands its
-        connection back to the pool, where closing a half-read one would drop the connection.
+        connection back to the pool, where closing a half-read one would drop the connection. The end of
+        the body normally comes with the marker, so `timeout` is short: a server that keeps the body open
+        after its marker costs one dropped connection, not a stalled answer.
         """
         if self._closed:
             return

@@ -93,16 +93,24 @@ class SSEDecoder:
                     return simple
         self._clean = False  # stays False if the general path raises half-way
         events = self._general(chunk)
-        self._clean = not self._buffer and not self._data and self._event is None and not self._skip_lf
+        self._clean = (
+            not self._buffer
+            and not self._data
+            and self._event is None
+            and self._retry is None
+            and not self._skip_lf
+        )
         return events
 
     def _general(self, chunk: bytes) -> list[ServerSentEvent]:
+        if not chunk:  # before the CR check: an empty read between a CR and its LF changes nothing
+            return []
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-        if not chunk:
-            return []
+                if not chunk:
+                    return []
         if b"\n" not in chunk and b"\r" not in chunk:
             # The current line goes on. Keep the piece: joining the line on every piece would copy a long
             # line again and again (quadratic time for a line sent in many small reads).
