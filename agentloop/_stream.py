@@ -311,8 +311,8 @@ class _Producer:
 
     # -- the consumer's side -----------------------------------------------------------------------------
 
-    async def next_item(self) -> Any:
-        """Waits for the next item; raises the invocation's error, or StopAsyncIteration at its end."""
+    async def wait_for_item(self) -> None:
+        """Waits until an item is queued; raises the invocation's error, or StopAsyncIteration at its end."""
         items = self.items
         while not items or self.stopped:
             if self.closed or self.stopped:  # finished, or aclose() from anywhere
@@ -329,14 +329,6 @@ class _Producer:
                 # Cancelled (or interrupted) while waiting: stop the invocation before letting it propagate.
                 await self.stop()
                 raise
-        return self.take()
-
-    def take(self) -> Any:
-        items = self.items
-        item = items.popleft()
-        if self.writer is not None and len(items) <= _RESUME_AT:
-            self.wake_writers()
-        return item
 
     def wake_writers(self) -> None:
         writer = self.writer
@@ -378,14 +370,14 @@ class _Iterator(Generic[T]):
     async def __anext__(self) -> T:
         producer = self._producer
         items = producer.items
-        if items and not producer.stopped:  # the hot path: an item is waiting (`take()`, inlined)
-            item = items.popleft()
-            if producer.writer is not None and len(items) <= _RESUME_AT:
-                producer.wake_writers()
-            return item  # type: ignore[no-any-return]
-        if not producer.started:
-            producer.start()
-        return await producer.next_item()  # type: ignore[no-any-return]
+        if not items or producer.stopped:  # the hot path skips this: an item is waiting
+            if not producer.started:
+                producer.start()
+            await producer.wait_for_item()
+        item = items.popleft()
+        if producer.writer is not None and len(items) <= _RESUME_AT:
+            producer.wake_writers()
+        return item  # type: ignore[no-any-return]
 
     def __del__(self) -> None:
         # `break` out of `async for` drops the iterator: cancel the invocation it was consuming.

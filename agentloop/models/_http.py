@@ -51,7 +51,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import parse_qsl
 
 import anyio
@@ -969,10 +969,7 @@ class SSEStream:
                 except StopAsyncIteration:
                     chunk = None
                 except Exception as exc:
-                    error = self._failure(exc, retryable=False)
-                    if error is exc:
-                        raise
-                    raise error from exc
+                    self._raise_failure(exc, retryable=False)
             else:
                 chunk = await self._read(False)
             if chunk is None:
@@ -1041,10 +1038,7 @@ class SSEStream:
         except StopAsyncIteration:
             return None
         except Exception as exc:
-            error = self._failure(exc, retryable=retryable)
-            if error is exc:
-                raise
-            raise error from exc
+            self._raise_failure(exc, retryable=retryable)
         total = self._client.timeouts.total
         raise ModelTimeoutError(
             f"{self._client.provider}: the stream did not finish within the total timeout of {total:g}s",
@@ -1052,11 +1046,11 @@ class SSEStream:
             request_id=self.request_id,
         )
 
-    def _failure(self, exc: Exception, *, retryable: bool) -> Exception:
-        """What a failed read raises: a `ModelError` for a transport failure (wrapped when it may be retried,
-        before the first event), `exc` itself for anything else."""
+    def _raise_failure(self, exc: Exception, *, retryable: bool) -> NoReturn:
+        """Raises what a failed read means: a `ModelError` for a transport failure (wrapped when it may be
+        retried, before the first event), `exc` itself for anything else."""
         if not _is_transport_error(exc):
-            return exc
+            raise exc
         provider = self._client.provider
         error = model_error_from_exception(exc, provider=provider, secrets=self._client._secrets)
         if isinstance(error, ModelConnectionError):
@@ -1066,5 +1060,5 @@ class SSEStream:
                 request_id=self.request_id,
             )
             if retryable:
-                return _Retryable(error)
-        return error
+                raise _Retryable(error) from exc
+        raise error from exc
