@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from run import FakeServer
+
 HERE = Path(__file__).resolve().parent
 
 _CHILD = """
@@ -52,11 +54,9 @@ def main() -> None:
     names = args.only.split(",")
     child = _CHILD.format(here=str(HERE))
 
-    command = [sys.executable, str(HERE / "fakeserver.py")]
-    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = FakeServer()
     try:
-        assert server.stdout is not None
-        port = server.stdout.readline().split()[1]
+        port = str(server.port)
         per_name: dict[str, list[float]] = {name: [] for name in names}
         ratios: dict[str, list[float]] = {name: [] for name in names[1:]}
         for trial in range(args.trials):
@@ -84,9 +84,7 @@ def main() -> None:
                 f"(trials {min(values):.3f}-{max(values):.3f})"
             )
     finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=10)
+        server.close()
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ import cProfile
 import importlib
 import io
 import pstats
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from _driver import Bench, cpu_seconds
 from _workload import Scenario
+from run import FakeServer
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,24 +64,16 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
 
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "fakeserver.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server = FakeServer()
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline().split()[1])
+        port = server.port
         module = importlib.import_module(f"contenders.{args.contender}")
         bench = Bench(module, port)
         profiler = cProfile.Profile()
         scenario = Scenario(tools=args.tools, tokens=args.tokens)
         asyncio.run(run(bench, scenario, args.sessions, args.in_flight, profiler))
     finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=10)
+        server.close()
     path = Path(tempfile.gettempdir()) / f"agentloop-bench-{args.contender}.prof"
     profiler.dump_stats(str(path))
     text = io.StringIO()
