@@ -541,3 +541,25 @@ def test_serve_command_refuses_bad_targets() -> None:
         cwd=ROOT,
     )
     assert out.returncode == 2 and "expected module:object" in out.stderr
+
+
+async def test_the_snippets_of_docs_mcp_md_run() -> None:
+    import ast
+    import contextlib
+    import inspect
+    import io
+
+    text = (ROOT / "docs" / "mcp.md").read_text()
+    namespace: dict[str, object] = {"__name__": "docs_mcp"}
+    output = io.StringIO()
+    for number, block in enumerate(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL), 1):
+        code = compile(block, f"docs/mcp.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        with contextlib.redirect_stdout(output):
+            outcome = eval(code, namespace)
+            if inspect.iscoroutine(outcome):
+                await outcome
+    printed = output.getvalue()
+    assert "Dune is 61 years old." in printed
+    assert "files_read_" in printed and "gh_search" in printed
+    assert "212.0" in printed and "'celsius'" in printed
+    assert "'user'" not in printed  # the injected parameter is not in the served schema
