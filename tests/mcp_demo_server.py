@@ -1,5 +1,6 @@
 """An MCP server written with the mcp SDK, for the MCP tests: in process (`make_server()`), or run as
-`python tests/mcp_demo_server.py stdio` / `... http PORT [STATE_DIR]`.
+`python tests/mcp_demo_server.py stdio [STATE_DIR]` / `... http PORT [STATE_DIR]`, with `--legacy` to answer
+like a server from before protocol 2026-07-28 (initialize handshake, HTTP sessions).
 
 STATE_DIR (a directory) gets a file `cancelled` when a `hang` call is cancelled, and holds the marker of
 `hang_once`, so tests in another process can see what the server saw.
@@ -10,11 +11,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, ToolAnnotations
+from mcp_types import METHOD_NOT_FOUND
 from pydantic import BaseModel
 
 LONG_NAME = "fetch_" + "x" * 70  # longer than the 64 characters providers accept
@@ -41,8 +45,15 @@ class State:
             (self.dir / "cancelled").write_text(str(self.cancelled))
 
 
-def make_server(state_dir: Path | None = None, name: str = "demo") -> MCPServer:
-    server = MCPServer(name)
+async def refuse_discover(ctx: Any, call_next: Any) -> Any:
+    """Middleware that makes the server answer like one from before 2026-07-28 (initialize handshake)."""
+    if ctx.method == "server/discover":
+        raise MCPError(METHOD_NOT_FOUND, "Method not found")
+    return await call_next(ctx)
+
+
+def make_server(state_dir: Path | None = None, name: str = "demo", legacy: bool = False) -> MCPServer:
+    server = MCPServer(name, middleware=[refuse_discover] if legacy else None)
     state = State(state_dir)
     server.state = state  # type: ignore[attr-defined]
 
@@ -144,14 +155,15 @@ def make_server(state_dir: Path | None = None, name: str = "demo") -> MCPServer:
 
 
 if __name__ == "__main__":
-    transport = sys.argv[1]
-    if transport == "stdio":
-        state = Path(sys.argv[2]) if len(sys.argv) > 2 else None
-        make_server(state).run("stdio")
+    legacy = "--legacy" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--legacy"]
+    if args[0] == "stdio":
+        state = Path(args[1]) if len(args) > 1 else None
+        make_server(state, legacy=legacy).run("stdio")
     else:
         import uvicorn
 
-        port = int(sys.argv[2])
-        state = Path(sys.argv[3]) if len(sys.argv) > 3 else None
-        app = make_server(state).streamable_http_app()
+        port = int(args[1])
+        state = Path(args[2]) if len(args) > 2 else None
+        app = make_server(state, legacy=legacy).streamable_http_app()
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

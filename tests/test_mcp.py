@@ -464,6 +464,26 @@ async def test_http_server_restarted_between_calls_and_killed_mid_call(
         assert (await toolset.call_tool("add", {"a": 3, "b": 4})).text == "7"
 
 
+async def test_http_server_from_before_2026_07_28_sessions_and_list_changed(tmp_path: Path) -> None:
+    # A server that answers with the initialize handshake: HTTP sessions, list_changed as notifications.
+    server = HTTPServer(sys.executable, DEMO, "http", "{port}", str(tmp_path), "--legacy")
+    await server.start()
+    try:
+        model = ScriptedChatModel([calls(call("grow")), calls(call("extra")), "ok"])
+        async with MCPToolset(server.url, call_timeout=10) as toolset:
+            assert toolset.protocol_version == "2025-11-25"
+            result = await Agent(model, tool_provider=toolset).chat("go")
+            assert [e.result for e in result.tool_executions] == ["grown", "extra"]
+            first_pid = (await toolset.call_tool("pid")).structured
+            # The new process answers 404 to the old session id: the toolset starts a new session.
+            server.kill()
+            await server.start()
+            assert (await toolset.call_tool("pid")).structured != first_pid
+            assert "extra" not in await toolset.refresh()  # listed again on the new connection
+    finally:
+        server.kill()
+
+
 # -- serving agentloop tools ------------------------------------------------------------------------------
 
 

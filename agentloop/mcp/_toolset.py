@@ -358,6 +358,14 @@ class MCPToolset:
     # -- as a tool source ---------------------------------------------------------------------------------
 
     @property
+    def protocol_version(self) -> str | None:
+        """The MCP protocol version of the live connection (e.g. "2026-07-28"), or None when there is none."""
+        connection = self._connection
+        if connection is None or connection.lost or connection.client is None:
+            return None
+        return connection.client.protocol_version
+
+    @property
     def tools(self) -> Toolset:
         """The tools as last listed (`refresh()` lists again when needed)."""
         return self._tools
@@ -487,10 +495,13 @@ def _text_of(result: Any) -> str:
 
 
 def _is_connection_error(error: MCPError) -> bool:
-    """The connection closed, or an HTTP session expired (404 on a stale session id)."""
-    code = error.error.code
-    return code == types.CONNECTION_CLOSED or (
-        code == types.INVALID_REQUEST and error.error.message == "Session terminated"
+    """The connection closed, or the server no longer knows the HTTP session (a 404 on a stale session id:
+    "Session not found" from the SDK's servers, "Session terminated" from its client, others alike)."""
+    if error.error.code == types.CONNECTION_CLOSED:
+        return True
+    message = error.error.message.lower()
+    return "session" in message and any(
+        word in message for word in ("not found", "terminated", "expired", "unknown")
     )
 
 
