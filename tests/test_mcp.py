@@ -334,6 +334,21 @@ async def test_connect_timeout_bounds_a_server_that_never_starts() -> None:
     assert "connect_timeout=1" in str(error.value) and "time.sleep(60)" in error.value.server
 
 
+async def test_the_toolset_closes_cleanly_and_can_open_again() -> None:
+    toolset = MCPToolset(make_server())
+    with pytest.raises(KeyError, match="mine"):  # the body's error comes out unchanged
+        async with toolset:
+            raise KeyError("mine")
+    with anyio.move_on_after(0.3) as scope:  # cancelled while a call waits
+        async with toolset:
+            await toolset.call_tool("hang")
+    assert scope.cancelled_caught
+    async with toolset:
+        assert (await toolset.call_tool("add", {"a": 1, "b": 1})).text == "2"
+    with pytest.raises(IllegalConfigurationError, match="not open"):
+        await toolset.call_tool("add", {"a": 1, "b": 1})
+
+
 # -- list_changed -----------------------------------------------------------------------------------------
 
 
@@ -415,6 +430,9 @@ async def test_stdio_server_lists_calls_times_out_and_sees_cancellation(tmp_path
         ):
             await toolset.call_tool("hang")
         await eventually(lambda: (tmp_path / "cancelled").exists())
+        pid = (await toolset.call_tool("pid")).structured
+    # Leaving `async with` stopped the server process.
+    await eventually(lambda: subprocess.run(["ps", "-p", str(pid)], capture_output=True).returncode != 0)
 
 
 async def test_stdio_server_killed_mid_call_is_restarted_and_the_call_sent_again(tmp_path: Path) -> None:

@@ -186,6 +186,7 @@ class MCPToolset:
         task_group, self._task_group = self._task_group, None
         if self._attempts is not None:
             self._attempts.close()
+        self._attempts = self._lock = self._attempt = None
         if self._connection is not None:
             self._connection.closing.set()
         self._connection = None
