@@ -87,6 +87,8 @@ class _Connection:
         """A cancel scope for one request: cancelled by its timeout or when the connection drops."""
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         with anyio.CancelScope(deadline=deadline) as scope:
+            if self.lost:  # dropped between being handed out and this request: take the reconnect path
+                scope.cancel()
             self._requests.add(scope)
             try:
                 yield scope
