@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel
 
 from agentloop import Agent, P, ToolContext, ToolMemoryId, tool
-from agentloop.testing import ScriptedChatModel
+from agentloop.testing import FunctionChatModel
 
 
 class Forecast(BaseModel):
@@ -39,8 +39,12 @@ async def forecast(
     return Forecast(city=city, temperature=21.5)
 
 
+def geography_model(messages: list[object], tools: list[object]) -> str:
+    return "The capital of France is Paris."
+
+
 assistant = Agent(
-    ScriptedChatModel(["The capital of France is Paris."]),
+    FunctionChatModel(geography_model),
     name="geography",
     description="Answers geography questions",
 )
