@@ -41,6 +41,9 @@ HallucinationStrategy = Callable[
 
 DEFAULT_MEMORY_ID = "default"
 
+_STATELESS: Any = object()
+"""The memory id of an invocation that uses no memory at all (an agent-tool's default)."""
+
 
 class Agent:
     """A chat model put to work with tools, memory and instructions.
@@ -197,8 +200,11 @@ class Agent:
         deadline: float | None,
         emit: Listener | None,
     ) -> Result[str]:
-        memory = self._memory_for(memory_id)
-        async with self._serialised(memory_id):
+        if memory_id is _STATELESS:
+            memory, memory_id = None, None
+        else:
+            memory = self._memory_for(memory_id)
+        async with self._serialised(memory_id, memory):
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
@@ -233,9 +239,9 @@ class Agent:
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
 
     @asynccontextmanager
-    async def _serialised(self, memory_id: Any) -> AsyncIterator[None]:
+    async def _serialised(self, memory_id: Any, memory: ChatMemory | None) -> AsyncIterator[None]:
         """Invocations that share a memory run one after another, so rounds never interleave."""
-        if self.memory is None:
+        if memory is None:
             yield
             return
         shared = memory_id is None or isinstance(self.memory, ChatMemory)
@@ -271,11 +277,15 @@ class Agent:
         *,
         return_behavior: ReturnBehavior = ReturnBehavior.TO_LLM,
         timeout: float | None = None,
+        memory_id: Callable[[ToolContext], Any] | None = None,
     ) -> Tool:
         """This agent as a tool of another agent: one string argument `request`, answered by `chat()`.
 
         The tool's `ToolExecution.result_object` is this agent's `Result`, so its own tool executions stay
-        visible to the caller. The outer context is passed on; memory is not shared.
+        visible to the caller. The outer context is passed on; memory is not shared. By default each call
+        runs without memory (it stands alone, whoever the caller is); `memory_id=lambda ctx: ...` derives a
+        memory id for this agent's own memory from the caller's `ToolContext` (e.g. `ctx.memory_id`, to
+        give each of the caller's users their own sub-conversation).
         """
         tool_name = name or self.name
         if not tool_name:
@@ -299,7 +309,8 @@ class Agent:
             if not isinstance(text, str):
                 raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
             remaining = ctx.remaining_time()
-            return await self.chat(text, context=ctx.context, timeout=remaining)
+            own_id = _STATELESS if memory_id is None else memory_id(ctx)
+            return await self._invoke(text, own_id, ctx.context, None, remaining, None)
 
         return Tool(
             specification,

@@ -16,6 +16,7 @@ __all__ = [
     "ModelTimeoutError",
     "NotFoundError",
     "RateLimitError",
+    "ResponseTruncatedError",
     "ServerError",
     "ToolArgumentsError",
     "ToolExecutionError",
@@ -146,3 +147,8 @@ class ModelConnectionError(ModelError):
 
 class BadResponseError(ModelError):
     """The provider's answer could not be understood (malformed JSON, broken stream, wrong content type)."""
+
+
+class ResponseTruncatedError(ModelError):
+    """The response hit the model's output token limit (finish reason LENGTH) in the middle of a tool call,
+    so the call cannot run. Nothing of that response ran or was stored."""

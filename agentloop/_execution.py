@@ -7,6 +7,7 @@ siblings alone, unless an error handler re-raises, which cancels the siblings an
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import itertools
@@ -18,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Union
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from ._context import _NO_CONTEXT, ToolContext
@@ -276,6 +278,15 @@ async def _run(
             ) from exc
     except Exception as exc:
         return await _failed(exc, tool, request, index, context.round, options, started_at, clock)
+    except BaseException as exc:
+        if await _stops_the_invocation(exc):
+            raise
+        # A tool raised a BaseException of its own (e.g. `asyncio.CancelledError` out of a library while
+        # nothing cancelled this invocation): it is that call's failure, so the round stays whole.
+        detail = f": {exc}" if str(exc) else ""
+        failure = ToolExecutionError(f"Tool {tool.name!r} raised {type(exc).__name__}{detail}")
+        failure.__cause__ = exc
+        return await _failed(failure, tool, request, index, context.round, options, started_at, clock)
     return ToolExecution(
         request,
         text,
@@ -289,6 +300,30 @@ async def _run(
         tool.return_behavior,
         False,
     )
+
+
+async def _stops_the_invocation(error: BaseException) -> bool:
+    """True for a `BaseException` that must propagate out of a tool call: a cancellation of the invocation
+    itself (not one the tool raised on its own), `KeyboardInterrupt` and `SystemExit`."""
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return True
+    if not isinstance(error, anyio.get_cancelled_exc_class()):
+        return False
+    task = _current_asyncio_task()
+    if task is not None and getattr(task, "cancelling", lambda: 0)():
+        return True  # asyncio's own Task.cancel(), outside any anyio scope
+    try:
+        await anyio.lowlevel.checkpoint_if_cancelled()  # raises again iff an enclosing scope was cancelled
+    except anyio.get_cancelled_exc_class():
+        return True
+    return False
+
+
+def _current_asyncio_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running: trio
+        return None
 
 
 async def _failed(

@@ -22,7 +22,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from ._errors import BadResponseError, ToolRoundsExceededError
+from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
 from ._events import (
     BeforeToolExecution,
     IntermediateResponse,
@@ -49,6 +49,7 @@ from ._messages import (
     TokenUsage,
     ToolExecutionRequest,
     UserMessage,
+    is_whole_object,
 )
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
@@ -128,6 +129,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls)
             ai = response.ai_message
             if ai.tool_execution_requests:
+                if response.finish_reason is FinishReason.LENGTH:
+                    _refuse_cut_calls(ai.tool_execution_requests)
                 if not may_run_tools:
                     raise ToolRoundsExceededError(
                         f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
@@ -250,8 +253,8 @@ class _Calls:
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
         limit = self._inv.options.max_calls
-        if self._eager and (limit is None or index < limit):
-            self._start(index, request, index + 1)
+        if self._eager and (limit is None or index < limit) and is_whole_object(request.arguments):
+            self._start(index, request, index + 1)  # else it waits for the end of the response
 
     def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
         """The response is complete: start every call not started yet, check the early ones, and return the
@@ -334,6 +337,19 @@ class _Calls:
         self._executions[index] = execution
         if emit is not None:
             await emit(ToolExecuted(execution))
+
+
+def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
+    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
+    round must not be stored: a cut call sent back makes providers reject every later request)."""
+    for index, request in enumerate(requests):
+        if not is_whole_object(request.arguments):
+            raise ResponseTruncatedError(
+                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
+                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
+                "it cannot run; nothing of this response ran or was stored. Raise the model's max_tokens "
+                "(e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool arguments."
+            )
 
 
 def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionRequest:
