@@ -57,7 +57,7 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
+    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
     from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
     from ._result import Result
     from ._stream import TokenStream
@@ -90,7 +90,9 @@ _LAZY: dict[str, str] = {
         "._tool",
     ),
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
-    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
+    **dict.fromkeys(
+        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
+    ),
     **dict.fromkeys(
         ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
     ),
@@ -156,6 +158,7 @@ __all__ = [
     "ToolContext",
     "ToolExecuted",
     "ToolExecution",
+    "ToolRunner",
     "ToolExecutionError",
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",

@@ -6,6 +6,7 @@ import inspect
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -13,7 +14,7 @@ import anyio
 import msgspec
 
 from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
-from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
+from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory
 from ._messages import (
@@ -45,12 +46,20 @@ _STATELESS: Any = object()
 """The memory id of an invocation that uses no memory at all (an agent-tool's default)."""
 
 
+def _new_invocation_id() -> str:
+    return uuid.uuid4().hex
+
+
 class Agent:
     """A chat model put to work with tools, memory and instructions.
 
     `model` is a `ChatModel` or a model string such as `"openai:gpt-4o-mini"` (see `infer_model`). `memory` is
     one `ChatMemory` shared by every invocation, or a function from memory id to that id's memory (e.g.
     `MessageWindowChatMemory.provider(20)`); without it every invocation starts afresh.
+
+    For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
+    `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
+    `ToolExecuted` events in call order instead of completion order.
     """
 
     def __init__(
@@ -73,6 +82,10 @@ class Agent:
         max_tool_calls_per_response: int | None = DEFAULT_MAX_CALLS,
         name: str | None = None,
         description: str | None = None,
+        tool_runner: ToolRunner | None = None,
+        ordered_events: bool = False,
+        clock: Callable[[], datetime] | None = None,
+        id_factory: Callable[[], str] | None = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -100,7 +113,11 @@ class Agent:
             tool_execution_error_handler=tool_execution_error_handler,
             max_result_chars=max_tool_result_chars,
             max_calls=max_tool_calls_per_response,
+            tool_runner=tool_runner,
+            clock=clock,
         )
+        self.ordered_events = ordered_events
+        self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
         self._memories: dict[Any, ChatMemory] = {}
         self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
@@ -215,10 +232,11 @@ class Agent:
                 options=self.options,
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
-                invocation_id=uuid.uuid4().hex,
+                invocation_id=self.id_factory(),
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
+                ordered_events=self.ordered_events,
             )
             return await run_invocation(invocation, emit)
 

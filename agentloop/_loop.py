@@ -12,6 +12,7 @@ loop:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
@@ -92,6 +93,7 @@ class Invocation:
     context: Mapping[str, Any]
     deadline: float | None
     eager_tools: bool
+    ordered_events: bool = False
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[str]:
@@ -219,8 +221,10 @@ class _Calls:
         "_emit",
         "_executions",
         "_ids",
+        "_in_order",
         "_inv",
         "_limiter",
+        "_reported",
         "_round",
         "_tg",
         "_toolset",
@@ -249,6 +253,8 @@ class _Calls:
         self._ids: dict[int, str] = {}  # the id each call carries from here on
         self._used: set[str] = set()
         self._executions: dict[int, ToolExecution] = {}
+        self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
+        self._reported = 0  # ordered_events: the next index to report
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
@@ -301,16 +307,12 @@ class _Calls:
         request = _with_id(request, call_id)
         limit = self._inv.options.max_calls
         if limit is not None and index >= limit:
-            execution = rejected_call(request, index, self._round, total, limit)
+            execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
             self._executions[index] = execution
             if self._emit is not None:
                 self._tg.start_soon(self._report, execution)
             return
         self._tg.start_soon(self._run, index, request)
-
-    async def _report(self, execution: ToolExecution) -> None:
-        assert self._emit is not None
-        await self._emit(ToolExecuted(execution))
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
         inv, emit = self._inv, self._emit
@@ -321,7 +323,8 @@ class _Calls:
             async def on_start(index: int, request: ToolExecutionRequest) -> None:
                 await emit(BeforeToolExecution(request, index, round))
 
-        execution = await execute_tool_call(
+        run = functools.partial(
+            execute_tool_call,
             request,
             index=index,
             round=self._round,
@@ -334,9 +337,24 @@ class _Calls:
             deadline=inv.deadline,
             on_start=on_start,
         )
+        runner = inv.options.tool_runner
+        execution = await (run() if runner is None else runner(request, run))
         self._executions[index] = execution
         if emit is not None:
-            await emit(ToolExecuted(execution))
+            await self._report(execution)
+
+    async def _report(self, execution: ToolExecution) -> None:
+        """Emits `ToolExecuted`: as each call completes, or in call order with `ordered_events`."""
+        assert self._emit is not None
+        if not self._inv.ordered_events:
+            await self._emit(ToolExecuted(execution))
+            return
+        if self._in_order is None:
+            self._in_order = anyio.Lock()
+        async with self._in_order:  # the call that completes a prefix reports it, in order
+            while self._reported in self._executions:
+                await self._emit(ToolExecuted(self._executions[self._reported]))
+                self._reported += 1
 
 
 def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
