@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -15,7 +14,7 @@ import msgspec
 from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
 from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory
+from ._memory import ChatMemory, exclusive_access
 from ._messages import (
     FinishReason,
     SystemMessage,
@@ -99,7 +98,6 @@ class Agent:
             max_calls=max_tool_calls_per_response,
         )
         self._memories: dict[Any, ChatMemory] = {}
-        self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -198,7 +196,7 @@ class Agent:
         emit: Listener | None,
     ) -> Result[str]:
         memory = self._memory_for(memory_id)
-        async with self._serialised(memory_id):
+        async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
@@ -231,27 +229,6 @@ class Agent:
     def forget(self, memory_id: Any) -> None:
         """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
-
-    @asynccontextmanager
-    async def _serialised(self, memory_id: Any) -> AsyncIterator[None]:
-        """Invocations that share a memory run one after another, so rounds never interleave."""
-        if self.memory is None:
-            yield
-            return
-        shared = memory_id is None or isinstance(self.memory, ChatMemory)
-        key = DEFAULT_MEMORY_ID if shared else memory_id
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = (anyio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[key]
 
     async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:
         source = self.system_message
