@@ -14,6 +14,8 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    ChatMemoryConflictError,
+    ChatMemoryStoreError,
     HallucinatedToolError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -57,7 +59,14 @@ if TYPE_CHECKING:
         ToolExecuted,
     )
     from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
-    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._memory import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MessageWindowChatMemory,
+        StoredMemory,
+        VersionedChatMemoryStore,
+    )
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -91,7 +100,15 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
     **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
     **dict.fromkeys(
-        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+        [
+            "ChatMemory",
+            "ChatMemoryStore",
+            "InMemoryChatMemoryStore",
+            "MessageWindowChatMemory",
+            "StoredMemory",
+            "VersionedChatMemoryStore",
+        ],
+        "._memory",
     ),
     **dict.fromkeys(
         [
@@ -120,7 +137,9 @@ __all__ = [
     "BadResponseError",
     "BeforeToolExecution",
     "ChatMemory",
+    "ChatMemoryConflictError",
     "ChatMemoryStore",
+    "ChatMemoryStoreError",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
@@ -145,6 +164,7 @@ __all__ = [
     "Result",
     "ReturnBehavior",
     "ServerError",
+    "StoredMemory",
     "StreamEvent",
     "SystemMessage",
     "TokenStream",
@@ -166,6 +186,7 @@ __all__ = [
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",
+    "VersionedChatMemoryStore",
     "execute_tool_calls",
     "should_return_immediately",
     "tool",

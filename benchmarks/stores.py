@@ -202,9 +202,9 @@ async def main(args: argparse.Namespace) -> None:
                 f"| {extra_many:+.3f} |"
             )
         for store in stores.values():
-            close = getattr(store, "close", None)
+            close = getattr(store, "aclose", None)
             if close is not None:
-                close()
+                await close()
         if redis_process is not None and args.backend == "asyncio":
             native, threaded = await redis_clients(url, args.invocations)
             print(

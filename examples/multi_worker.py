@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,13 @@ def create_app(redis_url: str) -> FastAPI:
     agent = Agent(
         FunctionChatModel(answer), tools=[add], memory=MessageWindowChatMemory.provider(50, store=store)
     )
-    app = FastAPI()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await store.aclose()
+
+    app = FastAPI(lifespan=lifespan)
 
     @app.post("/chat")
     async def chat(turn: Turn) -> dict[str, Any]:

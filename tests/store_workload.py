@@ -99,7 +99,7 @@ async def _work(target: str, memory_id: str, tag: str, count: int, tool_seconds:
             for i in range(count):
                 task_group.start_soon(one, i)
     finally:
-        store.close()
+        await store.aclose()
 
 
 if __name__ == "__main__":

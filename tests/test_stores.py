@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ KINDS = ["memory", "sqlite", "redis"]
 
 
 @pytest.fixture
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     """Opens stores of one kind, all on the same data (as separate processes would); closes them after."""
     kind = request.param
     opened: list[Any] = []
@@ -63,7 +63,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
     yield make
     for store in opened:
-        store.close()
+        await store.aclose()
 
 
 stores = pytest.mark.parametrize("make_store", KINDS, indirect=True)
@@ -290,7 +290,7 @@ async def test_corrupt_sqlite_file_names_the_file_and_commits_nothing(tmp_path: 
         await agent.chat("hello", memory_id="u")
     assert caught.value.store == f"SQLiteChatMemoryStore({str(path)!r})"
     assert path.read_bytes() == b"this is not a database" * 200
-    store.close()
+    await store.aclose()
 
 
 async def test_locked_sqlite_file_says_so(tmp_path: Path) -> None:
@@ -306,7 +306,7 @@ async def test_locked_sqlite_file_says_so(tmp_path: Path) -> None:
         other.execute("ROLLBACK")
         other.close()
     assert await store.get_messages("u") == [UserMessage("before")]
-    store.close()
+    await store.aclose()
 
 
 async def test_unreachable_redis_names_the_server_without_its_password() -> None:
@@ -319,7 +319,7 @@ async def test_unreachable_redis_names_the_server_without_its_password() -> None
     message = str(caught.value)
     assert "127.0.0.1" in message and "check that the server is running" in message
     assert "s3cret" not in message and "s3cret" not in repr(store)
-    store.close()
+    await store.aclose()
 
 
 async def test_redis_ttl_applies_to_every_key_written(redis_url: str) -> None:  # noqa: F811
@@ -335,7 +335,7 @@ async def test_redis_ttl_applies_to_every_key_written(redis_url: str) -> None:  
                 ttl = await anyio.to_thread.run_sync(store._client.pttl, key)
                 assert 0 < ttl <= 30_000, (key, ttl)
     finally:
-        store.close()
+        await store.aclose()
 
 
 def test_imports_stay_lazy() -> None:

@@ -66,7 +66,7 @@ def stored(target: str, memory_id: str) -> list[str]:
         try:
             return exchanges(await MessageWindowChatMemory(100_000, id=memory_id, store=store).messages())
         finally:
-            store.close()
+            await store.aclose()
 
     return anyio.run(read)
 

@@ -1,8 +1,10 @@
 """`RedisChatMemoryStore`: conversations in Redis, shared by every worker on every machine.
 
 Each step is one Lua script, so it is atomic on the server: an append checks the lease and the version,
-pushes the round and bumps the version together. The sync `redis` client runs in anyio worker threads, which
-works the same on asyncio and trio (the choice is measured in benchmarks/RESULTS.md).
+pushes the round and bumps the version together. On asyncio the steps go through `redis.asyncio`; on trio
+(which `redis.asyncio` does not support) through the sync client in anyio worker threads. Handing each
+step to a thread costs more than the loopback round trip itself when the machine is busy (measured in
+benchmarks/RESULTS.md), so the native client is used where it exists.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import sniffio
 
 from .._codec import FORMAT, CodecError, decode_messages, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
@@ -87,6 +90,17 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return 1
 """
 
+_DELETE = "return redis.call('DEL', unpack(KEYS))"
+
+_SCRIPTS = {
+    "load": _LOAD,
+    "append": _APPEND,
+    "acquire": _ACQUIRE,
+    "renew": _RENEW,
+    "release": _RELEASE,
+    "delete": _DELETE,
+}
+
 
 class RedisChatMemoryStore:
     """Chat memory in Redis (`pip install 'agentloop[redis]'`): one conversation, any number of workers.
@@ -127,18 +141,17 @@ class RedisChatMemoryStore:
             redis.ConnectionError,
             redis.TimeoutError,
         )
-        self._client = redis.Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(ExponentialBackoff(cap=0.25, base=0.02), 3),
-            health_check_interval=30,
-        )
-        self._load = self._client.register_script(_LOAD)
-        self._append = self._client.register_script(_APPEND)
-        self._acquire = self._client.register_script(_ACQUIRE)
-        self._renew = self._client.register_script(_RENEW)
-        self._release = self._client.register_script(_RELEASE)
+        options: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(ExponentialBackoff(cap=0.25, base=0.02), 3),
+            "health_check_interval": 30,
+        }
+        self._url = url
+        self._options = options
+        self._client = redis.Redis.from_url(url, **options)
+        self._scripts = {name: self._client.register_script(code) for name, code in _SCRIPTS.items()}
+        self._native: tuple[object, Any, dict[str, Any]] | None = None  # (event loop, client, scripts)
 
     def _key(self, memory_id: Any, part: str) -> str:
         # The braces make every key of one memory id hash to one Redis Cluster slot (scripts need that).
@@ -148,7 +161,7 @@ class RedisChatMemoryStore:
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
         keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
-        reply = await self._run(self._load, keys, ["" if max_messages is None else max_messages])
+        reply = await self._run("load", keys, ["" if max_messages is None else max_messages])
         version, system, *rows = reply
         try:
             messages: list[ChatMessage] = []
@@ -188,7 +201,7 @@ class RedisChatMemoryStore:
             row,
             uuid.uuid4().hex,  # makes a retried append (reply lost on the way back) count once
         ]
-        status, version = await self._run(self._append, keys, args)
+        status, version = await self._run("append", keys, args)
         if status == -1:
             raise ChatMemoryConflictError(
                 f"{self!r}: the lease on memory {memory_id!r} was lost (it expired and another worker took "
@@ -209,7 +222,7 @@ class RedisChatMemoryStore:
 
     async def delete_messages(self, memory_id: Any) -> None:
         keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
-        await self._call(lambda: self._client.delete(*keys))
+        await self._run("delete", keys, [])
 
     def lease(self, memory_id: Any) -> Any:
         """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md)."""
@@ -221,45 +234,70 @@ class RedisChatMemoryStore:
         return [self._key(memory_id, "lease"), self._key(memory_id, "next")]
 
     async def try_acquire(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return bool(await self._run(self._acquire, self._lease_keys(memory_id), [token, int(ttl * 1000)]))
+        return bool(await self._run("acquire", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return bool(await self._run(self._renew, self._lease_keys(memory_id)[:1], [token, int(ttl * 1000)]))
+        return bool(await self._run("renew", self._lease_keys(memory_id)[:1], [token, int(ttl * 1000)]))
 
     async def release(self, memory_id: Any, token: str) -> None:
-        await self._run(self._release, self._lease_keys(memory_id), [token])
+        await self._run("release", self._lease_keys(memory_id), [token])
 
     # -- plumbing -----------------------------------------------------------------------------------------
 
-    async def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        return await self._call(lambda: script(keys=keys, args=args))
+    async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Runs one of the store's scripts: natively on asyncio, through a worker thread elsewhere."""
+        if sniffio.current_async_library() == "asyncio":
+            scripts = self._native_scripts()
+            try:
+                return await scripts[script](keys=keys, args=args)
+            except self._errors as error:
+                raise self._error(error) from None
+        sync = self._scripts[script]
+        return await anyio.to_thread.run_sync(self._translated, lambda: sync(keys=keys, args=args))
 
-    async def _call(self, step: Callable[[], T]) -> T:
-        return await anyio.to_thread.run_sync(self._translated, step)
+    def _native_scripts(self) -> dict[str, Any]:
+        """The `redis.asyncio` client of the running event loop (made on first use in each loop)."""
+        import asyncio
+
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._native is None or self._native[0] is not loop:
+            client = redis.asyncio.Redis.from_url(self._url, **self._options)
+            scripts = {name: client.register_script(code) for name, code in _SCRIPTS.items()}
+            self._native = (loop, client, scripts)
+        return self._native[2]
 
     def _translated(self, step: Callable[[], T]) -> T:
         try:
             return step()
-        except self._connection_errors as error:
-            raise ChatMemoryStoreError(
+        except self._errors as error:
+            raise self._error(error) from None
+
+    def _error(self, error: BaseException) -> ChatMemoryStoreError:
+        if isinstance(error, self._connection_errors):
+            return ChatMemoryStoreError(
                 f"{self!r}: cannot reach Redis ({type(error).__name__}: {_safe(error)}): check that the "
                 "server is running and reachable from here, and the URL",
                 store=repr(self),
-            ) from None
-        except self._errors as error:
-            raise ChatMemoryStoreError(
-                f"{self!r}: Redis refused the request ({type(error).__name__}: {_safe(error)}): check the "
-                "URL's credentials and database, and that the server allows Lua scripts",
-                store=repr(self),
-            ) from None
+            )
+        return ChatMemoryStoreError(
+            f"{self!r}: Redis refused the request ({type(error).__name__}: {_safe(error)}): check the "
+            "URL's credentials and database, and that the server allows Lua scripts",
+            store=repr(self),
+        )
 
     def close(self) -> None:
-        """Closes the connections."""
+        """Closes the connections (those of `redis.asyncio` are dropped; `aclose()` closes them too)."""
         self._client.close()
+        self._native = None
 
     async def aclose(self) -> None:
-        """`close()` from async code."""
-        await anyio.to_thread.run_sync(self.close)
+        """Closes every connection."""
+        native, self._native = self._native, None
+        if native is not None:
+            await native[1].aclose()
+        await anyio.to_thread.run_sync(self._client.close)
 
     async def __aenter__(self) -> RedisChatMemoryStore:
         return self

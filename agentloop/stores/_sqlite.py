@@ -1,7 +1,10 @@
 """`SQLiteChatMemoryStore`: conversations in one SQLite file, shared by the processes of one machine.
 
-stdlib `sqlite3` in anyio worker threads (so asyncio and trio alike), WAL, a busy timeout. One round is one
-`BEGIN IMMEDIATE` transaction: a row per round, the memory's version bumped in the same transaction.
+stdlib `sqlite3`, WAL, a busy timeout. One round is one `BEGIN IMMEDIATE` transaction: a row per round, the
+memory's version bumped in the same transaction. A step runs at once on the event loop's thread when it
+cannot wait (the connection is free and SQLite answers without waiting for another process's lock: tens
+of microseconds, less than handing it to a thread); otherwise in an anyio worker thread, where it may wait
+up to the busy timeout. Both work the same on asyncio and trio. Checkpoints run in a worker thread.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from ._lease import hold_lease
 __all__ = ["SQLiteChatMemoryStore"]
 
 T = TypeVar("T")
+
+_CHECKPOINT_EVERY = 500
+"""Writes between two WAL checkpoints (run in a worker thread, so the event loop never waits on fsync)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS agentloop_memory (
@@ -68,8 +74,9 @@ class SQLiteChatMemoryStore:
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
         self._connection: sqlite3.Connection | None = None
-        self._lock = threading.Lock()  # one connection, used by one worker thread at a time
+        self._lock = threading.Lock()  # one connection, used by one thread at a time
         self._closed = False
+        self._writes = 0
 
     # -- the versioned store protocol ---------------------------------------------------------------------
 
@@ -117,25 +124,50 @@ class SQLiteChatMemoryStore:
     # -- plumbing -----------------------------------------------------------------------------------------
 
     async def _run(self, step: Callable[..., T], *args: Any) -> T:
-        """Runs one step in a worker thread on the store's connection; sqlite errors become store errors."""
+        """Runs one step on the store's connection: here if it need not wait, else in a worker thread."""
+        connection = self._connection
+        if connection is not None and self._writes < _CHECKPOINT_EVERY and self._lock.acquire(False):
+            try:
+                connection.execute("PRAGMA busy_timeout = 0")
+                try:
+                    return self._guarded(lambda: step(connection, *args), waited=False)
+                finally:
+                    connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            except _Busy:
+                pass  # another process holds the lock: wait for it in a thread
+            finally:
+                self._lock.release()
         return await anyio.to_thread.run_sync(self._locked, step, args)
 
     def _locked(self, step: Callable[..., T], args: tuple[Any, ...]) -> T:
         with self._lock:
+            connection = self._connection or self._guarded(self._connect)
+            if self._writes >= _CHECKPOINT_EVERY:
+                self._writes = 0
+                self._guarded(lambda: connection.execute("PRAGMA wal_checkpoint(PASSIVE)"))
+            return self._guarded(lambda: step(connection, *args))
+
+    def _guarded(self, run: Callable[[], T], *, waited: bool = True) -> T:
+        """Runs `run`; sqlite and codec errors become store errors (`_Busy` where it must not wait)."""
+        self._writes += 1
+        try:
             try:
-                connection = self._connection or self._connect()
-                return step(connection, *args)
-            except sqlite3.Error as error:
-                raise self._error(error) from None
-            except ChatMemoryStoreError as error:
-                error.store = error.store or repr(self)
+                return run()
+            except sqlite3.OperationalError as error:
+                if not waited and ("locked" in str(error) or "busy" in str(error)):
+                    raise _Busy from None
                 raise
-            except CodecError as error:
-                raise ChatMemoryStoreError(
-                    f"{self!r}: a stored row cannot be read ({error}); the file was written by a newer "
-                    "release or damaged",
-                    store=repr(self),
-                ) from None
+        except sqlite3.Error as error:
+            raise self._error(error) from None
+        except ChatMemoryStoreError as error:
+            error.store = error.store or repr(self)
+            raise
+        except CodecError as error:
+            raise ChatMemoryStoreError(
+                f"{self!r}: a stored row cannot be read ({error}); the file was written by a newer "
+                "release or damaged",
+                store=repr(self),
+            ) from None
 
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
@@ -155,6 +187,7 @@ class SQLiteChatMemoryStore:
                         raise
                     time.sleep(0.01)
             connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA wal_autocheckpoint = 0")  # see _CHECKPOINT_EVERY
             _transaction(connection, lambda: [connection.execute(t) for t in _SCHEMA.split(";")], write=True)
         except BaseException:
             connection.close()
@@ -207,12 +240,17 @@ class SQLiteChatMemoryStore:
 # -- steps, each in a worker thread holding the store's connection ------------------------------------------
 
 
+class _Busy(Exception):
+    """SQLite would have had to wait for another process's lock (raised only where it must not wait)."""
+
+
 def _transaction(connection: sqlite3.Connection, step: Callable[[], T], *, write: bool) -> T:
     connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
     try:
         result = step()
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
     return result
