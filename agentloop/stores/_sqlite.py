@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from .._codec import FORMAT, CodecError, decode_messages, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
@@ -77,6 +78,7 @@ class SQLiteChatMemoryStore:
         self._lock = threading.Lock()  # one connection, used by one thread at a time
         self._closed = False
         self._writes = 0
+        self._turns_of_loop: tuple[anyio.lowlevel.EventLoopToken, anyio.Lock] | None = None
 
     # -- the versioned store protocol ---------------------------------------------------------------------
 
@@ -124,35 +126,52 @@ class SQLiteChatMemoryStore:
     # -- plumbing -----------------------------------------------------------------------------------------
 
     async def _run(self, step: Callable[..., T], *args: Any) -> T:
-        """Runs one step on the store's connection: here if it need not wait, else in a worker thread."""
-        connection = self._connection
-        if connection is not None and self._writes < _CHECKPOINT_EVERY and self._lock.acquire(False):
-            try:
-                connection.execute("PRAGMA busy_timeout = 0")
+        """Runs one step on the store's connection: here if it need not wait, else in a worker thread.
+
+        The steps of one event loop take turns (so a step waiting in a thread does not send the others to
+        threads too); the thread lock guards the connection against other event loops and `close()`."""
+        async with self._turns():
+            connection = self._connection
+            if connection is not None and self._writes < _CHECKPOINT_EVERY and self._lock.acquire(False):
                 try:
-                    return self._guarded(lambda: step(connection, *args), waited=False)
+                    return self._guarded(step, connection, *args, waited=False)
+                except _Busy:
+                    pass  # another process holds the lock: wait for it in a thread
                 finally:
-                    connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            except _Busy:
-                pass  # another process holds the lock: wait for it in a thread
-            finally:
-                self._lock.release()
-        return await anyio.to_thread.run_sync(self._locked, step, args)
+                    self._lock.release()
+            return await anyio.to_thread.run_sync(self._locked, step, args)
+
+    def _turns(self) -> anyio.Lock:
+        token = anyio.lowlevel.current_token()
+        turns = self._turns_of_loop
+        if turns is None or turns[0] != token:
+            turns = self._turns_of_loop = (token, anyio.Lock(fast_acquire=True))
+        return turns[1]
 
     def _locked(self, step: Callable[..., T], args: tuple[Any, ...]) -> T:
-        with self._lock:
-            connection = self._connection or self._guarded(self._connect)
-            if self._writes >= _CHECKPOINT_EVERY:
-                self._writes = 0
-                self._guarded(lambda: connection.execute("PRAGMA wal_checkpoint(PASSIVE)"))
-            return self._guarded(lambda: step(connection, *args))
+        """In a worker thread: runs `step`, retrying while another process holds the lock (up to
+        `busy_timeout`); the connection's own busy handler is off so steps on the event loop never wait."""
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            with self._lock:
+                connection = self._connection or self._guarded(self._connect)
+                try:
+                    if self._writes >= _CHECKPOINT_EVERY:
+                        self._writes = 0
+                        self._guarded(_checkpoint, connection, waited=False)
+                    return self._guarded(step, connection, *args, waited=time.monotonic() > deadline)
+                except _Busy:
+                    pass
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
-    def _guarded(self, run: Callable[[], T], *, waited: bool = True) -> T:
+    def _guarded(self, run: Callable[..., T], *args: Any, waited: bool = True) -> T:
         """Runs `run`; sqlite and codec errors become store errors (`_Busy` where it must not wait)."""
         self._writes += 1
         try:
             try:
-                return run()
+                return run(*args)
             except sqlite3.OperationalError as error:
                 if not waited and ("locked" in str(error) or "busy" in str(error)):
                     raise _Busy from None
@@ -172,11 +191,8 @@ class SQLiteChatMemoryStore:
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
             raise ChatMemoryStoreError(f"{self!r} is closed", store=repr(self))
-        connection = sqlite3.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        connection = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
         try:
-            connection.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             deadline = time.monotonic() + self.busy_timeout
             while True:  # switching to WAL takes a lock the busy handler does not always wait for
                 try:
@@ -188,7 +204,16 @@ class SQLiteChatMemoryStore:
                     time.sleep(0.01)
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA wal_autocheckpoint = 0")  # see _CHECKPOINT_EVERY
-            _transaction(connection, lambda: [connection.execute(t) for t in _SCHEMA.split(";")], write=True)
+            while True:  # several processes may create the schema at once
+                try:
+                    _transaction(
+                        connection, lambda: [connection.execute(t) for t in _SCHEMA.split(";")], write=True
+                    )
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
         except BaseException:
             connection.close()
             raise
@@ -238,6 +263,10 @@ class SQLiteChatMemoryStore:
 
 
 # -- steps, each in a worker thread holding the store's connection ------------------------------------------
+
+
+def _checkpoint(connection: sqlite3.Connection) -> None:
+    connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 class _Busy(Exception):
