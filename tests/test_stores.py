@@ -35,7 +35,7 @@ from agentloop.stores import (
 )
 from agentloop.testing import ScriptedChatModel
 
-from .store_servers import free_port, redis_url  # noqa: F401 (fixture)
+from .store_servers import free_port, redis_server, redis_url  # noqa: F401 (fixture)
 from .store_workload import agent_on, exchanges
 
 KINDS = ["memory", "sqlite", "redis"]
@@ -348,3 +348,37 @@ def test_imports_stay_lazy() -> None:
         "agentloop.stores.RedisChatMemoryStore\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_losing_redis_mid_invocation_stops_it_and_stores_nothing_of_it() -> None:
+    """Redis stops answering while a tool runs: the lease cannot be renewed, so once it would have expired
+    the invocation is cancelled with a store error; when Redis is back, nothing of the round is there."""
+    import redis
+
+    with redis_server() as url:
+        store = RedisChatMemoryStore(url, lease_ttl=0.6, timeout=0.2)
+        admin = redis.Redis.from_url(url)
+        agent = agent_on(store, tool_seconds=5.0)
+
+        async def pause_redis() -> None:
+            await anyio.sleep(0.1)  # the invocation holds its lease and its tool is running
+            await anyio.to_thread.run_sync(admin.execute_command, "CLIENT", "PAUSE", "2500", "ALL")
+
+        errors: list[BaseException] = []
+
+        async def invoke() -> None:
+            try:
+                await agent.chat("cut off", memory_id="cut")
+            except ChatMemoryStoreError as error:
+                errors.append(error)
+
+        started = anyio.current_time()
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(invoke)
+            task_group.start_soon(pause_redis)
+        assert anyio.current_time() - started < 4.9  # stopped before the tool finished
+        assert len(errors) == 1 and "lost the lease on memory 'cut'" in str(errors[0]), errors
+        await anyio.sleep(2.6)  # Redis answers again
+        assert await store.load("cut") == ([], 0)
+        await store.aclose()
+        admin.close()
