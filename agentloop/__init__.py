@@ -14,6 +14,8 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    ChatMemoryConflictError,
+    ChatMemoryStoreError,
     HallucinatedToolError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -58,7 +60,14 @@ if TYPE_CHECKING:
         ToolExecuted,
     )
     from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
-    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._memory import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MessageWindowChatMemory,
+        StoredMemory,
+        VersionedChatMemoryStore,
+    )
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -94,7 +103,15 @@ _LAZY: dict[str, str] = {
         ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
     ),
     **dict.fromkeys(
-        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+        [
+            "ChatMemory",
+            "ChatMemoryStore",
+            "InMemoryChatMemoryStore",
+            "MessageWindowChatMemory",
+            "StoredMemory",
+            "VersionedChatMemoryStore",
+        ],
+        "._memory",
     ),
     **dict.fromkeys(
         [
@@ -123,7 +140,9 @@ __all__ = [
     "BadResponseError",
     "BeforeToolExecution",
     "ChatMemory",
+    "ChatMemoryConflictError",
     "ChatMemoryStore",
+    "ChatMemoryStoreError",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
@@ -149,6 +168,7 @@ __all__ = [
     "Result",
     "ReturnBehavior",
     "ServerError",
+    "StoredMemory",
     "StreamEvent",
     "SystemMessage",
     "TokenStream",
@@ -171,6 +191,7 @@ __all__ = [
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",
+    "VersionedChatMemoryStore",
     "execute_tool_calls",
     "should_return_immediately",
     "tool",

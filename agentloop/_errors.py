@@ -7,6 +7,8 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
+    "ChatMemoryConflictError",
+    "ChatMemoryStoreError",
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
@@ -80,6 +82,24 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+# -- memory -----------------------------------------------------------------------------------------------
+
+
+class ChatMemoryStoreError(AgentLoopError):
+    """A chat memory store could not be read or written (server unreachable, file locked or corrupt).
+
+    `store` names the store (its URL or path, without secrets). The write that failed committed nothing.
+    """
+
+    def __init__(self, message: str, *, store: str | None = None) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class ChatMemoryConflictError(ChatMemoryStoreError):
+    """A write was refused: it was based on an older version of the memory, or its lease had been lost."""
 
 
 # -- models -----------------------------------------------------------------------------------------------
