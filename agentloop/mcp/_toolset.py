@@ -209,10 +209,11 @@ class MCPToolset:
             async for attempt in attempts:
                 try:
                     await self._hold_connection(attempt)
-                except Exception as exc:  # never let the owner fail: it would cancel the user's code
-                    logger.debug("MCP server %s: connection ended: %r", self.server_name, exc)
+                except BaseException as exc:  # the owner must not fail: that would cancel the user's code
+                    error = _failure(exc)
+                    logger.debug("MCP server %s: connection ended: %r", self.server_name, error)
                     if attempt.connection is None:
-                        attempt.error = exc
+                        attempt.error = error
                 finally:
                     if attempt.connection is not None:
                         attempt.connection.drop()
@@ -523,6 +524,22 @@ async def _listen_for_changes(client: Client, connection: _Connection) -> None:
                 connection.tools = None
     except Exception as exc:  # no change events: the list is still refreshed on reconnect
         logger.debug("MCP: listening for tool list changes failed: %r", exc)
+
+
+def _failure(exc: BaseException) -> BaseException:
+    """The error in what ended a connection; re-raises a cancellation (or KeyboardInterrupt/SystemExit)
+    that came with nothing else, so closing the toolset is never swallowed."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        raise exc
+    cancelled = anyio.get_cancelled_exc_class()
+    if isinstance(exc, BaseExceptionGroup):
+        _, rest = exc.split(cancelled)
+        if rest is None:
+            raise exc
+        return rest
+    if isinstance(exc, cancelled):
+        raise exc
+    return exc
 
 
 def _describe(error: BaseException | None) -> str:
