@@ -92,6 +92,19 @@ return 1
 
 _DELETE = "return redis.call('DEL', unpack(KEYS))"
 
+_SAVE_PENDING = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+"""
+
+_TAKE_PENDING = """
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+if record == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return record
+"""
+
 _SCRIPTS = {
     "load": _LOAD,
     "append": _APPEND,
@@ -99,6 +112,8 @@ _SCRIPTS = {
     "renew": _RENEW,
     "release": _RELEASE,
     "delete": _DELETE,
+    "save_pending": _SAVE_PENDING,
+    "take_pending": _TAKE_PENDING,
 }
 
 
@@ -221,8 +236,21 @@ class RedisChatMemoryStore:
         return (await self.load(memory_id)).messages
 
     async def delete_messages(self, memory_id: Any) -> None:
-        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "pending")]
         await self._run("delete", keys, [])
+
+    # -- rounds waiting for approval (docs/approval.md) ------------------------------------------------------
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records a paused round's check record, for a resume in any worker (`ttl` applies)."""
+        ttl = 0 if self.ttl is None else int(self.ttl * 1000)
+        await self._run("save_pending", [self._key(memory_id, "pending")], [pending_id, record, ttl])
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """The recorded check record (None if none), deleted atomically when it equals `record`: of several
+        workers resuming one paused round, exactly one gets it."""
+        found = await self._run("take_pending", [self._key(memory_id, "pending")], [pending_id, record])
+        return None if found is None else (found.decode() if isinstance(found, bytes) else str(found))
 
     def lease(self, memory_id: Any) -> Any:
         """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md)."""
