@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     AgentLoopError,
+    ApprovalError,
     AuthenticationError,
     BadRequestError,
     BadResponseError,
@@ -25,6 +26,7 @@ from ._errors import (
     RateLimitError,
     ServerError,
     ToolArgumentsError,
+    ToolDeniedError,
     ToolExecutionError,
     ToolRoundsExceededError,
     ToolsNotSupportedError,
@@ -46,7 +48,9 @@ from ._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._approval import Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._events import (
+        ApprovalRequired,
         BeforeToolExecution,
         CompleteResponse,
         IntermediateResponse,
@@ -57,7 +61,13 @@ if TYPE_CHECKING:
         ToolExecuted,
     )
     from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
-    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._memory import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MessageWindowChatMemory,
+        PendingApprovalStore,
+    )
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -91,10 +101,19 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
     **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
     **dict.fromkeys(
-        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+        [
+            "ChatMemory",
+            "ChatMemoryStore",
+            "InMemoryChatMemoryStore",
+            "MessageWindowChatMemory",
+            "PendingApprovalStore",
+        ],
+        "._memory",
     ),
+    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._approval"),
     **dict.fromkeys(
         [
+            "ApprovalRequired",
             "BeforeToolExecution",
             "CompleteResponse",
             "IntermediateResponse",
@@ -115,6 +134,8 @@ __all__ = [
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "ApprovalError",
+    "ApprovalRequired",
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
@@ -125,6 +146,8 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Defer",
+    "Denied",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
@@ -141,6 +164,8 @@ __all__ = [
     "PartialResponse",
     "PartialThinking",
     "PartialToolCall",
+    "PendingApproval",
+    "PendingApprovalStore",
     "RateLimitError",
     "Result",
     "ReturnBehavior",
@@ -149,9 +174,11 @@ __all__ = [
     "SystemMessage",
     "TokenStream",
     "TokenUsage",
+    "ToolApprovalRequest",
     "ToolArgumentsError",
     "ToolChoice",
     "ToolContext",
+    "ToolDeniedError",
     "ToolExecuted",
     "ToolExecution",
     "ToolExecutionError",

@@ -16,6 +16,7 @@ __all__ = [
     "ChatMemoryStore",
     "InMemoryChatMemoryStore",
     "MessageWindowChatMemory",
+    "PendingApprovalStore",
 ]
 
 
@@ -36,13 +37,34 @@ class ChatMemoryStore(Protocol):
         ...
 
 
-class InMemoryChatMemoryStore:
-    """A `ChatMemoryStore` in a dict: fast, lost when the process ends."""
+@runtime_checkable
+class PendingApprovalStore(Protocol):
+    """An optional capability of a `ChatMemoryStore`: it records the rounds that wait for a person's approval.
 
-    __slots__ = ("_messages",)
+    The runtime saves a paused round's check record (an opaque string) when it pauses, and takes it back,
+    atomically and once, when a resume starts: so in every process sharing the store a round is resumed at
+    most once, and only with the names, arguments and results it paused with.
+    """
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records `record` under (`memory_id`, `pending_id`)."""
+        ...
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """Atomically: returns the record stored under the key (None when there is none) and deletes it when
+        it equals `record`; a different record is left in place."""
+        ...
+
+
+class InMemoryChatMemoryStore:
+    """A `ChatMemoryStore` in a dict: fast, lost when the process ends. Records paused approval rounds too
+    (`PendingApprovalStore`), for this process only."""
+
+    __slots__ = ("_messages", "_pending")
 
     def __init__(self) -> None:
         self._messages: dict[Any, list[ChatMessage]] = {}
+        self._pending: dict[tuple[Any, str], str] = {}
 
     async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
         return list(self._messages.get(memory_id, ()))
@@ -52,6 +74,15 @@ class InMemoryChatMemoryStore:
 
     async def delete_messages(self, memory_id: Any) -> None:
         self._messages.pop(memory_id, None)
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        self._pending[memory_id, pending_id] = record
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        stored = self._pending.get((memory_id, pending_id))
+        if stored == record:
+            del self._pending[memory_id, pending_id]
+        return stored
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(memory_ids={len(self._messages)})"
