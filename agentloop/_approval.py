@@ -415,7 +415,6 @@ def _compare(pending: PendingApproval, expected: _Check, found: _Check | None) -
 def _verify(pending: PendingApproval) -> None:
     """The state's own digests match its content, and its calls are exactly the response's calls."""
     state = pending._state
-    _compare(pending, _check_of(state), state.check)
     calls = state.response.ai_message.tool_execution_requests
     covered: set[int] = set()
     for item in (*state.requests, *state.executions):
@@ -436,6 +435,7 @@ def _verify(pending: PendingApproval) -> None:
     for index, call in enumerate(calls):
         if index not in covered:
             raise _altered(pending, call.id, call.name)
+    _compare(pending, _check_of(state), state.check)
 
 
 def _decisions(pending: PendingApproval, decisions: Any) -> dict[str, Decision]:
