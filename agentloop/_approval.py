@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Union
 import anyio
 import msgspec
 
+from ._codec import RecordedToolError, _from_stored, _to_stored, _ToolExecution
 from ._context import ToolContext
 from ._errors import (
     ApprovalError,
     IllegalConfigurationError,
     ToolArgumentsError,
     ToolDeniedError,
-    ToolExecutionError,
 )
 from ._events import ApprovalRequired
 from ._execution import ToolExecution
@@ -53,7 +53,10 @@ __all__ = [
     "ToolApprovalRequest",
 ]
 
-_FORMAT = "agentloop.PendingApproval/1"
+_KIND = "pending_approval"
+_FORMAT = 1
+"""The storage format's envelope: `{"format": 1, "kind": "pending_approval", "data": {...}}`."""
+_DENIED = "agentloop._errors.ToolDeniedError"  # how the storage format names a denial's error type
 
 
 # -- what a person is asked, and what they answer ----------------------------------------------------------
@@ -176,18 +179,6 @@ class _Waiting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     index: int
 
 
-class _Finished(_Waiting, frozen=True, forbid_unknown_fields=True):
-    """A call of the paused round that finished before the pause (ran, failed, or was denied), as stored."""
-
-    result: str
-    is_error: bool
-    error_type: str | None
-    return_behavior: ReturnBehavior
-    started_at: datetime
-    finished_at: datetime
-    duration: float
-
-
 class _Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Digests of a paused state: one per call (its name, arguments, result), one of the whole state."""
 
@@ -196,9 +187,9 @@ class _Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class _State(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A paused round as JSON stores it (field names are the JSON keys)."""
+    """A paused round as JSON stores it (field names are the JSON keys). Finished calls are stored as the
+    storage format stores any `ToolExecution` (error as type and message, result object as JSON)."""
 
-    format: str
     id: str
     invocation_id: str
     memory_id: Any
@@ -208,11 +199,19 @@ class _State(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """This invocation's messages before the response that are not in memory."""
     response: ChatResponse
     requests: list[_Waiting]
-    executions: list[_Finished]
+    executions: list[_ToolExecution]
     check: _Check | None = None
 
 
-_decoder = msgspec.json.Decoder(_State)
+class _Document(msgspec.Struct, frozen=True):
+    """The envelope of the storage format (`{"format", "kind", "data"}`), kind `pending_approval`."""
+
+    format: int
+    kind: str
+    data: _State
+
+
+_decoder = msgspec.json.Decoder(_Document)
 _encoder = msgspec.json.Encoder()
 _digest_encoder = msgspec.json.Encoder(enc_hook=repr)  # a memory id JSON cannot hold still gets a digest
 
@@ -221,8 +220,17 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_digest_encoder.encode(value)).hexdigest()
 
 
+def _calls(state: _State) -> list[tuple[ToolExecutionRequest, int, msgspec.Struct]]:
+    """Every call of the state, waiting or finished: (the call, its index, how it is stored)."""
+    found: list[tuple[ToolExecutionRequest, int, msgspec.Struct]] = [
+        (ToolExecutionRequest(w.call_id, w.tool_name, w.arguments), w.index, w) for w in state.requests
+    ]
+    found += [(e.request, e.index, e) for e in state.executions]
+    return found
+
+
 def _check_of(state: _State) -> _Check:
-    calls = {c.call_id: _digest(c) for c in (*state.requests, *state.executions)}
+    calls = {call.id or "": _digest(stored) for call, _, stored in _calls(state)}
     return _Check(calls, _digest(msgspec.structs.replace(state, check=None)))
 
 
@@ -257,7 +265,7 @@ class PendingApproval:
     def to_json(self) -> bytes:
         """The paused round as JSON, to store anywhere (a database row, a queue message)."""
         try:
-            return _encoder.encode(self._state)
+            return _encoder.encode(_Document(_FORMAT, _KIND, self._state))
         except TypeError as error:
             raise IllegalConfigurationError(
                 f"This paused round cannot be written as JSON ({error}); its memory id "
@@ -268,21 +276,21 @@ class PendingApproval:
     def from_json(cls, data: bytes | str) -> PendingApproval:
         """Reads what `to_json()` wrote. Raises `ApprovalError` when it is not a paused round's JSON."""
         try:
-            state = _decoder.decode(data)
+            document = _decoder.decode(data)
         except (msgspec.DecodeError, RecursionError) as error:
             raise ApprovalError(f"Not the JSON of a PendingApproval: {error}") from None
-        if state.format != _FORMAT:
+        if (document.kind, document.format) != (_KIND, _FORMAT):
             raise ApprovalError(
-                f"Not the JSON of a PendingApproval this version reads: format {state.format!r}, "
-                f"expected {_FORMAT!r}",
-                pending_id=state.id,
+                f"Not the JSON of a PendingApproval this version reads: kind {document.kind!r}, format "
+                f"{document.format!r} (expected {_KIND!r}, {_FORMAT})",
+                pending_id=document.data.id,
             )
-        return cls._from_state(state, None)
+        return cls._from_state(document.data, None)
 
     @classmethod
     def _from_state(cls, state: _State, executions: tuple[ToolExecution, ...] | None) -> PendingApproval:
         if executions is None:
-            executions = tuple(_execution_of(f, state.round) for f in state.executions)
+            executions = tuple(_execution_of(e) for e in state.executions)
         requests = tuple(
             ToolApprovalRequest(
                 w.call_id,
@@ -316,44 +324,16 @@ class PendingApproval:
         )
 
 
-def _finished(execution: ToolExecution) -> _Finished:
-    request = execution.request
-    return _Finished(
-        request.id or "",
-        request.name,
-        request.arguments,
-        execution.index,
-        execution.result,
-        execution.is_error,
-        None if execution.error is None else type(execution.error).__name__,
-        execution.return_behavior,
-        execution.started_at,
-        execution.finished_at,
-        execution.duration,
-    )
-
-
-def _execution_of(done: _Finished, round: int) -> ToolExecution:
-    """A finished call read back from JSON: its result text and flags as they were. The Python result object
-    is gone (None); an error comes back as `ToolDeniedError` or `ToolExecutionError` with the result text."""
-    error: BaseException | None = None
-    if done.error_type == ToolDeniedError.__name__:
-        error = ToolDeniedError(done.result, call_id=done.call_id, tool_name=done.tool_name)
-    elif done.error_type is not None:
-        error = ToolExecutionError(done.result)
-    return ToolExecution(
-        ToolExecutionRequest(done.call_id, done.tool_name, done.arguments),
-        done.result,
-        None,
-        error,
-        done.index,
-        round,
-        done.started_at,
-        done.finished_at,
-        done.duration,
-        done.return_behavior,
-        done.is_error,
-    )
+def _execution_of(stored: _ToolExecution) -> ToolExecution:
+    """A finished call read back from JSON: as the storage format reads any execution, and a denial is a
+    `ToolDeniedError` again."""
+    execution = _from_stored(stored)
+    error = execution.error
+    if isinstance(error, RecordedToolError) and error.error_type == _DENIED:
+        request = execution.request
+        error = ToolDeniedError(error.message, call_id=request.id, tool_name=request.name)
+        execution = msgspec.structs.replace(execution, error=error)
+    return execution
 
 
 def _paused(
@@ -365,7 +345,6 @@ def _paused(
     carried: list[ChatMessage],
 ) -> PendingApproval:
     state = _State(
-        _FORMAT,
         uuid.uuid4().hex,
         inv.invocation_id,
         inv.memory_id,
@@ -374,7 +353,7 @@ def _paused(
         list(carried),
         response,
         [_Waiting(r.call_id, r.tool_name, r.arguments, r.index) for r in sorted(waiting, key=_by_index)],
-        [_finished(e) for e in finished],
+        [_to_stored(e) for e in finished],
     )
     state = msgspec.structs.replace(state, check=_check_of(state))
     return PendingApproval._from_state(state, tuple(finished))
@@ -402,7 +381,7 @@ def _altered(pending: PendingApproval, call_id: str | None, tool_name: str | Non
 
 def _compare(pending: PendingApproval, expected: _Check, found: _Check | None) -> None:
     """Raises naming the first call whose digest differs, or the state when only it differs."""
-    names = {c.call_id: c.tool_name for c in (*pending._state.requests, *pending._state.executions)}
+    names = {call.id: call.name for call, _, _ in _calls(pending._state)}
     if found is None:
         raise _altered(pending, None, None)
     for call_id in (*expected.calls, *found.calls):
@@ -417,20 +396,9 @@ def _verify(pending: PendingApproval) -> None:
     state = pending._state
     calls = state.response.ai_message.tool_execution_requests
     covered: set[int] = set()
-    for item in (*state.requests, *state.executions):
-        index = item.index
-        call = calls[index] if 0 <= index < len(calls) else None
-        if (
-            call is None
-            or index in covered
-            or (call.id, call.name, call.arguments)
-            != (
-                item.call_id,
-                item.tool_name,
-                item.arguments,
-            )
-        ):
-            raise _altered(pending, item.call_id, item.tool_name)
+    for stored, index, _ in _calls(state):
+        if not 0 <= index < len(calls) or index in covered or calls[index] != stored:
+            raise _altered(pending, stored.id, stored.name)
         covered.add(index)
     for index, call in enumerate(calls):
         if index not in covered:

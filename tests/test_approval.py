@@ -384,6 +384,8 @@ async def test_pause_and_resume_without_memory_from_json() -> None:
     assert paused.pending is not None
     data = paused.pending.to_json()
     document = json.loads(data)  # readable JSON: names and argument text as the model sent them
+    assert (document["format"], document["kind"]) == (1, "pending_approval")
+    document = document["data"]
     assert [(r["tool_name"], r["arguments"]) for r in document["requests"]] == [
         ("pay", '{"to": "bob", "amount": 5}'),
         ("delete_file", '{"path": "/tmp/x"}'),
@@ -410,7 +412,8 @@ async def test_handler_defers_some_calls_and_decides_others() -> None:
     assert [r.call_id for r in paused.pending.requests] == ["c_pay"]
     assert [e.result for e in paused.pending.executions] == ["bob is a friend", "no"]
     again = PendingApproval.from_json(paused.pending.to_json())
-    assert isinstance(again.executions[1].error, ToolDeniedError)
+    assert isinstance(again.executions[1].error, ToolDeniedError)  # read back as what it was
+    assert again.executions[0].result_object == "bob is a friend"  # kept as JSON by the storage format
     result = await agent.resume(again, {"c_pay": True})
     assert tools.runs == {"pay": 1, "lookup": 1}
     assert [e.result for e in result.tool_executions] == ["paid 5 to bob", "bob is a friend", "no"]
@@ -583,7 +586,7 @@ async def test_bad_decisions_are_refused_and_the_round_stays_resumable(
 
 def tampered(data: bytes, edit: Any) -> bytes:
     document = json.loads(data)
-    edit(document)
+    edit(document["data"])
     return json.dumps(document).encode()
 
 
@@ -631,7 +634,7 @@ def recompute_check(document: dict[str, Any]) -> None:
     set_amount(document)
     calls = document["response"]["ai_message"]["tool_execution_requests"]
     calls[0]["arguments"] = document["requests"][0]["arguments"]
-    state = _decoder.decode(json.dumps(document))
+    state = _decoder.decode(json.dumps({"format": 1, "kind": "pending_approval", "data": document})).data
     document["check"] = json.loads(_encoder.encode(_check_of(state)))
 
 
