@@ -770,3 +770,49 @@ async def test_an_in_process_store_is_not_shared_with_another_process(tmp_path: 
     outcome = await resume_elsewhere(state, runs, tmp_path / "fresh.db")
     assert "not recorded in the memory store" in outcome["error"]
     assert RunLog(runs).count("pay bob 5") == 0
+
+
+# -- the docs and the example ---------------------------------------------------------------------------
+
+
+async def test_docs_snippets_run() -> None:
+    import ast
+    import contextlib
+    import inspect
+    import io
+    import re
+
+    text = (ROOT / "docs" / "approval.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) == 4
+    namespace: dict[str, object] = {"__name__": "docs_approval"}
+    output = io.StringIO()
+    for number, block in enumerate(blocks, 1):
+        code = compile(
+            block, f"docs/approval.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        )
+        with contextlib.redirect_stdout(output):
+            outcome = eval(code, namespace)
+            if inspect.iscoroutine(outcome):
+                await outcome
+    printed = output.getvalue()
+    assert (
+        "('delete_file', 'Keep every file this week', True), ('transfer', 'sent 500 to bob', False)"
+        in printed
+    )
+    assert "[('c1', 'delete_file', '{\"path\": \"/tmp/x\"}')]" in printed
+    assert "Deleted. ['delete_file', 'transfer']" in printed
+    store = namespace["MyStore"]()  # type: ignore[operator]
+    assert isinstance(store, PendingApprovalStore)
+
+
+async def test_the_example_runs_and_each_call_runs_at_most_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import approval as example  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    monkeypatch.setattr(example, "ANSWERS", iter(["n", "y", "y"]))
+    example.RUNS.clear()
+    await example.main()  # asserts its own outcome as well
+    assert example.RUNS == {"transfer cafe 4": 1, "delete /tmp/report.txt": 1, "transfer bob 250": 1}
