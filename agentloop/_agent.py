@@ -13,7 +13,13 @@ import anyio
 import msgspec
 
 from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
-from ._errors import ApprovalError, IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
+from ._errors import (
+    ApprovalError,
+    IllegalConfigurationError,
+    InvocationTimeoutError,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory
@@ -363,7 +369,14 @@ class Agent:
             if not isinstance(text, str):
                 raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
             remaining = ctx.remaining_time()
-            return await self.chat(text, context=ctx.context, timeout=remaining)
+            result = await self.chat(text, context=ctx.context, timeout=remaining)
+            if result.pending is not None:  # nobody could resume it from inside another agent's round
+                waiting = ", ".join(r.tool_name for r in result.pending.requests)
+                raise ToolExecutionError(
+                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
+                    "used as a tool cannot pause; give it an approval_handler"
+                )
+            return result
 
         return Tool(
             specification,

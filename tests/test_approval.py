@@ -471,6 +471,16 @@ async def test_a_resumed_invocation_can_pause_again() -> None:
     assert final.content == "Both paid." and tools.runs == {"pay": 2, "lookup": 1}
 
 
+async def test_an_agent_used_as_a_tool_cannot_pause() -> None:
+    tools = Tools()
+    inner = Agent(ScriptedChatModel([MIXED]), tools=[tools], name="clerk", description="Does paperwork")
+    outer_model = ScriptedChatModel([calls(("clerk", {"request": "pay bob"}, "o1")), "The clerk could not."])
+    result = await Agent(outer_model, tools=[inner]).chat("get the clerk to pay bob")
+    failed = result.tool_executions[0]
+    assert failed.has_failed and "wait for approval" in failed.result and "pay, delete_file" in failed.result
+    assert tools.runs == {"lookup": 1}
+
+
 # -- the immediate-return rule ------------------------------------------------------------------------------
 
 
