@@ -56,7 +56,7 @@ __all__ = [
 _KIND = "pending_approval"
 _FORMAT = 1
 """The storage format's envelope: `{"format": 1, "kind": "pending_approval", "data": {...}}`."""
-_DENIED = "agentloop._errors.ToolDeniedError"  # how the storage format names a denial's error type
+_DENIED = f"{ToolDeniedError.__module__}.{ToolDeniedError.__qualname__}"  # as the storage format names it
 
 
 # -- what a person is asked, and what they answer ----------------------------------------------------------
