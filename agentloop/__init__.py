@@ -24,6 +24,7 @@ from ._errors import (
     ModelTimeoutError,
     NotFoundError,
     RateLimitError,
+    ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
     ToolDeniedError,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
+    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
     from ._memory import (
         ChatMemory,
         ChatMemoryStore,
@@ -99,7 +100,9 @@ _LAZY: dict[str, str] = {
         "._tool",
     ),
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
-    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
+    **dict.fromkeys(
+        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
+    ),
     **dict.fromkeys(
         [
             "ChatMemory",
@@ -167,6 +170,7 @@ __all__ = [
     "PendingApproval",
     "PendingApprovalStore",
     "RateLimitError",
+    "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
     "ServerError",
@@ -190,6 +194,7 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRoundsExceededError",
+    "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",
