@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -23,7 +22,7 @@ from ._errors import (
 )
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
 from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory
+from ._memory import ChatMemory, exclusive_access
 from ._messages import (
     FinishReason,
     SystemMessage,
@@ -129,7 +128,6 @@ class Agent:
         self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._memories: dict[Any, ChatMemory] = {}
-        self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -290,7 +288,7 @@ class Agent:
             memory, memory_id = None, None
         else:
             memory = self._memory_for(memory_id)
-        async with self._serialised(memory_id, memory):
+        async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
@@ -325,27 +323,6 @@ class Agent:
     def forget(self, memory_id: Any) -> None:
         """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
-
-    @asynccontextmanager
-    async def _serialised(self, memory_id: Any, memory: ChatMemory | None) -> AsyncIterator[None]:
-        """Invocations that share a memory run one after another, so rounds never interleave."""
-        if memory is None:
-            yield
-            return
-        shared = memory_id is None or isinstance(self.memory, ChatMemory)
-        key = DEFAULT_MEMORY_ID if shared else memory_id
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = (anyio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[key]
 
     async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:
         source = self.system_message

@@ -8,6 +8,8 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
+    "ChatMemoryConflictError",
+    "ChatMemoryStoreError",
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
@@ -102,6 +104,24 @@ class ApprovalError(AgentLoopError):
         self.message = message
         self.call_id = call_id
         self.pending_id = pending_id
+
+
+# -- memory -----------------------------------------------------------------------------------------------
+
+
+class ChatMemoryStoreError(AgentLoopError):
+    """A chat memory store could not be read or written (server unreachable, file locked or corrupt).
+
+    `store` names the store (its URL or path, without secrets). The write that failed committed nothing.
+    """
+
+    def __init__(self, message: str, *, store: str | None = None) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class ChatMemoryConflictError(ChatMemoryStoreError):
+    """A write was refused: it was based on an older version of the memory, or its lease had been lost."""
 
 
 # -- models -----------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Tools append a line to a run log file per run, so run counts hold across process
 small memory store on stdlib sqlite3 that several processes share, with the `PendingApprovalStore`
 capability: what a database-backed store gives the approval checks.
 
-    python tests/approval_agent.py resume <state.json> <runs.log> [<store.db>]  # prints the outcome as JSON
+    python tests/approval_agent.py resume <state.json> <runs.log> [<store.db> [test|sqlite]]  # prints JSON
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from agentloop import (
     tool,
 )
 from agentloop._messages import decode_messages, encode_messages
+from agentloop.stores import SQLiteChatMemoryStore
 from agentloop.testing import ScriptedChatModel
 
 
@@ -98,7 +99,9 @@ class SharedTestStore:
         return row[0] if row is not None else None
 
 
-def build_agent(runs: Path, store_path: Path | None = None, answers: list[Any] | None = None) -> Agent:
+def build_agent(
+    runs: Path, store_path: Path | None = None, answers: list[Any] | None = None, kind: str = "test"
+) -> Agent:
     """An agent with a gated `pay`, a gated `delete_file` and an ungated `lookup`; no approval handler."""
     log = RunLog(runs)
 
@@ -119,7 +122,8 @@ def build_agent(runs: Path, store_path: Path | None = None, answers: list[Any] |
 
     memory = None
     if store_path is not None:
-        memory = MessageWindowChatMemory.provider(50, store=SharedTestStore(store_path))
+        store: Any = SharedTestStore(store_path) if kind == "test" else SQLiteChatMemoryStore(store_path)
+        memory = MessageWindowChatMemory.provider(50, store=store)
     return Agent(
         ScriptedChatModel(answers if answers is not None else ["All done."]),
         tools=[pay, delete_file, lookup],
@@ -127,9 +131,9 @@ def build_agent(runs: Path, store_path: Path | None = None, answers: list[Any] |
     )
 
 
-async def _resume(state: Path, runs: Path, store: Path | None) -> dict[str, Any]:
+async def _resume(state: Path, runs: Path, store: Path | None, kind: str) -> dict[str, Any]:
     pending = PendingApproval.from_json(state.read_bytes())
-    agent = build_agent(runs, store)
+    agent = build_agent(runs, store, kind=kind)
     decisions: dict[str, Any] = {}
     for request in pending.requests:
         decisions[request.call_id] = True if request.tool_name == "pay" else Denied("not this file")
@@ -148,5 +152,6 @@ async def _resume(state: Path, runs: Path, store: Path | None) -> dict[str, Any]
 if __name__ == "__main__":
     command, state_file, runs_file, *rest = sys.argv[1:]
     assert command == "resume"
-    outcome = anyio.run(_resume, Path(state_file), Path(runs_file), Path(rest[0]) if rest else None)
+    store_file, kind = (Path(rest[0]) if rest else None), (rest[1] if len(rest) > 1 else "test")
+    outcome = anyio.run(_resume, Path(state_file), Path(runs_file), store_file, kind)
     print(json.dumps(outcome))

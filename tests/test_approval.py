@@ -709,10 +709,12 @@ async def test_context_is_given_again_on_resume() -> None:
 # -- other processes ----------------------------------------------------------------------------------------
 
 
-async def resume_elsewhere(state: Path, runs: Path, store: Path | None = None) -> dict[str, Any]:
+async def resume_elsewhere(
+    state: Path, runs: Path, store: Path | None = None, kind: str = "test"
+) -> dict[str, Any]:
     command = [sys.executable, str(TESTS / "approval_agent.py"), "resume", str(state), str(runs)]
     if store is not None:
-        command.append(str(store))
+        command += [str(store), kind]
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     done = await anyio.run_process(command, env={**os.environ, "PYTHONPATH": path}, check=False)
     assert done.returncode == 0, done.stderr.decode()
@@ -826,3 +828,39 @@ async def test_the_example_runs_and_each_call_runs_at_most_once(monkeypatch: pyt
     example.RUNS.clear()
     await example.main()  # asserts its own outcome as well
     assert example.RUNS == {"transfer cafe 4": 1, "delete /tmp/report.txt": 1, "transfer bob 250": 1}
+
+
+async def test_resume_after_a_restart_with_a_sqlite_store(tmp_path: Path) -> None:
+    runs, db = tmp_path / "runs.log", tmp_path / "memory.db"
+    agent = build_agent(runs, db, answers=["Hello.", MONEY], kind="sqlite")
+    await agent.chat("hi", memory_id="dave")
+    paused = await agent.chat("pay bob, delete /etc/x", memory_id="dave")
+    assert paused.pending is not None
+    state = tmp_path / "state.json"
+    state.write_bytes(paused.pending.to_json())
+    # The process that paused is gone; a fresh one opens the same file and resumes from the JSON.
+    restarted = await resume_elsewhere(state, runs, db, "sqlite")
+    assert restarted["content"] == "All done."
+    assert restarted["memory"] == ["UserMessage", "AiMessage", "UserMessage", "AiMessage"] + [
+        "ToolExecutionResultMessage"
+    ] * 3 + ["AiMessage"]
+    log = RunLog(runs)
+    assert (log.count("pay bob 5"), log.count("lookup bob"), log.count("delete /etc/x")) == (1, 1, 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SQLiteChatMemoryStore does not implement PendingApprovalStore yet (save_pending_approval / "
+    "take_pending_approval): without it a paused round is recorded per process only",
+)
+async def test_a_sqlite_store_refuses_a_second_resume_from_another_process(tmp_path: Path) -> None:
+    runs, db = tmp_path / "runs.log", tmp_path / "memory.db"
+    agent = build_agent(runs, db, answers=[MONEY], kind="sqlite")
+    paused = await agent.chat("pay bob, delete /etc/x", memory_id="erin")
+    assert paused.pending is not None
+    state = tmp_path / "state.json"
+    state.write_bytes(paused.pending.to_json())
+    assert (await resume_elsewhere(state, runs, db, "sqlite"))["content"] == "All done."
+    third = await resume_elsewhere(state, runs, db, "sqlite")
+    assert "already resumed" in third.get("error", "")
+    assert RunLog(runs).count("pay bob 5") == 1

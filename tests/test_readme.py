@@ -34,4 +34,5 @@ async def test_readme_snippets_run() -> None:
     assert "Rent paid. Sent 1200 EUR to landlord" in printed
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
+    assert "4 messages stored for bob" in printed
     assert "sk-..." not in printed  # provider reprs never show keys
