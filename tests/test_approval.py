@@ -440,6 +440,18 @@ async def test_streaming_pause_emits_approval_required_then_resume_streams() -> 
     assert tools.runs == {"pay": 1, "lookup": 1}
 
 
+async def test_ordered_events_report_the_resumed_round_in_call_order() -> None:
+    tools = Tools()
+    agent = Agent(ScriptedChatModel([MIXED, "ok"]), tools=[tools], ordered_events=True)
+    paused = [e async for e in agent.stream("go").events()]
+    assert not [e for e in paused if isinstance(e, ToolExecuted)]  # the first call waits: nothing before it
+    pending = next(e for e in paused if isinstance(e, ApprovalRequired)).pending
+    resumed = [e async for e in agent.resume_stream(pending, {"c_pay": True, "c_del": False}).events()]
+    executed = [e.execution.request.name for e in resumed if isinstance(e, ToolExecuted)]
+    assert executed == ["pay", "lookup", "delete_file"]
+    assert tools.runs == {"pay": 1, "lookup": 1}
+
+
 async def test_text_only_stream_and_callbacks_see_the_pause() -> None:
     agent = Agent(ScriptedChatModel([MIXED]), tools=[Tools()])
     stream = agent.stream("go")
