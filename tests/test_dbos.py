@@ -34,9 +34,11 @@ from agentloop import (
     tool,
 )
 from agentloop.dbos import DBOSAgent, decode_result
-from agentloop.stores import SQLiteChatMemoryStore
+from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls
+
+from .store_servers import redis_url  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Ship order 7 and tell me the weather"
@@ -137,7 +139,9 @@ def test_on_trio_a_clear_error_says_dbos_runs_on_asyncio(tmp_path: Path) -> None
 # -- recovery after kill -9 ---------------------------------------------------------------------------------
 
 
-def worker(mode: str, db: str, tmp: Path, base_url: str, *extra: str) -> subprocess.Popen[str]:
+def worker(
+    mode: str, db: str, tmp: Path, base_url: str, *extra: str, memory: str = ""
+) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-m",
@@ -146,7 +150,7 @@ def worker(mode: str, db: str, tmp: Path, base_url: str, *extra: str) -> subproc
         "--db",
         db,
         "--memory",
-        str(tmp / "memory.sqlite"),
+        memory or str(tmp / "memory.sqlite"),
         "--base-url",
         base_url,
         "--effects",
@@ -190,19 +194,18 @@ def script_server() -> FakeOpenAIServer:
     return FakeOpenAIServer([calls_message, "Order 7 shipped; Paris is 21 C."])
 
 
-def crash_mid_round(db: str, tmp: Path, server: FakeOpenAIServer, *extra: str) -> None:
-    """Starts the run, waits until both fast tools finished and the slow one started, then kill -9."""
-    process = worker("run", db, tmp, server.base_url, "--crash", *extra)
-    lines = lambda: effects(tmp)  # noqa: E731
-    wait_for(
-        lambda: "slow waiting" in lines(), "the fast calls checkpointed and the slow one running", process
-    )
+def crash_mid_round(db: str, tmp: Path, server: FakeOpenAIServer, *extra: str, memory: str = "") -> None:
+    """Starts the run; once both fast calls are checkpointed and the slow one runs, kill -9."""
+    process = worker("run", db, tmp, server.base_url, "--crash", *extra, memory=memory)
+    wait_for(lambda: "slow waiting" in effects(tmp), "two calls checkpointed, the slow one running", process)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     assert "slow done" not in effects(tmp)
 
 
-def check_recovered(result: Any, tmp: Path, server: FakeOpenAIServer, reference: Any) -> None:
+def check_recovered(
+    result: Any, tmp: Path, server: FakeOpenAIServer, reference: Any, memory: str = ""
+) -> None:
     lines = effects(tmp)
     assert lines.count("fast_a done") == 1 and lines.count("fast_b done") == 1  # not run again
     assert lines.count("slow start") == 2 and lines.count("slow done") == 1  # the unfinished call re-ran
@@ -214,8 +217,9 @@ def check_recovered(result: Any, tmp: Path, server: FakeOpenAIServer, reference:
     assert list(result.messages) == list(reference.messages)
 
     async def stored() -> list[Any]:
-        memory = MessageWindowChatMemory(100, id="alice", store=SQLiteChatMemoryStore(tmp / "memory.sqlite"))
-        return await memory.messages()
+        store: Any = RedisChatMemoryStore(memory) if memory else SQLiteChatMemoryStore(tmp / "memory.sqlite")
+        async with store:
+            return await MessageWindowChatMemory(100, id="alice", store=store).messages()
 
     messages = anyio.run(stored)
     assert_valid_for_provider(messages)
@@ -235,14 +239,18 @@ def uninterrupted(db: str, tmp: Path) -> Any:
         return finish(worker("run", db, tmp, server.base_url))
 
 
-def test_a_run_killed_mid_round_finishes_on_restart_without_rerunning_finished_tools(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_run_killed_mid_round_finishes_on_restart_without_rerunning_finished_tools(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    memory = request.getfixturevalue("redis_url") if store == "redis" else ""
     reference = uninterrupted(f"sqlite:///{tmp_path / 'ref.sqlite'}", _fresh(tmp_path / "ref"))
     tmp = _fresh(tmp_path / "crash")
     db = f"sqlite:///{tmp / 'dbos.sqlite'}"
     with script_server() as server:
-        crash_mid_round(db, tmp, server)
-        result = finish(worker("recover", db, tmp, server.base_url))
-        check_recovered(result, tmp, server, reference)
+        crash_mid_round(db, tmp, server, memory=memory)
+        result = finish(worker("recover", db, tmp, server.base_url, memory=memory))
+        check_recovered(result, tmp, server, reference, memory)
 
 
 @pytest.fixture(scope="module")
