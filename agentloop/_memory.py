@@ -211,6 +211,8 @@ class InMemoryChatMemoryStore:
 
     async def delete_messages(self, memory_id: Any) -> None:
         self._logs.pop(memory_id, None)
+        for key in [key for key in self._pending if key[0] == memory_id]:
+            del self._pending[key]
 
     async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
         self._pending[memory_id, pending_id] = record

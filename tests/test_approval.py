@@ -860,11 +860,6 @@ async def test_resume_after_a_restart_with_a_sqlite_store(tmp_path: Path) -> Non
     assert (log.count("pay bob 5"), log.count("lookup bob"), log.count("delete /etc/x")) == (1, 1, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQLiteChatMemoryStore does not implement PendingApprovalStore yet (save_pending_approval / "
-    "take_pending_approval): without it a paused round is recorded per process only",
-)
 async def test_a_sqlite_store_refuses_a_second_resume_from_another_process(tmp_path: Path) -> None:
     runs, db = tmp_path / "runs.log", tmp_path / "memory.db"
     agent = build_agent(runs, db, answers=[MONEY], kind="sqlite")

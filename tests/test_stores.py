@@ -26,7 +26,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._memory import VersionedChatMemoryStore, _evict
+from agentloop._memory import PendingApprovalStore, VersionedChatMemoryStore, _evict
 from agentloop.stores import (
     ChatMemoryConflictError,
     ChatMemoryStoreError,
@@ -100,6 +100,23 @@ async def test_a_write_based_on_an_old_version_is_refused_and_stores_nothing(mak
     with pytest.raises(ChatMemoryConflictError, match="version 1, not 0"):
         await store.append("a", [UserMessage("q2"), AiMessage("a2")], expected_version=0)
     assert await store.load("a") == ([UserMessage("q1"), AiMessage("a1")], 1)
+
+
+@stores
+async def test_a_paused_round_is_taken_back_once_and_only_with_its_record(make_store: Any) -> None:
+    """The approval capability: whichever process resumes first takes the record; a second take, or a take
+    with an altered record, gets the stored one back and deletes nothing."""
+    first, second = make_store(), make_store()  # two processes on the same data
+    assert isinstance(first, PendingApprovalStore)
+    await first.save_pending_approval("a", "p1", "record-1")
+    await first.save_pending_approval("b", "p1", "record-b")
+    assert await second.take_pending_approval("a", "p1", "tampered") == "record-1"  # kept
+    assert await second.take_pending_approval("a", "p1", "record-1") == "record-1"  # taken
+    assert await first.take_pending_approval("a", "p1", "record-1") is None  # only once
+    assert await first.take_pending_approval("b", "p1", "record-b") == "record-b"  # ids are separate
+    await first.save_pending_approval("c", "p2", "record-c")
+    await first.delete_messages("c")
+    assert await second.take_pending_approval("c", "p2", "record-c") is None  # forgotten with its memory
 
 
 @stores
