@@ -25,6 +25,7 @@ from ._errors import (
     ModelTimeoutError,
     NotFoundError,
     RateLimitError,
+    ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
     ToolExecutionError,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
+    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
     from ._memory import (
         ChatMemory,
         ChatMemoryStore,
@@ -98,7 +99,9 @@ _LAZY: dict[str, str] = {
         "._tool",
     ),
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
-    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
+    **dict.fromkeys(
+        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
+    ),
     **dict.fromkeys(
         [
             "ChatMemory",
@@ -161,6 +164,7 @@ __all__ = [
     "PartialThinking",
     "PartialToolCall",
     "RateLimitError",
+    "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
     "ServerError",
@@ -183,6 +187,7 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRoundsExceededError",
+    "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",

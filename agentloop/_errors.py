@@ -18,6 +18,7 @@ __all__ = [
     "ModelTimeoutError",
     "NotFoundError",
     "RateLimitError",
+    "ResponseTruncatedError",
     "ServerError",
     "ToolArgumentsError",
     "ToolExecutionError",
@@ -105,7 +106,14 @@ class ChatMemoryConflictError(ChatMemoryStoreError):
 
 
 class ModelError(AgentLoopError):
-    """A chat model call failed. Subclasses say how; attributes carry what the provider said."""
+    """A chat model call failed. Subclasses say how; attributes carry what the provider said.
+
+    `retryable` says whether the same request may succeed later (rate limits, server errors, timeouts, broken
+    connections); an engine that retries on its own should retry only those, with the provider's own retries
+    off (`max_retries=0`), so the two never multiply.
+    """
+
+    retryable: bool = False
 
     def __init__(
         self,
@@ -151,18 +159,31 @@ class NotFoundError(ModelHTTPError):
 class RateLimitError(ModelHTTPError):
     """429: too many requests (retried first; raised once retries are exhausted)."""
 
+    retryable = True
+
 
 class ServerError(ModelHTTPError):
     """5xx: the provider failed (retried first; raised once retries are exhausted)."""
+
+    retryable = True
 
 
 class ModelTimeoutError(ModelError, TimeoutError):
     """Connecting to, or reading from, the provider took longer than the configured timeout."""
 
+    retryable = True
+
 
 class ModelConnectionError(ModelError):
     """The connection to the provider could not be made or broke before the response was complete."""
 
+    retryable = True
+
 
 class BadResponseError(ModelError):
     """The provider's answer could not be understood (malformed JSON, broken stream, wrong content type)."""
+
+
+class ResponseTruncatedError(ModelError):
+    """The response hit the model's output token limit (finish reason LENGTH) in the middle of a tool call,
+    so the call cannot run. Nothing of that response ran or was stored."""
