@@ -20,6 +20,7 @@ from agentloop import (
     AiMessage,
     ChatMessage,
     InMemoryChatMemoryStore,
+    InvocationTimeoutError,
     MessageWindowChatMemory,
     SystemMessage,
     ToolExecutionRequest,
@@ -171,6 +172,17 @@ async def test_two_agents_on_one_store_and_id_never_interleave(make_store: Any) 
             task_group.start_soon(functools.partial(agent.chat, f"m{i}", memory_id="shared"))
     memory = MessageWindowChatMemory(10_000, id="shared", store=make_store())
     assert sorted(exchanges(await memory.messages())) == [f"m{i}" for i in range(6)]
+
+
+@stores
+async def test_a_timed_out_invocation_stores_nothing_and_frees_the_id_at_once(make_store: Any) -> None:
+    slow = agent_on(make_store(lease_ttl=30.0), tool_seconds=5.0)
+    with pytest.raises(InvocationTimeoutError):
+        await slow.chat("too slow", memory_id="t", timeout=0.3)
+    with anyio.fail_after(3):  # far less than the lease's 30 s: it was given back, not left to expire
+        await agent_on(make_store(lease_ttl=30.0)).chat("next", memory_id="t")
+    memory = MessageWindowChatMemory(100, id="t", store=make_store())
+    assert exchanges(await memory.messages()) == ["next"]
 
 
 class SlowDictStore:
@@ -348,6 +360,17 @@ def test_imports_stay_lazy() -> None:
         "agentloop.stores.RedisChatMemoryStore\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+    without_redis = (
+        "import sys; sys.modules['redis'] = None\n"  # as if the extra were not installed
+        "from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore\n"
+        "try:\n"
+        "    RedisChatMemoryStore('redis://127.0.0.1:1/0')\n"
+        "except ImportError as error:\n"
+        "    assert \"pip install 'agentloop[redis]'\" in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('no ImportError')\n"
+    )
+    subprocess.run([sys.executable, "-c", without_redis], check=True)
 
 
 async def test_losing_redis_mid_invocation_stops_it_and_stores_nothing_of_it() -> None:

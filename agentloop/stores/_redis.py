@@ -124,7 +124,7 @@ class RedisChatMemoryStore:
             import redis
             from redis.backoff import ExponentialBackoff
             from redis.retry import Retry
-        except ImportError:  # pragma: no cover - depends on the environment
+        except ImportError:
             raise ImportError(
                 "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
             ) from None
