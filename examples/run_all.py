@@ -23,6 +23,11 @@ if shutil.which("redis-server") and importlib.util.find_spec("redis"):
     EXAMPLES.append("multi_worker.py")
 else:
     print("note: multi_worker.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
+# Durable execution: needs the dbos extra.
+if importlib.util.find_spec("dbos"):
+    EXAMPLES.append("durable_dbos.py")
+else:
+    print("note: durable_dbos.py skipped (pip install -e '.[dbos]')")
 
 
 def main() -> int:
