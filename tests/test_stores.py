@@ -232,10 +232,25 @@ async def test_a_crashed_holder_blocks_the_id_only_until_its_lease_expires(make_
 
 
 @shared_stores
+async def test_a_late_renewal_keeps_the_lease_only_if_nobody_took_it(make_store: Any) -> None:
+    store = make_store()
+    assert await store.try_acquire("late", "paused", 0.2)
+    await anyio.sleep(0.3)  # the holder was paused past its lease (GC, a blocked event loop)
+    assert await store.renew("late", "paused", 5.0)  # nobody took it: still the holder
+    assert not await store.try_acquire("late", "other", 5.0)  # waits, first in line
+    await store.release("late", "paused")
+    assert not await store.try_acquire("late", "third", 5.0)  # the first in line goes first
+    assert await store.try_acquire("late", "other", 0.2)
+    await anyio.sleep(0.3)
+    assert await store.try_acquire("late", "third", 5.0)  # expired, and taken by the next in line
+    assert not await store.renew("late", "other", 5.0)
+
+
+@shared_stores
 async def test_a_slow_invocation_keeps_its_lease(make_store: Any) -> None:
     """A tool slower than three lease lifetimes: the lease is renewed, nobody else writes meanwhile."""
-    slow = agent_on(make_store(lease_ttl=0.3), tool_seconds=1.0)
-    fast = agent_on(make_store(lease_ttl=0.3))
+    slow = agent_on(make_store(lease_ttl=0.75), tool_seconds=2.5)
+    fast = agent_on(make_store(lease_ttl=0.75))
     order: list[str] = []
 
     async def run(agent: Agent, text: str) -> None:
@@ -258,9 +273,8 @@ async def test_losing_the_lease_stops_the_invocation_and_stores_nothing_of_it(ma
     thief = make_store(lease_ttl=0.3)
 
     async def steal() -> None:
-        await anyio.sleep(0.1)
-        await store.release("victim", await _holder(store, "victim"))  # as if it had expired
-        assert await thief.try_acquire("victim", "thief", 5.0)
+        await anyio.sleep(0.1)  # the victim's tool is running
+        await _take_over(store, "victim", "thief")  # as if the lease had expired and another took it
 
     errors: list[BaseException] = []
 
@@ -278,14 +292,13 @@ async def test_losing_the_lease_stops_the_invocation_and_stores_nothing_of_it(ma
     assert await thief.load("victim") == ([], 0)
 
 
-async def _holder(store: Any, memory_id: str) -> str:
-    """The token holding `memory_id`'s lease (read behind the store's back)."""
+async def _take_over(store: Any, memory_id: str, token: str) -> None:
+    """Gives `memory_id`'s lease to `token`, behind the store's back (another worker after an expiry)."""
     if isinstance(store, SQLiteChatMemoryStore):
         with sqlite3.connect(store.path) as connection:
-            row = connection.execute("SELECT token FROM agentloop_lease WHERE memory_id = ?", (memory_id,))
-            return str(row.fetchone()[0])
-    token = await anyio.to_thread.run_sync(store._client.get, store._key(memory_id, "lease"))
-    return token.decode()  # type: ignore[no-any-return]
+            connection.execute("UPDATE agentloop_lease SET token = ? WHERE memory_id = ?", (token, memory_id))
+        return
+    await anyio.to_thread.run_sync(store._client.set, store._key(memory_id, "lease"), token)
 
 
 # -- errors -----------------------------------------------------------------------------------------------
