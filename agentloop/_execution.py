@@ -328,8 +328,12 @@ async def _stops_the_invocation(error: BaseException) -> bool:
     if not isinstance(error, anyio.get_cancelled_exc_class()):
         return False
     task = _current_asyncio_task()
-    if task is not None and getattr(task, "cancelling", lambda: 0)():
-        return True  # asyncio's own Task.cancel(), outside any anyio scope
+    if task is not None:
+        cancelling = getattr(task, "cancelling", None)
+        if cancelling is None:
+            return True  # Python 3.10 cannot tell asyncio's own Task.cancel() from a tool's: propagate
+        if cancelling():
+            return True  # asyncio's own Task.cancel(), outside any anyio scope
     try:
         await anyio.lowlevel.checkpoint_if_cancelled()  # raises again iff an enclosing scope was cancelled
     except anyio.get_cancelled_exc_class():
