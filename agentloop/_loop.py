@@ -330,6 +330,9 @@ class _Calls:
             if self._emit is not None:
                 self._tg.start_soon(self._report, execution, index)
             return
+        reserve = getattr(self._inv.options.tool_runner, "reserve", None)
+        if reserve is not None:
+            reserve(request)  # in call order, before any call runs (see ToolRunner)
         self._tg.start_soon(self._run, index, request)
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
