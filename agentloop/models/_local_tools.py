@@ -50,6 +50,16 @@ _RESULTS_TAIL = (
     '{"tool_calls": [], "answer": ...}; call a function again only for information you do not have yet.'
 )
 
+_MUST_CALL = (
+    "When a function can provide the answer or part of it (a calculation, a conversion, live data, a "
+    "lookup), call it: never work out, recall or guess its result yourself. Call every function the request "
+    "needs at once."
+)
+_ANSWER_TAIL = (
+    "Answer my request from these results in one or two plain sentences, stating the results exactly as "
+    "given. No code, no working, nothing the results do not say."
+)
+
 _encode = msgspec.json.Encoder().encode
 _decode_any = msgspec.json.Decoder().decode
 
@@ -199,6 +209,7 @@ def render_protocol(
             'back in the next message), or {"tool_calls": [], "answer": <text>} when no function fits the '
             "request or the function results you already have answer it."
         )
+        lines.append(_MUST_CALL)
     else:
         lines.append(f"Reply with a JSON object: {form} listing the function calls the request needs.")
     tools_prompt = "\n".join(lines)
@@ -252,7 +263,7 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
             results.append(f"- {call} {verb}: {message.text}")
             continue
         if results:
-            _append(out, "user", "Tool results:\n" + "\n".join(results))
+            _append(out, "user", "Tool results:\n" + "\n".join(results) + "\n\n" + _ANSWER_TAIL)
             results = []
         if isinstance(message, UserMessage):
             _append(out, "user", message.text)
@@ -263,7 +274,7 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
             if message.text:
                 _append(out, "assistant", message.text)
     if results:
-        _append(out, "user", "Tool results:\n" + "\n".join(results))
+        _append(out, "user", "Tool results:\n" + "\n".join(results) + "\n\n" + _ANSWER_TAIL)
     return out
 
 
