@@ -42,7 +42,14 @@ import msgspec
 from .._errors import BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
 from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from ._base import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
-from ._local_tools import ToolCallScanner, offered_tools, render_plain, render_protocol, tool_calls_schema
+from ._local_tools import (
+    ToolCallScanner,
+    answer_choice,
+    offered_tools,
+    render_plain,
+    render_protocol,
+    tool_calls_schema,
+)
 from ._weights import DEFAULT_WEIGHTS, LocalModelWeightsError, ensure_weights
 
 if TYPE_CHECKING:
@@ -319,7 +326,7 @@ class LocalChatModel:
                 "messages": render_protocol(request.messages, specs, allow_no_call=allow_no_call),
                 "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
             }
-            scanner = ToolCallScanner()
+            scanner = ToolCallScanner(answer_choice(specs))
             calls: list[ToolExecutionRequest] = []
             decided = _Pass()
             async with contextlib.aclosing(self._generate(server, payload, decided)) as pieces:
