@@ -39,6 +39,8 @@ from agentloop.models._local_tools import (
     _MUST_CALL,
     ToolCallScanner,
     answer_choice,
+    answered_calls,
+    call_key,
     offered_tools,
     render_plain,
     render_protocol,
@@ -219,6 +221,16 @@ def test_protocol_rendering_says_when_a_tool_must_be_called() -> None:
     assert auto.endswith(_MUST_CALL) and "never work out, recall or guess" in _MUST_CALL
     required = render_protocol([UserMessage("x")], [ADD], allow_no_call=False)[0]["content"]
     assert _MUST_CALL not in required  # nothing to decide: a call is the only reply allowed
+
+
+def test_answered_calls_are_this_turns_calls_with_results() -> None:
+    again = ToolExecutionRequest("call_2", "add", '{"b":4321, "a":1234}')
+    other = ToolExecutionRequest("call_3", "add", '{"a": 1, "b": 2}')
+    assert call_key(again) == call_key(CALL)  # key order and spacing do not matter
+    assert answered_calls(ROUND) == {call_key(CALL)}
+    unanswered = [*ROUND, AiMessage(tool_execution_requests=[other])]
+    assert answered_calls(unanswered) == {call_key(CALL)}
+    assert answered_calls([*ROUND, UserMessage("And now?")]) == frozenset()  # a new turn may ask again
 
 
 # -- reading the streamed reply ----------------------------------------------------------------------------

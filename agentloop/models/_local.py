@@ -45,6 +45,8 @@ from ._base import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete, To
 from ._local_tools import (
     ToolCallScanner,
     answer_choice,
+    answered_calls,
+    call_key,
     offered_tools,
     render_plain,
     render_protocol,
@@ -328,10 +330,15 @@ class LocalChatModel:
             }
             scanner = ToolCallScanner(answer_choice(specs))
             calls: list[ToolExecutionRequest] = []
+            # A small model may repeat a call it already has the result of, round after round: with the
+            # answer option open, such a repeat is dropped and, if nothing else is called, the model answers.
+            answered = answered_calls(request.messages) if allow_no_call else frozenset()
             decided = _Pass()
             async with contextlib.aclosing(self._generate(server, payload, decided)) as pieces:
                 async for piece in pieces:
                     for call in scanner.feed(piece):
+                        if call_key(call) in answered:
+                            continue
                         index = len(calls)
                         calls.append(call)
                         yield ToolCallDelta(index, call.id, call.name, call.arguments)

@@ -38,6 +38,8 @@ from .._spec import ToolSpecification
 __all__ = [
     "ToolCallScanner",
     "answer_choice",
+    "answered_calls",
+    "call_key",
     "offered_tools",
     "render_plain",
     "render_protocol",
@@ -309,6 +311,27 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
     if results:
         _append(out, "user", "Tool results:\n" + "\n".join(results) + "\n\n" + _ANSWER_TAIL)
     return out
+
+
+def call_key(request: ToolExecutionRequest) -> tuple[str, str]:
+    """A call's name and arguments in a canonical form (key order and spacing do not matter)."""
+    arguments = _arguments_value(request.arguments)
+    return request.name, json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+
+
+def answered_calls(messages: Sequence[ChatMessage]) -> frozenset[tuple[str, str]]:
+    """The `call_key`s of the calls made and answered since the user's last message (this turn's rounds)."""
+    answered: set[tuple[str, str]] = set()
+    requests: dict[str, ToolExecutionRequest] = {}
+    for message in messages:
+        if isinstance(message, UserMessage):
+            answered.clear()
+            requests.clear()
+        elif isinstance(message, AiMessage):
+            requests.update((r.id, r) for r in message.tool_execution_requests if r.id is not None)
+        elif isinstance(message, ToolExecutionResultMessage) and message.id in requests:
+            answered.add(call_key(requests[message.id]))
+    return frozenset(answered)
 
 
 def _system_text(messages: Sequence[ChatMessage]) -> str:
