@@ -38,7 +38,6 @@ from agentloop.models._local_tools import (
     _ANSWER_TAIL,
     _MUST_CALL,
     ToolCallScanner,
-    answer_choice,
     answered_calls,
     call_key,
     offered_tools,
@@ -94,32 +93,20 @@ def test_impossible_tool_choices_are_clear_errors(
 def test_schema_has_one_option_per_tool_and_a_final_answer_option() -> None:
     schema = tool_calls_schema([ADD, WEATHER], allow_no_call=True, max_calls=5)
     calls, answer = schema["anyOf"]
-    assert calls["required"] == ["functions", "tool_calls"]  # the decision comes before any argument
-    assert calls["properties"]["functions"]["items"] == {"enum": ["add", "get_weather"]}
     array = calls["properties"]["tool_calls"]
     assert (array["minItems"], array["maxItems"]) == (1, 5)
     options = array["items"]["anyOf"]
     assert [o["properties"]["name"] for o in options] == [{"const": "add"}, {"const": "get_weather"}]
     assert options[1]["properties"]["arguments"] == {**WEATHER.parameters, "additionalProperties": False}
-    assert answer["properties"]["functions"]["items"] == {"const": "answer"}
-    assert answer["properties"]["functions"]["maxItems"] == 1
-    assert answer["required"] == ["functions", "answer"]
+    assert answer["properties"]["tool_calls"] == {"type": "array", "maxItems": 0}
+    assert answer["required"] == ["tool_calls", "answer"]
     assert WEATHER.parameters.get("additionalProperties") is None  # the spec itself is left alone
-
-
-def test_the_answer_choice_never_shadows_a_tool() -> None:
-    assert answer_choice([ADD]) == "answer"
-    named = ToolSpecification("answer", "Answers", numbers("q"))
-    assert answer_choice([named, ADD]) == "answer_"
-    schema = tool_calls_schema([named], allow_no_call=True)
-    assert schema["anyOf"][1]["properties"]["functions"]["items"] == {"const": "answer_"}
 
 
 def test_required_schema_has_no_final_answer_option() -> None:
     schema = tool_calls_schema([ADD], allow_no_call=False)
     assert "anyOf" not in schema
     assert schema["properties"]["tool_calls"]["minItems"] == 1
-    assert schema["properties"]["functions"]["items"] == {"enum": ["add"]}
 
 
 def test_each_tools_definitions_are_hoisted_without_collisions() -> None:
@@ -171,17 +158,15 @@ def test_protocol_rendering_lists_tools_and_replays_rounds_as_json() -> None:
     system = wire[0]["content"]
     assert system.startswith("Be brief.\n\n# Tools")
     assert '{"type": "function", "function": {"name": "add", "description": "Adds two numbers"' in system
-    assert '{"functions": ["answer"], "answer": <text>}' in system
+    assert '{"tool_calls": [], "answer": <text>}' in system
     assert json.loads(wire[2]["content"]) == {
-        "functions": ["add"],
-        "tool_calls": [{"name": "add", "arguments": {"a": 1234, "b": 4321}}],
+        "tool_calls": [{"name": "add", "arguments": {"a": 1234, "b": 4321}}]
     }
     result = wire[3]["content"]
     assert result.startswith(
         '<tool_response>\n{"name": "add", "arguments": {"a": 1234, "b": 4321}, "result": "5555"}'
     )
-    assert '{"functions": ["answer"], "answer": ...}' in result
-    assert json.loads(wire[4]["content"]) == {"functions": ["answer"], "answer": "It is 5555."}
+    assert json.loads(wire[4]["content"]) == {"tool_calls": [], "answer": "It is 5555."}
     assert wire[5]["content"] == "Thanks"
 
 
@@ -244,8 +229,7 @@ def feed_by_char(scanner: ToolCallScanner, text: str) -> Iterator[tuple[int, Too
 
 def test_scanner_yields_each_call_as_soon_as_its_object_closes() -> None:
     reply = (
-        '{\n  "functions": ["echo", "add"],\n  "tool_calls": [\n'
-        '    {"name": "echo", "arguments": {"text": "a } \\" ] {"}},\n'
+        '{\n  "tool_calls": [\n    {"name": "echo", "arguments": {"text": "a } \\" ] {"}},\n'
         '    {"name": "add", "arguments": {"a": 1, "b": 2.5}}\n  ]\n}'
     )
     scanner = ToolCallScanner()
@@ -256,19 +240,15 @@ def test_scanner_yields_each_call_as_soon_as_its_object_closes() -> None:
     assert (echo.name, json.loads(echo.arguments)) == ("echo", {"text": 'a } " ] {'})
     assert (add.name, add.arguments) == ("add", '{"a":1,"b":2.5}')
     assert echo.id and add.id and echo.id != add.id
-    assert scanner.decision == ["echo", "add"]
     assert scanner.complete and not scanner.chose_answer
 
 
-def test_scanner_reads_the_decision_as_soon_as_its_list_closes() -> None:
-    scanner = ToolCallScanner("answer_")
-    assert list(scanner.feed('{"functions": ["answer_"')) == []
-    assert scanner.decision is None and not scanner.chose_answer
-    assert list(scanner.feed('], "ans')) == []
-    assert scanner.decision == ["answer_"] and scanner.chose_answer and not scanner.complete
-    calling = ToolCallScanner()
-    list(calling.feed('{"functions": ["add"], "tool_calls": ['))
-    assert calling.decision == ["add"] and not calling.chose_answer
+def test_scanner_notices_the_answer_option_at_the_closing_bracket() -> None:
+    scanner = ToolCallScanner()
+    assert list(scanner.feed('{"tool_calls": [')) == []
+    assert not scanner.chose_answer
+    assert list(scanner.feed(' ], "ans')) == []
+    assert scanner.chose_answer and not scanner.complete
 
 
 # -- the model object without loading it -----------------------------------------------------------------

@@ -44,7 +44,6 @@ from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, Toke
 from ._base import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
 from ._local_tools import (
     ToolCallScanner,
-    answer_choice,
     answered_calls,
     call_key,
     offered_tools,
@@ -328,7 +327,7 @@ class LocalChatModel:
                 "messages": render_protocol(request.messages, specs, allow_no_call=allow_no_call),
                 "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
             }
-            scanner = ToolCallScanner(answer_choice(specs))
+            scanner = ToolCallScanner()
             calls: list[ToolExecutionRequest] = []
             # A small model may repeat a call it already has the result of, round after round: with the
             # answer option open, such a repeat is dropped and, if nothing else is called, the model answers.
