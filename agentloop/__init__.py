@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     )
     from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
     from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._observe import instrument, uninstrument
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -106,6 +107,7 @@ _LAZY: dict[str, str] = {
         ],
         "._events",
     ),
+    **dict.fromkeys(["instrument", "uninstrument"], "._observe"),
     "Agent": "._agent",
     "Result": "._result",
     "TokenStream": "._stream",
@@ -167,10 +169,12 @@ __all__ = [
     "ToolsNotSupportedError",
     "UserMessage",
     "execute_tool_calls",
+    "instrument",
     "should_return_immediately",
     "tool",
     "tool_specification_from",
     "tool_specifications_from",
+    "uninstrument",
 ]
 
 

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -23,6 +23,8 @@ from ._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from ._observe import Observer, default_observer, new_instrumentation
+from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
@@ -48,6 +50,12 @@ class Agent:
     `model` is a `ChatModel` or a model string such as `"openai:gpt-4o-mini"` (see `infer_model`). `memory` is
     one `ChatMemory` shared by every invocation, or a function from memory id to that id's memory (e.g.
     `MessageWindowChatMemory.provider(20)`); without it every invocation starts afresh.
+
+    `instrument`: True traces this agent with OpenTelemetry (`agentloop[otel]`), an
+    `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
+    `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
+    `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
+    None (default) uses genai-prices when it is installed (`agentloop[prices]`).
     """
 
     def __init__(
@@ -70,6 +78,8 @@ class Agent:
         max_tool_calls_per_response: int | None = DEFAULT_MAX_CALLS,
         name: str | None = None,
         description: str | None = None,
+        instrument: Any = None,
+        pricing: PricingLike = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -98,6 +108,10 @@ class Agent:
             max_result_chars=max_tool_result_chars,
             max_calls=max_tool_calls_per_response,
         )
+        self.instrument = instrument
+        self._observer: Observer | None = _observer_for(instrument)
+        self._pricing = resolve_pricing(pricing)
+        self._provider, self._model_name = _provider_of(model), _model_name_of(model)
         self._memories: dict[Any, ChatMemory] = {}
         self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
@@ -213,8 +227,16 @@ class Agent:
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
+                agent_name=self.name,
+                observer=default_observer() if self.instrument is None else self._observer,
             )
-            return await run_invocation(invocation, emit)
+            result = await run_invocation(invocation, emit)
+        if self._pricing is None:
+            return result
+        await load_prices(self._pricing)
+        # The Result was made for this call alone: setting the field in place spares a copy of it.
+        object.__setattr__(result, "price_source", (self._pricing, self._provider, self._model_name))
+        return result
 
     # -- memory -------------------------------------------------------------------------------------------
 
@@ -320,6 +342,33 @@ class Agent:
         if self.memory is not None:
             parts.append(f"memory={self.memory!r}")
         return f"Agent({', '.join(parts)})"
+
+
+def _observer_for(instrument: Any) -> Observer | None:
+    """The observer an `Agent(instrument=...)` setting asks for (None also for "follow
+    agentloop.instrument()", which is looked up at each invocation)."""
+    if instrument is None or instrument is False:
+        return None
+    if instrument is True:
+        return new_instrumentation(None, None, None)
+    if not (hasattr(instrument, "invocation") and hasattr(instrument, "tool_call")):
+        raise IllegalConfigurationError(
+            "instrument must be True, False, None or an agentloop.otel.Instrumentation, got "
+            f"{type(instrument).__name__}"
+        )
+    return cast(Observer, instrument)
+
+
+def _provider_of(model: Any) -> str | None:
+    provider = getattr(model, "provider", None)
+    return provider if isinstance(provider, str) else None
+
+
+def _model_name_of(model: Any) -> str | None:
+    name = getattr(model, "model", None)
+    if not isinstance(name, str):
+        name = getattr(model, "model_name", None)
+    return name if isinstance(name, str) else None
 
 
 def _agent_answer(result: Any) -> str:

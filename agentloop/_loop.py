@@ -50,6 +50,7 @@ from ._messages import (
     ToolExecutionRequest,
     UserMessage,
 )
+from ._observe import Observer, log_model_call, log_tool_call
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
@@ -91,11 +92,20 @@ class Invocation:
     context: Mapping[str, Any]
     deadline: float | None
     eager_tools: bool
+    agent_name: str | None = None
+    observer: Observer | None = None
+    """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[str]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
+    if inv.observer is not None:
+        return await inv.observer.invocation(inv, emit, _invoke)
+    return await _invoke(inv, emit)
+
+
+async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
     try:
         return await _run(inv, emit)
     except BaseExceptionGroup as group:
@@ -126,6 +136,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
                 response = await inv.model.chat(request)
             else:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls)
+            log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
                 if not may_run_tools:
@@ -318,7 +329,7 @@ class _Calls:
             async def on_start(index: int, request: ToolExecutionRequest) -> None:
                 await emit(BeforeToolExecution(request, index, round))
 
-        execution = await execute_tool_call(
+        call = execute_tool_call(
             request,
             index=index,
             round=self._round,
@@ -331,6 +342,11 @@ class _Calls:
             deadline=inv.deadline,
             on_start=on_start,
         )
+        observer = inv.observer
+        execution = await (
+            call if observer is None else observer.tool_call(call, request, index, self._round)
+        )
+        log_tool_call(execution)
         self._executions[index] = execution
         if emit is not None:
             await emit(ToolExecuted(execution))

@@ -10,6 +10,7 @@ from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 
 if TYPE_CHECKING:
     from ._execution import ToolExecution
+    from ._pricing import PriceSource
 
 __all__ = ["Result"]
 
@@ -34,6 +35,18 @@ class Result(Generic[T]):
     """The messages this invocation added to the conversation: user message, tool rounds, final answer."""
     memory_id: Any = None
     invocation_id: str = ""
+    price_source: PriceSource | None = field(default=None, repr=False, compare=False)
+    """How `cost` is worked out (set by the agent from its `pricing=`); None: no cost."""
+
+    @property
+    def cost(self) -> float | None:
+        """What the invocation's model calls cost in US dollars, worked out on each read from their usage;
+        None when no price source is set or a call's price is unknown."""
+        if self.price_source is None:
+            return None
+        from ._pricing import cost_of
+
+        return cost_of([*self.intermediate_responses, self.final_response], self.price_source)
 
     @property
     def returned_immediately(self) -> bool:
