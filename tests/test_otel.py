@@ -382,7 +382,8 @@ async def test_a_timed_out_invocation_ends_every_span(telemetry: Telemetry) -> N
 
 async def test_a_stream_left_early_ends_its_spans_without_error(telemetry: Telemetry) -> None:
     with FakeOpenAIServer() as server:
-        server.add("one two three four five six seven eight", chunk_delay=0.05)  # still streaming at the break
+        # Still streaming when the consumer leaves.
+        server.add("one two three four five six seven eight", chunk_delay=0.05)
         async with _model("openai", server) as model:
             agent = Agent(model, instrument=telemetry.instrumentation())
             async with agent.stream("Count") as stream:
