@@ -233,7 +233,7 @@ class Agent:
             result = await run_invocation(invocation, emit)
         if self._pricing is None:
             return result
-        await load_prices(self._pricing)
+        load_prices(self._pricing)
         # The Result was made for this call alone: setting the field in place spares a copy of it.
         object.__setattr__(result, "price_source", (self._pricing, self._provider, self._model_name))
         return result

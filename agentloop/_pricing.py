@@ -2,19 +2,18 @@
 
 A price is worked out only when `Result.cost` is read, one model call at a time (prices depend on the call's
 model and, for some models, on its size). `genai-prices` ships its price data in the package; importing it
-takes about half a second, so an agent loads it in a worker thread, once per process, at its first
-invocation, never on the event loop.
+takes about half a second, so an agent starts loading it in a background thread at its first invocation
+(once per process) and never waits for it: only reading `Result.cost` needs it.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
-
-import anyio.to_thread
 
 from ._errors import IllegalConfigurationError
 from ._messages import ChatResponse, TokenUsage
@@ -41,6 +40,7 @@ PriceSource = tuple[Pricing, "str | None", "str | None"]
 
 _module: list[Any] = []  # genai_prices, once loaded
 _installed: list[bool] = []
+_loader: list[threading.Thread] = []
 
 
 def _has_genai_prices() -> bool:
@@ -96,12 +96,19 @@ def resolve_pricing(pricing: PricingLike) -> Pricing | None:
     return pricing
 
 
-async def load_prices(pricing: Pricing | None) -> None:
-    """Loads genai-prices in a worker thread when `pricing` needs it and it is not loaded yet."""
-    if pricing is genai_prices and not _module:
-        module = await anyio.to_thread.run_sync(importlib.import_module, "genai_prices")
-        if not _module:
-            _module.append(module)
+def load_prices(pricing: Pricing | None) -> None:
+    """Starts loading genai-prices in a background thread when `pricing` needs it (once per process): the
+    invocation does not wait for it, and a `Result.cost` read meanwhile waits for the import to finish."""
+    if pricing is genai_prices and not _module and not _loader:
+        thread = threading.Thread(target=_load, name="agentloop-prices", daemon=True)
+        _loader.append(thread)
+        thread.start()
+
+
+def _load() -> None:
+    module = importlib.import_module("genai_prices")
+    if not _module:
+        _module.append(module)
 
 
 def cost_of(responses: Iterable[ChatResponse | None], source: PriceSource | None) -> float | None:
