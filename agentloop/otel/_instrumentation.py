@@ -126,13 +126,9 @@ class Instrumentation:
         if inv.memory_id is not None:
             attributes["gen_ai.conversation.id"] = str(inv.memory_id)
         name = f"invoke_agent {inv.agent_name}" if inv.agent_name else "invoke_agent"
-        with self.tracer.start_as_current_span(
-            name,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        current = otel_context.attach(trace.set_span_in_context(span))
+        try:
             if self.capture_content and span.is_recording():
                 span.set_attribute("gen_ai.input.messages", _content.input_messages([inv.user_message]))
                 if inv.system_message is not None:
@@ -154,6 +150,9 @@ class Instrumentation:
             if span.is_recording():
                 self._record_result(span, result)
             return result
+        finally:
+            otel_context.detach(current)
+            span.end()
 
     async def tool_call(
         self, call: Awaitable[ToolExecution], request: ToolExecutionRequest, index: int, round: int
@@ -169,13 +168,11 @@ class Instrumentation:
         }
         if request.id:
             attributes["gen_ai.tool.call.id"] = request.id
-        with self.tracer.start_as_current_span(
-            f"execute_tool {request.name}",
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        span = self.tracer.start_span(
+            f"execute_tool {request.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        current = otel_context.attach(trace.set_span_in_context(span))
+        try:
             capture = self.capture_content and span.is_recording()
             if capture:
                 span.set_attribute("gen_ai.tool.call.arguments", request.arguments)
@@ -189,6 +186,9 @@ class Instrumentation:
             if capture:
                 span.set_attribute("gen_ai.tool.call.result", execution.result)
             return execution
+        finally:
+            otel_context.detach(current)
+            span.end()
 
     # -- models ---------------------------------------------------------------------------------------------
 
@@ -208,16 +208,17 @@ class Instrumentation:
     def _record_result(self, span: Span, result: Result[Any]) -> None:
         final = result.final_response
         reason = result.finish_reason
-        span.set_attribute("gen_ai.response.finish_reasons", (_content.finish_reason(reason),))
+        attributes: dict[str, Any] = {
+            "gen_ai.response.finish_reasons": (_content.finish_reason(reason),),
+            "agentloop.tool_calls": len(result.tool_executions),
+        }
         if reason is not None:
-            span.set_attribute("agentloop.finish_reason", reason.value)
-        span.set_attribute("agentloop.tool_calls", len(result.tool_executions))
-        usage = result.token_usage
-        if usage is not None:  # the sum of the chat spans' usage, under names that do not count it twice
-            for key, value in _usage_attributes(usage, "agentloop.usage.").items():
-                span.set_attribute(key, value)
+            attributes["agentloop.finish_reason"] = reason.value
+        if result.token_usage is not None:  # the chat spans' sum, under names that do not count it twice
+            attributes.update(_usage_attributes(result.token_usage, "agentloop.usage."))
         if self.capture_content and final is not None:
-            span.set_attribute("gen_ai.output.messages", _content.output_messages(final))
+            attributes["gen_ai.output.messages"] = _content.output_messages(final)
+        span.set_attributes(attributes)
 
     def _record_call(
         self,
@@ -392,16 +393,18 @@ def _usage_attributes(usage: TokenUsage, prefix: str) -> dict[str, int]:
 
 
 def _set_response(span: Span, response: ChatResponse, capture: bool) -> None:
+    attributes: dict[str, Any] = {
+        "gen_ai.response.finish_reasons": (_content.finish_reason(response.finish_reason),)
+    }
     if response.model:
-        span.set_attribute("gen_ai.response.model", response.model)
+        attributes["gen_ai.response.model"] = response.model
     if response.id:
-        span.set_attribute("gen_ai.response.id", response.id)
-    span.set_attribute("gen_ai.response.finish_reasons", (_content.finish_reason(response.finish_reason),))
+        attributes["gen_ai.response.id"] = response.id
     if response.token_usage is not None:
-        for key, value in _usage_attributes(response.token_usage, "gen_ai.usage.").items():
-            span.set_attribute(key, value)
+        attributes.update(_usage_attributes(response.token_usage, "gen_ai.usage."))
     if capture:
-        span.set_attribute("gen_ai.output.messages", _content.output_messages(response))
+        attributes["gen_ai.output.messages"] = _content.output_messages(response)
+    span.set_attributes(attributes)
 
 
 def _error_type(error: BaseException) -> str:
