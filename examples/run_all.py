@@ -8,7 +8,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-EXAMPLES = ["manual_loop.py", "immediate_return.py", "agents_as_tools.py", "testing_with_fakes.py"]
+EXAMPLES = [
+    "manual_loop.py",
+    "immediate_return.py",
+    "agents_as_tools.py",
+    "testing_with_fakes.py",
+    "tracing.py",
+]
 # The quickstart runs the embedded model: included when its extra is installed.
 try:
     import xllamacpp  # noqa: F401

@@ -4,6 +4,7 @@ for real model calls to the fake provider servers over loopback sockets."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -500,3 +501,29 @@ async def test_an_in_process_model_gets_internal_chat_spans(telemetry: Telemetry
     assert chat.kind is SpanKind.INTERNAL
     assert "server.address" not in (chat.attributes or {})
     assert dict(chat.attributes or {})["gen_ai.response.finish_reasons"] == ("stop",)
+
+
+async def test_the_observability_guide_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
+    import ast
+    import inspect
+    import re
+    from pathlib import Path
+
+    guide = Path(__file__).resolve().parent.parent / "docs" / "observability.md"
+    blocks = re.findall(r"```python\n(.*?)```", guide.read_text(), flags=re.DOTALL)
+    namespace: dict[str, object] = {"__name__": "guide"}
+    try:
+        for number, block in enumerate(blocks, 1):
+            code = compile(
+                block, f"observability.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            )
+            outcome = eval(code, namespace)
+            if inspect.iscoroutine(outcome):
+                await outcome
+    finally:
+        agentloop.uninstrument()
+        logging.getLogger("agentloop").setLevel(logging.NOTSET)  # the guide's logging snippet set it
+    printed = capsys.readouterr().out
+    assert "['chat test', 'chat test', 'execute_tool weather', 'invoke_agent forecaster']" in printed
+    assert "cache_read_tokens=1024" in printed
+    assert "$0.000210" in printed
