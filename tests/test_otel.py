@@ -527,3 +527,25 @@ async def test_the_observability_guide_snippets_run(capsys: pytest.CaptureFixtur
     assert "['chat test', 'chat test', 'execute_tool weather', 'invoke_agent forecaster']" in printed
     assert "cache_read_tokens=1024" in printed
     assert "$0.000210" in printed
+
+
+async def test_control_flow_ending_an_invocation_is_not_an_error(telemetry: Telemetry) -> None:
+    from agentloop import FinishReason, ReturnBehavior
+
+    @tool(return_behavior=ReturnBehavior.IMMEDIATE)
+    def book(city: str) -> str:
+        """Books a trip; its result is the answer."""
+        return f"booked {city}"
+
+    call = ToolExecutionRequest("call_b", "book", '{"city": "Oslo"}')
+    with FakeOpenAIServer([AiMessage(None, [call])]) as server:
+        async with _model("openai", server) as model:
+            result = await Agent(model, tools=[book], instrument=telemetry.instrumentation()).chat(
+                "Book Oslo"
+            )
+    assert result.finish_reason is FinishReason.TOOL_EXECUTION
+    [invocation] = telemetry.named("invoke_agent")
+    assert invocation.status.status_code is StatusCode.UNSET
+    attributes = dict(invocation.attributes or {})
+    assert attributes["agentloop.finish_reason"] == "tool_execution"
+    assert attributes["gen_ai.response.finish_reasons"] == ("tool_call",)
