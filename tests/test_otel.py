@@ -371,7 +371,7 @@ async def test_a_timed_out_invocation_ends_every_span(telemetry: Telemetry) -> N
         async with _model("openai", server) as model:
             agent = Agent(model, tools=[slow], instrument=telemetry.instrumentation())
             with pytest.raises(InvocationTimeoutError):
-                await agent.chat("Oslo?", timeout=0.3)
+                await agent.chat("Oslo?", timeout=2.0)  # the model answers well within it; the tool never
     [invocation] = telemetry.named("invoke_agent")
     [tool_span] = telemetry.named("execute_tool")
     [chat] = telemetry.named("chat")
@@ -379,6 +379,32 @@ async def test_a_timed_out_invocation_ends_every_span(telemetry: Telemetry) -> N
     assert dict(invocation.attributes or {})["error.type"] == "InvocationTimeoutError"
     assert tool_span.end_time is not None and tool_span.status.status_code is StatusCode.UNSET
     assert chat.status.status_code is StatusCode.UNSET
+
+
+async def test_a_cancelled_invocation_ends_every_span_without_error(telemetry: Telemetry) -> None:
+    started = anyio.Event()
+
+    @tool
+    async def slow(city: str) -> str:
+        """Waits until cancelled."""
+        started.set()
+        await anyio.sleep(30)
+        return city
+
+    call = ToolExecutionRequest("call_s", "slow", '{"city": "Oslo"}')
+    with FakeOpenAIServer([AiMessage(None, [call])]) as server:
+        async with _model("openai", server) as model:
+            agent = Agent(model, tools=[slow], instrument=telemetry.instrumentation())
+            async with anyio.create_task_group() as group:
+                group.start_soon(agent.chat, "Oslo?")
+                with anyio.fail_after(10):
+                    await started.wait()
+                group.cancel_scope.cancel()
+    [invocation] = telemetry.named("invoke_agent")
+    [tool_span] = telemetry.named("execute_tool")
+    assert invocation.status.status_code is StatusCode.UNSET
+    assert dict(invocation.attributes or {})["agentloop.cancelled"] is True
+    assert tool_span.end_time is not None and tool_span.status.status_code is StatusCode.UNSET
 
 
 async def test_a_stream_left_early_ends_its_spans_without_error(telemetry: Telemetry) -> None:
