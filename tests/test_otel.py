@@ -575,3 +575,39 @@ async def test_control_flow_ending_an_invocation_is_not_an_error(telemetry: Tele
     attributes = dict(invocation.attributes or {})
     assert attributes["agentloop.finish_reason"] == "tool_execution"
     assert attributes["gen_ai.response.finish_reasons"] == ("tool_call",)
+
+
+def test_without_an_sdk_instrumentation_stays_out_of_the_way() -> None:
+    # A fresh process: the global providers are the API's no-ops until the application sets an SDK.
+    code = """
+import anyio
+from agentloop import Agent, tool
+from agentloop.otel import Instrumentation
+from agentloop.testing import TestModel
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+@tool
+def ping() -> str:
+    "Pings."
+    return "pong"
+
+instrumentation = Instrumentation()
+print(instrumentation.enabled)
+anyio.run(Agent(TestModel(), tools=[ping], instrument=instrumentation).chat, "hi")
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # set later: honoured from now on
+print(instrumentation.enabled)
+anyio.run(Agent(TestModel(), tools=[ping], instrument=instrumentation).chat, "hi")
+print(sorted(s.name for s in exporter.get_finished_spans()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == [
+        "False",
+        "True",
+        "['chat test', 'chat test', 'execute_tool ping', 'invoke_agent']",
+    ]

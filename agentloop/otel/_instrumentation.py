@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import anyio
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentloop._errors import AgentLoopError
@@ -39,6 +40,12 @@ CONVENTIONS_VERSION = "1.44.0"
 """The OpenTelemetry semantic conventions release whose GenAI pages the spans follow (plus the later
 `gen_ai.usage.cache_write.input_tokens` name, emitted beside 1.44's `cache_creation` one)."""
 
+_NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+# The global meter provider before the application sets one (a private class of the API).
+_NO_METRICS = (
+    getattr(_metrics_api, "_ProxyMeterProvider", metrics.NoOpMeterProvider),
+    metrics.NoOpMeterProvider,
+)
 _SCHEMA_URL = f"https://opentelemetry.io/schemas/{CONVENTIONS_VERSION}"
 _CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CAPTURE_VALUES = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
@@ -103,14 +110,26 @@ class Instrumentation:
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
         )
         self._models: dict[int, tuple[ChatModel, ChatModel]] = {}
+        # Providers given here are live; the global ones are no-ops until the application sets them.
+        self._tracer_provider, self._meter_provider = tracer_provider, meter_provider
 
     def __repr__(self) -> str:
         return f"Instrumentation(capture_content={self.capture_content})"
 
     # -- the Observer protocol ------------------------------------------------------------------------------
 
+    @property
+    def enabled(self) -> bool:
+        """False while both providers are the API's no-ops (no SDK configured): then nothing is recorded,
+        and the invocation runs as if uninstrumented."""
+        tracing = self._tracer_provider or trace.get_tracer_provider()
+        measuring = self._meter_provider or metrics.get_meter_provider()
+        return not (isinstance(tracing, _NO_TRACING) and isinstance(measuring, _NO_METRICS))
+
     async def invocation(self, inv: Invocation, emit: Listener | None, run: RunInvocation) -> Result[Any]:
         """Runs one invocation inside its `invoke_agent` span, its model wrapped to trace each call."""
+        if not self.enabled:
+            return await run(inv, emit)
         model = inv.model
         provider = provider_name(model)
         attributes: dict[str, Any] = {
@@ -159,6 +178,8 @@ class Instrumentation:
     ) -> ToolExecution:
         """Awaits one tool call inside its `execute_tool` span (current in the call's task, so spans the tool
         opens, a sub-agent's included, nest under it)."""
+        if not self.enabled:
+            return await call
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": request.name,
