@@ -23,7 +23,7 @@ from ._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from ._observe import Observer, default_observer, new_instrumentation
+from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
@@ -127,10 +127,10 @@ class Agent:
         )
         self.ordered_events = ordered_events
         self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
-        self.instrument = instrument
+        self._instrument = instrument
         self._observer: Observer | None = _observer_for(instrument)
         self._pricing = resolve_pricing(pricing)
-        self._provider, self._model_name = _provider_of(model), _model_name_of(model)
+        self._provider, self._model_name = provider_of(model), model_name_of(model)
         self._memories: dict[Any, ChatMemory] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ class Agent:
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
-                observer=default_observer() if self.instrument is None else self._observer,
+                observer=default_observer() if self._instrument is None else self._observer,
             )
             result = await run_invocation(invocation, emit)
         if self._pricing is None:
@@ -363,18 +363,6 @@ def _observer_for(instrument: Any) -> Observer | None:
             f"{type(instrument).__name__}"
         )
     return cast(Observer, instrument)
-
-
-def _provider_of(model: Any) -> str | None:
-    provider = getattr(model, "provider", None)
-    return provider if isinstance(provider, str) else None
-
-
-def _model_name_of(model: Any) -> str | None:
-    name = getattr(model, "model", None)
-    if not isinstance(name, str):
-        name = getattr(model, "model_name", None)
-    return name if isinstance(name, str) else None
 
 
 def _agent_answer(result: Any) -> str:

@@ -27,6 +27,8 @@ __all__ = [
     "instrument",
     "log_model_call",
     "log_tool_call",
+    "model_name_of",
+    "provider_of",
     "retry_listener",
     "set_default_observer",
     "uninstrument",
@@ -98,6 +100,21 @@ def new_instrumentation(tracer_provider: Any, meter_provider: Any, capture_conte
             "Tracing needs the OpenTelemetry API: pip install 'agentloop[otel]'"
         ) from exc
     return Instrumentation(tracer_provider, meter_provider, capture_content)
+
+
+def model_name_of(model: Any) -> str | None:
+    """A model's name as its requests give it (`model`, or `model_name` for the in-process ones)."""
+    for attribute in ("model", "model_name"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def provider_of(model: Any) -> str | None:
+    """A model's provider name ("openai", "anthropic", ...), when it has one."""
+    provider = getattr(model, "provider", None)
+    return provider if isinstance(provider, str) and provider else None
 
 
 # -- plain logging: the "agentloop" logger hierarchy -----------------------------------------------------

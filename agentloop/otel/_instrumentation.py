@@ -23,7 +23,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentloop._errors import AgentLoopError
 from agentloop._messages import ChatRequest, ChatResponse, TokenUsage, ToolExecutionRequest
-from agentloop._observe import retry_listener
+from agentloop._observe import model_name_of, provider_of, retry_listener
 from agentloop.models import ChatModel, ModelEvent, ResponseComplete
 
 from . import _content
@@ -137,7 +137,7 @@ class Instrumentation:
             "gen_ai.provider.name": provider,
             "agentloop.invocation.id": inv.invocation_id,
         }
-        request_model = model_name(model)
+        request_model = model_name_of(model)
         if request_model:
             attributes["gen_ai.request.model"] = request_model
         if inv.agent_name:
@@ -276,7 +276,7 @@ class _TracedModel:
     def __init__(self, model: ChatModel, instrumentation: Instrumentation) -> None:
         self.inner = model
         self._instrumentation = instrumentation
-        self.model = model_name(model)
+        self.model = model_name_of(model)
         self.provider = provider_name(model)
         self.span_name = f"chat {self.model}" if self.model else "chat"
         base_url = getattr(model, "base_url", None)
@@ -369,21 +369,9 @@ class _TracedModel:
 # -- attribute helpers -----------------------------------------------------------------------------------
 
 
-def model_name(model: Any) -> str | None:
-    """The model's name as a request names it (`model`, or `model_name` for the in-process ones)."""
-    for attribute in ("model", "model_name"):
-        value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def provider_name(model: Any) -> str:
     """`gen_ai.provider.name`: the model's `provider` ("openai", "anthropic", ...), else its class's name."""
-    provider = getattr(model, "provider", None)
-    if isinstance(provider, str) and provider:
-        return provider
-    return type(model).__name__
+    return provider_of(model) or type(model).__name__
 
 
 def _server(base_url: str) -> dict[str, Any]:
