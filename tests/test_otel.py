@@ -611,3 +611,29 @@ print(sorted(s.name for s in exporter.get_finished_spans()))
         "True",
         "['chat test', 'chat test', 'execute_tool ping', 'invoke_agent']",
     ]
+
+
+async def test_an_approval_pause_is_not_an_error_and_the_resume_is_traced(telemetry: Telemetry) -> None:
+    from agentloop import FinishReason
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refunds an order."""
+        return f"refunded {order}"
+
+    call = ToolExecutionRequest("call_r", "refund", '{"order": "A-1"}')
+    with FakeOpenAIServer([AiMessage(None, [call]), "Refunded."]) as server:
+        async with _model("openai", server) as model:
+            agent = Agent(model, tools=[refund], name="clerk", instrument=telemetry.instrumentation())
+            paused = await agent.chat("Refund A-1", memory_id="m1")
+            assert paused.finish_reason is FinishReason.APPROVAL_REQUIRED
+            assert paused.pending is not None
+            resumed = await agent.resume(paused.pending, {"call_r": True})
+    assert resumed.content == "Refunded."
+    first, second = sorted(telemetry.named("invoke_agent"), key=lambda s: s.start_time or 0)
+    assert first.status.status_code is StatusCode.UNSET
+    assert dict(first.attributes or {})["gen_ai.response.finish_reasons"] == ("approval_required",)
+    [tool_span] = telemetry.named("execute_tool")  # the call ran once, after the approval
+    assert dict(tool_span.attributes or {})["gen_ai.tool.call.id"] == "call_r"
+    assert tool_span.parent is not None and tool_span.parent.span_id == second.context.span_id
+    assert second.status.status_code is StatusCode.UNSET

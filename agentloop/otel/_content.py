@@ -33,8 +33,11 @@ _FINISH = {
 
 
 def finish_reason(reason: FinishReason | None) -> str:
-    """A finish reason in the conventions' words (`stop`, `length`, `tool_call`, `content_filter`)."""
-    return _FINISH.get(reason, "stop") if reason is not None else "stop"
+    """A finish reason in the conventions' words (`stop`, `length`, `tool_call`, `content_filter`; others
+    as agentloop names them, such as `approval_required`)."""
+    if reason is None:
+        return "stop"
+    return _FINISH.get(reason) or reason.value
 
 
 def _parts(message: AiMessage) -> list[dict[str, Any]]:
