@@ -17,6 +17,7 @@ EXAMPLES = [
     "agents_as_tools.py",
     "testing_with_fakes.py",
     "approval.py",
+    "tracing.py",
 ]
 # The quickstart runs the embedded model: included when its extra is installed.
 try:
