@@ -31,6 +31,7 @@ from ._errors import IllegalConfigurationError, ToolExecutionError
 from ._messages import ToolExecutionRequest
 from ._schema import P, Signature, UnresolvedAnnotationError, compile_signature
 from ._spec import ToolSpecification, check_tool_name
+from ._text import valid_text
 
 __all__ = [
     "ABANDONED_THREADS",
@@ -367,7 +368,7 @@ class Tool:
             raise TypeError(
                 f"the result_converter of tool {self.name!r} returned {type(text).__name__}, expected str"
             )
-        return text
+        return valid_text(text)
 
     def __repr__(self) -> str:
         kind = "async" if self._is_async else "sync"

@@ -29,6 +29,7 @@ from agentloop._messages import (
     UserMessage,
 )
 from agentloop._spec import ToolSpecification
+from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
@@ -657,7 +658,7 @@ def _text_block(text: str | None) -> list[dict[str, Any]]:
 def _input(call: ToolExecutionRequest) -> Any:
     """A tool call's arguments as the JSON object `tool_use.input` must be ({} when they are not one)."""
     try:
-        value = _json_decoder.decode(call.arguments) if call.arguments.strip() else {}
+        value = _json_decoder.decode(valid_text(call.arguments)) if call.arguments.strip() else {}
     except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting too deep for msgspec
         return {}
     return value if isinstance(value, dict) else {}
