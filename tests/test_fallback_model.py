@@ -3,8 +3,14 @@ Anthropic fallback (the fake Anthropic server). The next model is tried only whi
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import inspect
+import io
+import re
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,3 +219,18 @@ def test_bad_configurations_are_refused() -> None:
         FallbackChatModel(model, "gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(IllegalConfigurationError, match="exception classes"):
         FallbackChatModel(model, model, on=("ServerError",))  # type: ignore[arg-type]
+
+
+async def test_the_documented_example_runs() -> None:
+    """The snippet of docs/models.md's `FallbackChatModel` section, run as a reader would paste it."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    section = text.split("## `FallbackChatModel`", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    assert snippet is not None
+    code = compile(snippet.group(1), "docs/models.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        outcome = eval(code, {"__name__": "docs"})
+        if inspect.iscoroutine(outcome):
+            await outcome
+    assert output.getvalue() == "Hello from the fallback. - claude-sonnet-4-5\n"

@@ -147,7 +147,7 @@ async def test_every_text_field_of_a_request_may_hold_lone_surrogates(
         [
             SystemMessage(f"system {LISTING}"),
             UserMessage(f"user {LISTING}"),
-            AiMessage(f"ai {LISTING}", [ToolExecutionRequest("c1", "lookup", '{"name": "%s"}' % LISTING)]),
+            AiMessage(f"ai {LISTING}", [ToolExecutionRequest("c1", "lookup", f'{{"name": "{LISTING}"}}')]),
             ToolExecutionResultMessage("c1", "lookup", f"result {LISTING}"),
             UserMessage("\ud83d\ude00 joined into one character"),
         ],
@@ -194,7 +194,7 @@ async def test_only_agentloop_errors_leave_a_provider(
     # A user's client whose transport raises something else; and the same client once closed.
     async with httpx2.AsyncClient(transport=_Exploding()) as client:
         broken = _model(provider, server, http_client=client)
-        with pytest.raises(ModelError, match="unexpected ValueError.*proxy configuration is broken") as info:
+        with pytest.raises(ModelError, match=r"unexpected ValueError.*proxy configuration is broken") as info:
             await _model_call(broken, mode, request)
         assert isinstance(info.value.__cause__, ValueError)
     with pytest.raises(AgentLoopError):
@@ -216,7 +216,7 @@ async def test_anthropic_refuses_an_empty_user_message_instead_of_dropping_it(
     agent = Agent(_model("anthropic", server), memory=memory)
     await _ask(agent, mode, "Hello")
     with pytest.raises(
-        BadRequestError, match="no text .empty or only whitespace.*continue its previous answer"
+        BadRequestError, match=r"no text \(empty or only whitespace\).*continue its previous answer"
     ):
         await _ask(agent, mode, text)
     assert len(server.requests) == before + 1  # nothing was sent for the empty message

@@ -102,6 +102,7 @@ _encode = msgspec.json.Encoder().encode
 
 _USER_AGENT = "agentloop/0.1.0"
 _AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization", "x-goog-api-key"})
+_SECRET_QUERY = frozenset({"key", "api-key", "api_key", "apikey", "token", "access_token", "sig"})
 _MAX_ERROR_TEXT = 500
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read whole (a 2xx JSON answer; one event of a stream has the same limit): a
@@ -533,6 +534,7 @@ class ProviderClient:
         self._urls: dict[str, httpx2.URL] = {}
         self._merged_headers: dict[str, dict[str, str]] = {}
         found = [s for s in secrets if s]
+        found.extend(v for k, v in self._query.items() if v and k.lower() in _SECRET_QUERY)
         for name, value in self._headers.items():
             if name in _AUTH_HEADERS and value:
                 found.append(value)
