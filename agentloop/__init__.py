@@ -14,6 +14,8 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    ChatMemoryConflictError,
+    ChatMemoryStoreError,
     HallucinatedToolError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -23,6 +25,7 @@ from ._errors import (
     ModelTimeoutError,
     NotFoundError,
     RateLimitError,
+    ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
     ToolExecutionError,
@@ -56,8 +59,15 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
-    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
+    from ._memory import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MessageWindowChatMemory,
+        StoredMemory,
+        VersionedChatMemoryStore,
+    )
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -89,9 +99,19 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         ["ToolProvider", "ToolProviderRequest", "ToolProviderResult", "tool_specifications_from"], "._toolset"
     ),
-    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
     **dict.fromkeys(
-        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
+    ),
+    **dict.fromkeys(
+        [
+            "ChatMemory",
+            "ChatMemoryStore",
+            "InMemoryChatMemoryStore",
+            "MessageWindowChatMemory",
+            "StoredMemory",
+            "VersionedChatMemoryStore",
+        ],
+        "._memory",
     ),
     **dict.fromkeys(
         [
@@ -120,7 +140,9 @@ __all__ = [
     "BadResponseError",
     "BeforeToolExecution",
     "ChatMemory",
+    "ChatMemoryConflictError",
     "ChatMemoryStore",
+    "ChatMemoryStoreError",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
@@ -142,9 +164,11 @@ __all__ = [
     "PartialThinking",
     "PartialToolCall",
     "RateLimitError",
+    "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
     "ServerError",
+    "StoredMemory",
     "StreamEvent",
     "SystemMessage",
     "TokenStream",
@@ -163,9 +187,11 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRoundsExceededError",
+    "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",
+    "VersionedChatMemoryStore",
     "execute_tool_calls",
     "should_return_immediately",
     "tool",

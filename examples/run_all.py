@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +18,16 @@ try:
     EXAMPLES.insert(0, "quickstart.py")
 except ImportError:
     print("note: quickstart.py skipped (pip install -e '.[local]' to run it)")
+# Two web workers sharing one Redis: needs redis-server (apt-get install redis-server) and the redis extra.
+if shutil.which("redis-server") and importlib.util.find_spec("redis"):
+    EXAMPLES.append("multi_worker.py")
+else:
+    print("note: multi_worker.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
+# Durable execution: needs the dbos extra.
+if importlib.util.find_spec("dbos"):
+    EXAMPLES.append("durable_dbos.py")
+else:
+    print("note: durable_dbos.py skipped (pip install -e '.[dbos]')")
 
 
 def main() -> int:

@@ -288,3 +288,17 @@ async def test_an_error_status_with_an_event_stream_body_keeps_the_providers_mes
         await _model_call(_model(provider, server), mode, ChatRequest([UserMessage("hi")]))
     _, message = _EXPECTED[provider]
     assert info.value.provider_message == message
+
+
+def test_stored_documents_repair_lone_surrogates_too() -> None:
+    """The storage format (what persistent stores write) is a boundary like a provider's request."""
+    from agentloop._codec import decode, encode
+
+    messages = [
+        UserMessage(f"list {LISTING}"),
+        AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", "ls", f'{{"path": "{LISTING}"}}')]),
+        ToolExecutionResultMessage("c1", "ls", LISTING),
+    ]
+    restored = decode(encode(messages))
+    assert restored[0].text == f"list {REPAIRED}" and restored[2].text == REPAIRED
+    assert restored[1].tool_execution_requests[0].arguments == f'{{"path": "{REPAIRED}"}}'
