@@ -163,30 +163,65 @@ async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "
             "out or were cancelled (a sync function cannot be interrupted), so it is probably hung. Make it "
             "return (give its blocking calls a timeout) or make it async."
         )
-    state = [False, False]  # [the thread finished, its caller stopped waiting]
+    call = _WorkerCall(key)
 
-    def work() -> tuple[Any]:
+    def work() -> tuple[Any] | None:
+        if not call.begin():  # the caller stopped waiting before the thread got to it: nothing to run
+            return None
         try:
             return (func(*args),)  # boxed: trio refuses a worker that returns a coroutine
         finally:
-            with _abandoned_lock:
-                state[0] = True
-                if state[1]:
-                    _forget(key)
+            call.end()
 
     async with _tool_thread_limiter():
         try:
             boxed = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=_unbounded())
         except BaseException:
-            with _abandoned_lock:
-                if not state[0]:
-                    state[1] = True
-                    _abandoned[key] = _abandoned.get(key, 0) + 1
+            call.leave()
             raise
+    assert boxed is not None  # `work` returns None only to a caller that already left
     result = boxed[0]
     if inspect.isawaitable(result):  # a sync callable that handed back a coroutine: awaited on both backends
         result = await result
     return result
+
+
+class _WorkerCall:
+    """Where one call of `run_sync_in_worker` stands; read and written under `_abandoned_lock`.
+
+    A call whose caller left before its thread started never runs (asyncio's worker skips it anyway; trio's
+    would run it), so the same calls run on both backends, and only started threads count as abandoned.
+    """
+
+    __slots__ = ("finished", "key", "left", "started")
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+        self.started = False
+        self.finished = False
+        self.left = False
+
+    def begin(self) -> bool:
+        """In the thread, first: whether to run at all (the caller is still waiting)."""
+        with _abandoned_lock:
+            self.started = not self.left
+            return self.started
+
+    def end(self) -> None:
+        """In the thread, last: an abandoned call is counted out."""
+        with _abandoned_lock:
+            self.finished = True
+            if self.left:
+                _forget(self.key)
+
+    def leave(self) -> None:
+        """In the event loop, when the caller stops waiting: a thread still running counts as abandoned."""
+        with _abandoned_lock:
+            self.left = True
+            if self.started and not self.finished:
+                _abandoned[self.key] = _abandoned.get(self.key, 0) + 1
+            else:
+                self.finished = True  # never started (and never will), or already done
 
 
 def _forget(key: int) -> None:

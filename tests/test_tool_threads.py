@@ -120,6 +120,25 @@ async def test_a_cancelled_sync_call_frees_its_slot_at_once(gate: Gate) -> None:
     assert gate.inside == 0
 
 
+async def test_calls_cancelled_at_any_moment_leave_no_abandoned_count_behind() -> None:
+    """Cancelled before its thread started (asyncio's worker then skips it), while running, or just after:
+    every call's count ends at zero, so a quick tool is never refused as hung."""
+    ran = []
+
+    def quick(n: int) -> int:
+        ran.append(n)
+        return n
+
+    for delay in (0, 0, 0.0005, 0.001, 0.002):
+        async with anyio.create_task_group() as group:
+            for n in range(20):
+                group.start_soon(run_sync_in_worker, quick, n)
+            await anyio.sleep(delay)
+            group.cancel_scope.cancel()
+    await _until_no_abandoned_threads()
+    assert await run_sync_in_worker(quick, 99) == 99  # not refused
+
+
 async def test_a_hung_tool_provider_does_not_starve_tools(gate: Gate) -> None:
     def provider(request: Any) -> ToolProviderResult:
         gate()
