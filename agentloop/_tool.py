@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import logging
 import math
 import sys
 import threading
@@ -27,7 +28,7 @@ from anyio.lowlevel import RunVar
 from ._arguments import validate_arguments
 from ._context import ToolContext, ToolMemoryId
 from ._convert import result_to_text
-from ._errors import IllegalConfigurationError, ToolExecutionError
+from ._errors import IllegalConfigurationError
 from ._messages import ToolExecutionRequest
 from ._schema import P, Signature, UnresolvedAnnotationError, compile_signature
 from ._spec import ToolSpecification, check_tool_name
@@ -93,12 +94,13 @@ TOOL_THREADS = 40
 caller waits. A call that stops waiting (timeout, cancellation) gives its slot back at once."""
 
 ABANDONED_THREADS_PER_TOOL = 4
-"""Threads one tool (or provider) may leave running after their callers stopped waiting; beyond it, new calls
-of that tool fail at once instead of starting yet another thread (a hung tool does not starve the others)."""
+"""Threads one tool (or provider) may leave running after their callers stopped waiting; at that many, new
+calls of that tool wait for one to end instead of starting yet another thread (other tools go on)."""
 
 ABANDONED_THREADS = 40
-"""Abandoned threads, all tools of the process together; beyond it, every new sync call fails at once."""
+"""Abandoned threads, all tools of the process together; at that many, every new sync call waits."""
 
+logger = logging.getLogger("agentloop")
 _thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_threads")
 _thread_runner: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_thread_runner")
 _abandoned_lock = threading.Lock()
@@ -148,21 +150,14 @@ async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "
 
     The same on asyncio and trio: the call holds one of `TOOL_THREADS` slots while it waits. On cancellation
     it stops waiting at once and frees its slot; the thread, which cannot be interrupted, runs to its end and
-    counts as abandoned for the code it runs until then. Code with `ABANDONED_THREADS_PER_TOOL` abandoned
-    threads (or a process with `ABANDONED_THREADS`) gets a `ToolExecutionError` at once instead of another
-    thread. `what` names the caller in that error (e.g. "Tool 'search'").
+    counts as abandoned for the code it runs until then. While that code has `ABANDONED_THREADS_PER_TOOL`
+    abandoned threads (or the process `ABANDONED_THREADS`), a new call starts no thread: it waits, holding
+    no slot, until one ends (or its own timeout or cancellation). `what` names the caller in the warning
+    logged then (e.g. "Tool 'search'").
     """
     key = _worker_key(func)
-    with _abandoned_lock:
-        mine, total = _abandoned.get(key, 0), sum(_abandoned.values())
-    if mine >= ABANDONED_THREADS_PER_TOOL or total >= ABANDONED_THREADS:
-        who = what or f"{_qualname(func)}"
-        scope = f"{who} has {mine}" if mine >= ABANDONED_THREADS_PER_TOOL else f"the process has {total}"
-        raise ToolExecutionError(
-            f"{who} was not started: {scope} earlier calls still running in worker threads after they timed "
-            "out or were cancelled (a sync function cannot be interrupted), so it is probably hung. Make it "
-            "return (give its blocking calls a timeout) or make it async."
-        )
+    if _abandoned:  # someone's threads outlived their callers: no new thread while over a bound
+        await _wait_for_room(key, what or _qualname(func))
     call = _WorkerCall(key)
 
     def work() -> tuple[Any] | None:
@@ -184,6 +179,34 @@ async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "
     if inspect.isawaitable(result):  # a sync callable that handed back a coroutine: awaited on both backends
         result = await result
     return result
+
+
+async def _wait_for_room(key: int, who: str) -> None:
+    """Returns once `key` has fewer than `ABANDONED_THREADS_PER_TOOL` abandoned threads and the process fewer
+    than `ABANDONED_THREADS`; until then the caller waits (no slot held, cancellable, its timeout running).
+
+    Abandoned threads end in other threads and the waiter may be on any event loop, so their count is polled,
+    backing off from 1 ms to 50 ms: the wait only happens while a tool is hung or just cancelled.
+    """
+    delay = 0.001
+    warned = False
+    while True:
+        with _abandoned_lock:
+            mine, total = _abandoned.get(key, 0), sum(_abandoned.values())
+        if mine < ABANDONED_THREADS_PER_TOOL and total < ABANDONED_THREADS:
+            return
+        if not warned:
+            warned = True
+            scope = f"it has {mine}" if mine >= ABANDONED_THREADS_PER_TOOL else f"the process has {total}"
+            logger.warning(
+                "%s waits to start: %s calls still running in worker threads after they timed out or were "
+                "cancelled (a sync function cannot be interrupted); if it is hung, give its blocking calls a "
+                "timeout or make it async",
+                who,
+                scope,
+            )
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 class _WorkerCall:

@@ -76,8 +76,13 @@ def _calls(name: str, n: int) -> list[ToolExecutionRequest]:
     return [ToolExecutionRequest(f"c{i}", name, "{}") for i in range(n)]
 
 
-async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_still_run(gate: Gate) -> None:
-    hang = Tool(ToolSpecification("hang"), lambda request, context: gate(), timeout=0.05)
+async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_still_run(
+    gate: Gate, caplog: pytest.LogCaptureFixture
+) -> None:
+    def blocks(request: Any, context: Any) -> str:
+        return gate()
+
+    hang = Tool(ToolSpecification("hang"), blocks, timeout=0.05)
 
     @tool
     def healthy() -> str:
@@ -88,20 +93,31 @@ async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_sti
     for _ in range(ABANDONED_THREADS_PER_TOOL + 3):  # one call at a time, each times out
         [execution] = await execute_tool_calls(_calls("hang", 1), [hang, healthy])
         results.append(execution)
-    timed_out = results[:ABANDONED_THREADS_PER_TOOL]
-    refused = results[ABANDONED_THREADS_PER_TOOL:]
-    assert all(e.has_failed and "timed out" in e.result for e in timed_out)
-    assert all(e.has_failed and "probably hung" in e.result and "'hang'" in e.result for e in refused)
-    # The refused calls never started a thread: only the abandoned ones are inside the function.
+    assert all(e.has_failed and "timed out" in e.result for e in results)
+    # Only the first calls started a thread; the later ones waited for one to end, up to their timeout.
     assert gate.inside == gate.entered == ABANDONED_THREADS_PER_TOOL
+    waits = [r.getMessage() for r in caplog.records if "waits to start" in r.getMessage()]
+    assert waits and all(w.startswith("Tool 'hang' waits to start: it has 4 calls") for w in waits)
     assert abandoned_threads() == ABANDONED_THREADS_PER_TOOL
     assert threading.active_count() - baseline <= ABANDONED_THREADS_PER_TOOL + 1
     # Another sync tool, and the shared limiter, are untouched by the hung one.
     assert tool_module._tool_thread_limiter().borrowed_tokens == 0
     [other] = await execute_tool_calls(_calls("healthy", 1), [hang, healthy])
     assert not other.has_failed and other.result == "fine"
+    # A call waiting for room starts as soon as a thread ends.
+    hang_longer = Tool(ToolSpecification("hang"), blocks, timeout=5)  # the same code: the same count
+    async with anyio.create_task_group() as group:
+        waiting: list[Any] = []
+
+        async def call() -> None:
+            waiting.extend(await execute_tool_calls(_calls("hang", 1), [hang_longer]))
+
+        group.start_soon(call)
+        await anyio.sleep(0.05)
+        assert not waiting and gate.entered == ABANDONED_THREADS_PER_TOOL  # still waiting, no new thread
+        gate.release.set()
+    assert waiting[0].result == "released" and not waiting[0].has_failed
     # Once the threads end, the tool may run again.
-    gate.release.set()
     await _until_no_abandoned_threads()
     [again] = await execute_tool_calls(_calls("hang", 1), [hang, healthy])
     assert again.result == "released" and not again.has_failed
