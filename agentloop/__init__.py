@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     AgentLoopError,
+    ApprovalError,
     AuthenticationError,
     BadRequestError,
     BadResponseError,
@@ -28,6 +29,7 @@ from ._errors import (
     ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
+    ToolDeniedError,
     ToolExecutionError,
     ToolRoundsExceededError,
     ToolsNotSupportedError,
@@ -49,7 +51,9 @@ from ._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._approval import Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._events import (
+        ApprovalRequired,
         BeforeToolExecution,
         CompleteResponse,
         IntermediateResponse,
@@ -65,6 +69,7 @@ if TYPE_CHECKING:
         ChatMemoryStore,
         InMemoryChatMemoryStore,
         MessageWindowChatMemory,
+        PendingApprovalStore,
         StoredMemory,
         VersionedChatMemoryStore,
     )
@@ -108,13 +113,16 @@ _LAZY: dict[str, str] = {
             "ChatMemoryStore",
             "InMemoryChatMemoryStore",
             "MessageWindowChatMemory",
+            "PendingApprovalStore",
             "StoredMemory",
             "VersionedChatMemoryStore",
         ],
         "._memory",
     ),
+    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._approval"),
     **dict.fromkeys(
         [
+            "ApprovalRequired",
             "BeforeToolExecution",
             "CompleteResponse",
             "IntermediateResponse",
@@ -135,6 +143,8 @@ __all__ = [
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "ApprovalError",
+    "ApprovalRequired",
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
@@ -147,6 +157,8 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Defer",
+    "Denied",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
@@ -163,6 +175,8 @@ __all__ = [
     "PartialResponse",
     "PartialThinking",
     "PartialToolCall",
+    "PendingApproval",
+    "PendingApprovalStore",
     "RateLimitError",
     "ResponseTruncatedError",
     "Result",
@@ -173,9 +187,11 @@ __all__ = [
     "SystemMessage",
     "TokenStream",
     "TokenUsage",
+    "ToolApprovalRequest",
     "ToolArgumentsError",
     "ToolChoice",
     "ToolContext",
+    "ToolDeniedError",
     "ToolExecuted",
     "ToolExecution",
     "ToolExecutionError",

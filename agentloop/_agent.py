@@ -12,7 +12,14 @@ from typing import Any
 import anyio
 import msgspec
 
-from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
+from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._errors import (
+    ApprovalError,
+    IllegalConfigurationError,
+    InvocationTimeoutError,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, exclusive_access
@@ -85,6 +92,8 @@ class Agent:
         ordered_events: bool = False,
         clock: Callable[[], datetime] | None = None,
         id_factory: Callable[[], str] | None = None,
+        requires_approval: Any = None,
+        approval_handler: Callable[..., Any] | None = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -117,6 +126,7 @@ class Agent:
         )
         self.ordered_events = ordered_events
         self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
+        self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._memories: dict[Any, ChatMemory] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
@@ -171,6 +181,12 @@ class Agent:
         then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome.
         """
         result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
+        if result.finish_reason is FinishReason.APPROVAL_REQUIRED:
+            raise ApprovalError(
+                "Tool calls of this invocation wait for approval, so there is no answer text yet; use "
+                "`await agent.chat(...)` and resume its `result.pending` with `agent.resume(...)`",
+                pending_id=result.pending.id if result.pending is not None else None,
+            )
         if result.content is None:
             if result.finish_reason is FinishReason.TOOL_EXECUTION:
                 names = ", ".join(e.request.name for e in result.tool_executions[-1:])
@@ -182,6 +198,57 @@ class Agent:
             return ""
         return result.content
 
+    async def resume(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[str]:
+        """Goes on with a paused invocation (`result.pending`, or its `to_json()` bytes): approved calls run,
+        denied ones get their error result, the round is committed as one unit and the model is called.
+
+        `decisions` maps every waiting call id to True, False or `Denied(reason)`. A decision missing or
+        unknown, a state altered since it paused, or a round already resumed raise `ApprovalError` and run
+        nothing. `context` and `tools` are not stored in the paused state: give them again if the paused
+        invocation had them. Works in any process, with an agent built the same way.
+        """
+        resume = Resume(pending, decisions)
+        return await self._resume(resume, context, tools, timeout, None)
+
+    def resume_stream(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> TokenStream:
+        """`resume()` as a `TokenStream`; the state and the decisions are checked before it returns."""
+        resume = Resume(pending, decisions)
+        toolset = None if tools is None else resolve_tools(tools)
+
+        async def runner(emit: Listener) -> Result[str]:
+            return await self._resume(resume, context, toolset, timeout, emit)
+
+        return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__} (resumed)")
+
+    async def _resume(
+        self,
+        resume: Resume,
+        context: Mapping[str, Any] | None,
+        tools: Any,
+        timeout: float | None,
+        emit: Listener | None,
+    ) -> Result[str]:
+        pending = resume.pending
+        return await self._invoke(
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, resume
+        )
+
     async def _invoke(
         self,
         message: str | UserMessage,
@@ -190,15 +257,16 @@ class Agent:
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
+        resume: Resume | None = None,
     ) -> Result[str]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit)
+            return await self._run(user_message, memory_id, merged, toolset, None, emit, resume)
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit)
+            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, resume)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -214,6 +282,7 @@ class Agent:
         toolset: Any,
         deadline: float | None,
         emit: Listener | None,
+        resume: Resume | None = None,
     ) -> Result[str]:
         if memory_id is _STATELESS:
             memory, memory_id = None, None
@@ -230,11 +299,12 @@ class Agent:
                 options=self.options,
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
-                invocation_id=self.id_factory(),
+                invocation_id=self.id_factory() if resume is None else resume.pending.invocation_id,
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
+                approval=ApprovalGate(self.approval, resume),
             )
             return await run_invocation(invocation, emit)
 
@@ -305,7 +375,14 @@ class Agent:
                 raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
             remaining = ctx.remaining_time()
             own_id = _STATELESS if memory_id is None else memory_id(ctx)
-            return await self._invoke(text, own_id, ctx.context, None, remaining, None)
+            result = await self._invoke(text, own_id, ctx.context, None, remaining, None)
+            if result.pending is not None:  # nobody could resume it from inside another agent's round
+                waiting = ", ".join(r.tool_name for r in result.pending.requests)
+                raise ToolExecutionError(
+                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
+                    "used as a tool cannot pause; give it an approval_handler"
+                )
+            return result
 
         return Tool(
             specification,

@@ -22,6 +22,7 @@ import anyio
 
 from ._errors import AgentLoopError
 from ._events import (
+    ApprovalRequired,
     BeforeToolExecution,
     CompleteResponse,
     IntermediateResponse,
@@ -93,6 +94,10 @@ class TokenStream:
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
         return self._add(ToolExecuted, callback, lambda e: e.execution)
+
+    def on_approval_required(self, callback: Callback[ApprovalRequired]) -> TokenStream:
+        """Calls `callback(event)` when the invocation pauses because tool calls wait for approval."""
+        return self._add(ApprovalRequired, callback)
 
     def on_complete_response(self, callback: Callback[ChatResponse]) -> TokenStream:
         """Calls `callback(response)` with the final response once the invocation finished."""

@@ -67,7 +67,7 @@ def build_agent(base_url: str, folder: Path, crash: bool) -> Agent:
     from agentloop.models import OpenAIChatModel
 
     model = OpenAIChatModel("gpt-4o-mini", base_url=base_url, api_key="offline", max_retries=0)
-    store = SQLiteChatMemoryStore(folder / "memory.sqlite", lease_ttl=1.0)
+    store = SQLiteChatMemoryStore(folder / "memory.sqlite", lease_ttl=3.0)
     return Agent(
         model,
         name="fulfilment",
