@@ -84,9 +84,8 @@ if TYPE_CHECKING:
         ToolMemoryId,
         tool,
         tool_specification_from,
-        tool_specifications_from,
     )
-    from ._toolset import ToolProvider, ToolProviderRequest, ToolProviderResult
+    from ._toolset import ToolProvider, ToolProviderRequest, ToolProviderResult, tool_specifications_from
 
 __version__ = "0.1.0"
 
@@ -100,11 +99,12 @@ _LAZY: dict[str, str] = {
             "ToolMemoryId",
             "tool",
             "tool_specification_from",
-            "tool_specifications_from",
         ],
         "._tool",
     ),
-    **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
+    **dict.fromkeys(
+        ["ToolProvider", "ToolProviderRequest", "ToolProviderResult", "tool_specifications_from"], "._toolset"
+    ),
     **dict.fromkeys(
         ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
     ),

@@ -13,6 +13,7 @@ import pydantic
 
 from ._errors import ToolArgumentsError
 from ._schema import Signature
+from ._text import valid_text
 
 __all__ = ["decode_arguments", "validate_arguments"]
 
@@ -27,7 +28,7 @@ def decode_arguments(arguments: str, tool_name: str) -> dict[str, Any]:
     if not arguments or arguments.isspace():
         return {}
     try:
-        data = _decode(arguments)
+        data = _decode(valid_text(arguments))
     except (msgspec.MsgspecError, ValueError, RecursionError) as exc:
         raise ToolArgumentsError(
             f"Invalid arguments for tool {tool_name!r}: not valid JSON ({exc}); "

@@ -18,6 +18,7 @@ import msgspec
 from ._errors import AgentLoopError, ToolExecutionError
 from ._messages import ChatMessage, ChatRequest, ChatResponse, ToolExecutionRequest
 from ._spec import ToolSpecification
+from ._text import valid_value
 
 if TYPE_CHECKING:
     from ._execution import ToolExecution
@@ -246,8 +247,11 @@ def encode(value: Any, kind: str | None = None) -> bytes:
     """
     spec = _kind(kind or _kind_of(value))
     try:
-        data = spec.to_stored(value)
-        return _encoder.encode({"format": FORMAT, "kind": spec.name, "data": data})
+        document = {"format": FORMAT, "kind": spec.name, "data": spec.to_stored(value)}
+        try:
+            return _encoder.encode(document)
+        except UnicodeEncodeError:  # lone surrogates (see agentloop._text) are stored repaired
+            return _encoder.encode(valid_value(msgspec.to_builtins(document)))
     except (TypeError, ValueError) as error:
         raise CodecError(f"Cannot encode this {spec.name} as JSON: {error}") from None
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pydantic_core
 
+from ._text import valid_text, valid_value
+
 __all__ = ["SUCCESS", "ResultConversionError", "result_to_text"]
 
 SUCCESS = "Success"
@@ -22,16 +24,20 @@ class ResultConversionError(ValueError):
 def result_to_text(result: Any) -> str:
     """`result` as text for the model; raises `ResultConversionError` when it cannot be serialised."""
     if type(result) is str:
-        return result
+        return valid_text(result)  # lone surrogates (os.listdir, subprocess output) become U+FFFD
     if result is None:
         return SUCCESS
     if isinstance(result, str):
-        return str.__str__(result)  # str subclasses, str enums included: their plain text
+        return valid_text(str.__str__(result))  # str subclasses, str enums included: their plain text
     try:
         return pydantic_core.to_json(result).decode()
     except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError) as exc:
+        error = exc
+    try:  # strings with lone surrogates fail to serialise: repaired, then serialised again
+        return pydantic_core.to_json(valid_value(pydantic_core.to_jsonable_python(result))).decode()
+    except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError):
         raise ResultConversionError(
-            f"cannot convert a result of type {type(result).__name__} to JSON ({exc}); return a str, a "
+            f"cannot convert a result of type {type(result).__name__} to JSON ({error}); return a str, a "
             "JSON-serialisable value (dict, list, pydantic model, dataclass...), or give the tool a "
             "result_converter"
-        ) from exc
+        ) from error

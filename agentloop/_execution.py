@@ -293,7 +293,7 @@ async def _run(
             if scope.cancelled_caught:
                 raise TimeoutError(f"Tool {tool.name!r} timed out after {timeout:g} s")
         try:
-            text = tool.to_text(result)
+            text = await tool.text_of(result)
         except Exception as exc:
             raise ToolExecutionError(
                 f"Tool {tool.name!r} returned a result that cannot be sent to the model: {exc}"

@@ -14,6 +14,7 @@ import msgspec
 from msgspec.structs import force_setattr
 
 from ._spec import ToolSpecification
+from ._text import valid_text, valid_value
 
 __all__ = [
     "AiMessage",
@@ -31,6 +32,14 @@ __all__ = [
     "encode_messages",
     "is_whole_object",
 ]
+
+
+def _repair(message: msgspec.Struct, field: str) -> None:
+    """Replaces lone surrogates in a text field (see `_text`): text for a provider or a store must encode."""
+    text = getattr(message, field)
+    fixed = valid_text(text)
+    if fixed is not text:
+        force_setattr(message, field, fixed)
 
 
 class ToolExecutionRequest(msgspec.Struct, frozen=True):
@@ -55,11 +64,19 @@ class SystemMessage(msgspec.Struct, frozen=True, tag="system"):
 
     text: str
 
+    def __post_init__(self) -> None:
+        if not self.text.isascii():
+            _repair(self, "text")
+
 
 class UserMessage(msgspec.Struct, frozen=True, tag="user"):
     """What the user said."""
 
     text: str
+
+    def __post_init__(self) -> None:
+        if not self.text.isascii():
+            _repair(self, "text")
 
 
 class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
@@ -72,6 +89,10 @@ class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
     def __post_init__(self) -> None:
         if type(self.tool_execution_requests) is not tuple:
             force_setattr(self, "tool_execution_requests", tuple(self.tool_execution_requests))
+        if self.text is not None and not self.text.isascii():
+            _repair(self, "text")
+        if self.thinking is not None and not self.thinking.isascii():
+            _repair(self, "thinking")
 
     def has_tool_execution_requests(self) -> bool:
         """True when the model asked for at least one tool call."""
@@ -85,6 +106,10 @@ class ToolExecutionResultMessage(msgspec.Struct, frozen=True, tag="tool_result",
     tool_name: str
     text: str
     is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.text.isascii():
+            _repair(self, "text")
 
     @classmethod
     def from_request(
@@ -103,7 +128,10 @@ _encoder = msgspec.json.Encoder()
 
 def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
     """Messages as JSON bytes (each tagged with its kind); `decode_messages` reads them back."""
-    return _encoder.encode(list(messages))
+    try:
+        return _encoder.encode(list(messages))
+    except UnicodeEncodeError:  # in a field messages do not repair themselves (a tool call's arguments...)
+        return _encoder.encode(valid_value(msgspec.to_builtins(list(messages))))
 
 
 def decode_messages(data: bytes | str) -> list[ChatMessage]:

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-__all__ = ["ToolSpecification"]
+from ._errors import IllegalConfigurationError
+
+__all__ = ["TOOL_NAME_RULE", "ToolSpecification", "check_tool_name"]
+
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+TOOL_NAME_RULE = "1-64 letters, digits, '_' or '-'"
+"""What every provider accepts as a tool name (OpenAI's rule, the strictest of them)."""
+
+
+def check_tool_name(name: object, where: str) -> str:
+    """`name` if a model can call a tool by it, else an `IllegalConfigurationError` naming `where` it is from.
+
+    The one check every way of making a tool goes through (`@tool`, `Tool(specification, executor)`, tool
+    providers, `Agent.as_tool`, MCP), so a bad name fails when the tool is made, not as a 400 at run time.
+    """
+    if isinstance(name, str) and _NAME_PATTERN.fullmatch(name):
+        return name
+    raise IllegalConfigurationError(
+        f"Tool name {name!r} ({where}) is not usable: models accept {TOOL_NAME_RULE}; "
+        "choose another name (e.g. @tool(name=...) or ToolSpecification(name=...))"
+    )
 
 
 def _empty_schema() -> dict[str, Any]:

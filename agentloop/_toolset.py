@@ -18,7 +18,15 @@ import msgspec
 from ._errors import IllegalConfigurationError
 from ._messages import ChatMessage, UserMessage
 from ._spec import ToolSpecification
-from ._tool import Tool, _is_async_callable, function_tool, run_sync_in_worker, tool_members, tools_of
+from ._tool import (
+    Tool,
+    _is_async_callable,
+    definition_of,
+    function_tool,
+    run_sync_in_worker,
+    tool_members,
+    tools_of,
+)
 
 __all__ = [
     "ToolProvider",
@@ -29,6 +37,7 @@ __all__ = [
     "is_dynamic",
     "provide_tools",
     "resolve_tools",
+    "tool_specifications_from",
 ]
 
 ToolsLike = Any
@@ -142,6 +151,21 @@ def _collect(obj: Any, out: list[Tool]) -> None:
         raise IllegalConfigurationError(f"Cannot use {what}{hint} as tools; pass {_ACCEPTED}")
 
 
+def tool_specifications_from(obj: object) -> list[ToolSpecification]:
+    """The `ToolSpecification`s of every `@tool` method of an object or class (or of any tools-like value).
+
+    A class needs no instance here: only the specifications are built.
+    """
+    if isinstance(obj, type):
+        specs = []
+        for _, attribute in tool_members(obj):
+            definition = definition_of(attribute)
+            assert definition is not None
+            specs.append(definition.compiled(not isinstance(attribute, staticmethod))[1])
+        return specs
+    return list(resolve_tools(obj).specifications)
+
+
 # -- dynamic tools -----------------------------------------------------------------------------------------
 
 
@@ -183,6 +207,10 @@ class ToolProvider(Protocol):
     async def provide_tools(self, request: ToolProviderRequest) -> ToolProviderResult | None: ...
 
 
+def _name_of(provider: object) -> str:
+    return getattr(provider, "__qualname__", None) or type(provider).__qualname__
+
+
 def is_dynamic(provider: object) -> bool:
     """True when `provider` asks to be consulted before every model call (its `dynamic` attribute)."""
     return bool(getattr(provider, "dynamic", False))
@@ -203,8 +231,8 @@ async def provide_tools(provider: object, request: ToolProviderRequest) -> Tools
     if _is_async_callable(call):
         result = await call(request)
     else:
-        result = await run_sync_in_worker(call, request)
-    if inspect.isawaitable(result):
+        result = await run_sync_in_worker(call, request, what=f"tool provider {_name_of(provider)}")
+    if inspect.isawaitable(result):  # an async __call__ that returned an awaitable of its own
         result = await result
     if result is None:
         return Toolset.EMPTY

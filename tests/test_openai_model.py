@@ -1139,7 +1139,7 @@ async def test_aclose_closes_the_owned_pool() -> None:
         client = model._http.client
         await model.aclose()
         assert client.is_closed
-        with pytest.raises(RuntimeError, match="closed"):
+        with pytest.raises(IllegalConfigurationError, match="closed"):
             await model.chat(HELLO)
 
 

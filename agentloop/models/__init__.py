@@ -21,6 +21,7 @@ from ._base import (
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
+    from ._fallback import FallbackChatModel
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicChatModel",
     "ChatModel",
+    "FallbackChatModel",
     "LocalChatModel",
     "LocalModelWeightsError",
     "ModelEvent",
@@ -43,6 +45,7 @@ __all__ = [
 _LAZY = {
     "OpenAIChatModel": "._openai",
     "AnthropicChatModel": "._anthropic",
+    "FallbackChatModel": "._fallback",
     "LocalChatModel": "._local",
     "LocalModelWeightsError": "._local",
     "infer_model": "._infer",

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from agentloop._errors import IllegalConfigurationError, ModelError
+from agentloop._errors import AgentLoopError, BadRequestError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
     ChatMessage,
@@ -29,9 +29,11 @@ from agentloop._messages import (
     UserMessage,
 )
 from agentloop._spec import ToolSpecification
+from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._secrets import clean_api_key
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 
@@ -133,7 +135,6 @@ _block_stop_decoder = msgspec.json.Decoder(_BlockStop)
 _message_delta_decoder = msgspec.json.Decoder(_MessageDelta)
 _typed_decoder = msgspec.json.Decoder(_Typed)
 _json_decoder = msgspec.json.Decoder()
-_encode = msgspec.json.Encoder().encode
 
 
 # -- the model -----------------------------------------------------------------------------------------------
@@ -183,14 +184,17 @@ class AnthropicChatModel:
             raise IllegalConfigurationError(
                 f"AnthropicChatModel needs a model name such as 'claude-sonnet-4-5', got {model!r}"
             )
+        source = "api_key="
         if base_url is None:
             base_url = os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
             if api_key is None:
-                api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+                api_key, source = os.environ.get("ANTHROPIC_API_KEY") or None, "ANTHROPIC_API_KEY"
+            api_key = clean_api_key(api_key, owner="AnthropicChatModel", source=source)
             if not api_key and base_url.rstrip("/") == ANTHROPIC_BASE_URL:
                 raise IllegalConfigurationError(
                     "AnthropicChatModel needs an API key: pass api_key=... or set ANTHROPIC_API_KEY"
                 )
+        api_key = clean_api_key(api_key, owner="AnthropicChatModel", source=source)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise IllegalConfigurationError(f"max_tokens must be a positive int, got {max_tokens!r}")
         if isinstance(send_tool_metadata_keys, str):
@@ -273,20 +277,24 @@ class AnthropicChatModel:
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
-        body = _encode(self.build_body(request, stream=False))
         try:
+            body = self._http.encode(self.build_body(request, stream=False))
             message = await self._http.request_json(
                 _PATH, body, _message_decoder, tools=bool(request.tool_specifications)
             )
+            return self._response(message.content, message)
         except ModelError as error:
             raise self._refine(error) from error.__cause__
-        return self._response(message.content, message)
+        except AgentLoopError:
+            raise
+        except Exception as exc:  # only AgentLoopErrors leave a provider
+            raise self._http.unexpected(exc) from exc
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
         iterator closes the response."""
-        body = _encode(self.build_body(request, stream=True))
         try:
+            body = self._http.encode(self.build_body(request, stream=True))
             async with self._http.open_sse(_PATH, body, tools=bool(request.tool_specifications)) as events:
                 assembler = _Assembler()
                 async for sse in events:
@@ -315,6 +323,10 @@ class AnthropicChatModel:
                 )
         except ModelError as error:
             raise self._refine(error) from error.__cause__
+        except AgentLoopError:
+            raise
+        except Exception as exc:  # only AgentLoopErrors leave a provider
+            raise self._http.unexpected(exc) from exc
 
     # -- request ---------------------------------------------------------------------------------------------
 
@@ -392,9 +404,16 @@ class AnthropicChatModel:
             else:
                 messages.append({"role": role, "content": blocks})
 
-        for message in history:
+        for n, message in enumerate(history):
             if isinstance(message, UserMessage):
-                add("user", _text_block(message.text))
+                if not message.text.strip():
+                    raise BadRequestError(
+                        f"anthropic: message {n} is a user message with no text (empty or only whitespace); "
+                        "the Messages API rejects empty text, and leaving the turn out would make the model "
+                        "continue its previous answer instead: send some text",
+                        provider=_PROVIDER,
+                    )
+                add("user", [{"type": "text", "text": message.text}])
             elif isinstance(message, ToolExecutionResultMessage):
                 tool_use_id = message.id
                 if tool_use_id is None:
@@ -437,7 +456,10 @@ class AnthropicChatModel:
                 if message.text:
                     system.append(message.text)
             else:
-                raise TypeError(f"AnthropicChatModel cannot send {message!r}: not a chat message")
+                raise IllegalConfigurationError(
+                    f"AnthropicChatModel cannot send a {type(message).__name__}: not a chat message (use "
+                    "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
+                )
         return ("\n\n".join(system) or None), messages
 
     # -- response --------------------------------------------------------------------------------------------
@@ -634,14 +656,14 @@ def _retry_policy(retry: RetryPolicy | None, max_retries: int) -> RetryPolicy:
 
 
 def _text_block(text: str | None) -> list[dict[str, Any]]:
-    # The API rejects empty text blocks; an empty text has nothing to lose.
-    return [{"type": "text", "text": text}] if text else []
+    # The API rejects empty and whitespace-only text blocks; an answer's empty text has nothing to lose.
+    return [{"type": "text", "text": text}] if text and not text.isspace() else []
 
 
 def _input(call: ToolExecutionRequest) -> Any:
     """A tool call's arguments as the JSON object `tool_use.input` must be ({} when they are not one)."""
     try:
-        value = _json_decoder.decode(call.arguments) if call.arguments.strip() else {}
+        value = _json_decoder.decode(valid_text(call.arguments)) if call.arguments.strip() else {}
     except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting too deep for msgspec
         return {}
     return value if isinstance(value, dict) else {}

@@ -60,9 +60,11 @@ import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from agentloop._errors import (
+    AgentLoopError,
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    IllegalConfigurationError,
     ModelConnectionError,
     ModelError,
     ModelHTTPError,
@@ -73,7 +75,9 @@ from agentloop._errors import (
     ToolsNotSupportedError,
 )
 from agentloop._observe import retry_listener
+from agentloop._text import encode_json
 
+from ._secrets import check_header_values, mask_secret, scrub, scrub_exception, secret_forms, watch_http_logs
 from ._sse import ServerSentEvent, SSEDecoder
 
 __all__ = [
@@ -83,6 +87,7 @@ __all__ = [
     "SSEStream",
     "Timeouts",
     "error_from_response",
+    "error_payload",
     "extract_provider_error",
     "mask_secret",
     "model_error_from_exception",
@@ -94,9 +99,11 @@ __all__ = [
 logger = logging.getLogger("agentloop.models")
 
 T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
 
 _USER_AGENT = "agentloop/0.1.0"
 _AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization", "x-goog-api-key"})
+_SECRET_QUERY = frozenset({"key", "api-key", "api_key", "apikey", "token", "access_token", "sig"})
 _MAX_ERROR_TEXT = 500
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read whole (a 2xx JSON answer; one event of a stream has the same limit): a
@@ -167,26 +174,6 @@ class RetryPolicy:
         return delay * (1.0 - self.jitter * random.random())
 
 
-# -- secrets ------------------------------------------------------------------------------------------------
-
-
-def mask_secret(secret: str | None) -> str:
-    """A form of `secret` safe to print: its last four characters at most."""
-    if not secret:
-        return "<none>"
-    if len(secret) < 16:
-        return "****"
-    return f"****{secret[-4:]}"
-
-
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced by its masked form."""
-    for secret in secrets:
-        if len(secret) >= 4 and secret in text:
-            text = text.replace(secret, mask_secret(secret))
-    return text
-
-
 # -- reading error answers ----------------------------------------------------------------------------------
 
 
@@ -218,6 +205,9 @@ def extract_provider_error(body: bytes | str | Any) -> ProviderError:
         try:
             parsed: Any = msgspec.json.decode(raw)
         except (msgspec.DecodeError, RecursionError):  # msgspec raises RecursionError for deep nesting
+            framed = error_payload(raw)  # an error sent as an event stream
+            if framed is not None:
+                return extract_provider_error(framed)
             text = raw.decode("utf-8", "replace").strip()
             if len(text) > _MAX_ERROR_TEXT:
                 text = text[:_MAX_ERROR_TEXT] + "..."
@@ -245,6 +235,26 @@ def extract_provider_error(body: bytes | str | Any) -> ProviderError:
     if "detail" in parsed:
         return ProviderError(message=_text(parsed["detail"]))
     return ProviderError(message=_text(parsed))
+
+
+def error_payload(body: bytes) -> Any | None:
+    """The error a response body carries, as JSON or as event-stream `data:` lines, whatever its content type
+    said (`{"error": ...}`, or Anthropic's `{"type": "error", ...}`); None when it carries none."""
+    if b'"error"' not in body:  # cheap: every error payload names its error so, quoted
+        return None
+    stripped = body.strip()
+    if stripped.startswith(b"{"):
+        candidates = [stripped]
+    else:
+        candidates = [line[5:].strip() for line in stripped.splitlines() if line.startswith(b"data:")]
+    for raw in candidates:
+        try:
+            parsed = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        if isinstance(parsed, dict) and (parsed.get("error") or parsed.get("type") == "error"):
+            return parsed
+    return None
 
 
 def request_id_of(headers: Mapping[str, str] | Any) -> str | None:
@@ -425,7 +435,12 @@ def _httpx_names(exc: BaseException) -> set[str]:
 def model_error_from_exception(
     exc: BaseException, *, provider: str, secrets: Iterable[str] = ()
 ) -> ModelError:
-    """The `ModelError` for a transport failure raised by httpx or httpx2 (timeouts, refused connections)."""
+    """The `ModelError` for a transport failure raised by httpx or httpx2 (timeouts, refused connections).
+
+    Secrets are masked in `exc` itself too (and in its causes): it becomes the error's `__cause__`.
+    """
+    secrets = tuple(secrets)
+    scrub_exception(exc, secrets)
     names = _httpx_names(exc)
     detail = scrub(str(exc) or type(exc).__name__, secrets)
     if "TimeoutException" in names:
@@ -516,16 +531,21 @@ class ProviderClient:
         # Our user agent only on our own client: a user-supplied client keeps its own.
         self._headers: dict[str, str] = {"user-agent": _USER_AGENT} if client is None else {}
         self._headers.update({k.lower(): v for k, v in (headers or {}).items()})
+        check_header_values(self._headers, owner=provider)
         self._urls: dict[str, httpx2.URL] = {}
         self._merged_headers: dict[str, dict[str, str]] = {}
         found = [s for s in secrets if s]
+        found.extend(v for k, v in self._query.items() if v and k.lower() in _SECRET_QUERY)
         for name, value in self._headers.items():
             if name in _AUTH_HEADERS and value:
                 found.append(value)
                 scheme, _, token = value.partition(" ")
                 if token and scheme.lower() in ("bearer", "basic", "token"):
                     found.append(token)
-        self._secrets: tuple[str, ...] = tuple(sorted(set(found), key=len, reverse=True))
+        forms = {form for secret in found for form in secret_forms(secret)}
+        self._secrets: tuple[str, ...] = tuple(sorted(forms, key=len, reverse=True))
+        if forms:
+            watch_http_logs(forms)
         self.timeouts = Timeouts.of(timeouts)
         # A user-supplied client keeps its own timeouts unless the caller set some explicitly.
         self._request_timeout = self.timeouts.as_tuple() if client is None or timeouts is not None else None
@@ -552,7 +572,9 @@ class ProviderClient:
 
     def _new_shard(self) -> _Shard:
         if self._closed:
-            raise RuntimeError(f"this {self.provider} model was closed (aclose()); create a new one")
+            raise IllegalConfigurationError(
+                f"this {self.provider} model was closed (aclose()); create a new one"
+            )
         if self._ssl_context is None:
             self._ssl_context = httpx2.create_ssl_context()
         client = httpx2.AsyncClient(
@@ -604,6 +626,30 @@ class ProviderClient:
         """The `ModelError` for an error the provider reported inside a 2xx body or an event stream."""
         return _payload_error(payload, provider=self.provider, secrets=self._secrets, request_id=request_id)
 
+    def encode(self, payload: Any) -> bytes:
+        """`payload` as a JSON body: lone surrogates in its strings repaired (see `agentloop._text`), values
+        JSON cannot carry reported as an `IllegalConfigurationError`."""
+        try:
+            return encode_json(payload, _encode)
+        except (TypeError, ValueError, OverflowError) as exc:  # msgspec.EncodeError is a ValueError
+            raise IllegalConfigurationError(
+                self.scrub(
+                    f"{self.provider}: the request cannot be sent as JSON ({exc}); ChatRequest.parameters, "
+                    "model parameters and tool schemas must hold JSON values only"
+                )
+            ) from None
+
+    def unexpected(self, exc: Exception) -> AgentLoopError:
+        """`exc` if an `AgentLoopError`, else a `ModelError` wrapping it: nothing else leaves a provider."""
+        if isinstance(exc, AgentLoopError):
+            return exc
+        scrub_exception(exc, self._secrets)
+        detail = self.scrub(str(exc)) or "no message"
+        return ModelError(
+            f"{self.provider}: unexpected {type(exc).__name__} while calling the model: {detail}",
+            provider=self.provider,
+        )
+
     def bad_response(self, what: str, *, request_id: str | None = None) -> BadResponseError:
         """A `BadResponseError` saying `what` was wrong with the provider's answer."""
         suffix = f" (request id: {request_id})" if request_id else ""
@@ -643,6 +689,9 @@ class ProviderClient:
                         f"the response body is larger than {MAX_BODY_BYTES:,} bytes; refusing to read it",
                         request_id=request_id_of(response.headers),
                     )
+                error = error_payload(body)  # a 2xx that carries an error, in any content type
+                if error is not None:
+                    raise self.error_from_payload(error, request_id=request_id_of(response.headers))
                 return body, request_id_of(response.headers)
             finally:
                 await _close(response)
@@ -716,15 +765,19 @@ class ProviderClient:
                 if content_type.startswith("application/json"):
                     # Some servers answer a streaming request with one JSON body (often an error).
                     body, _ = await _read_body(response, MAX_BODY_BYTES)
-                    details = extract_provider_error(body)
-                    if b'"error"' in body and details.message:
-                        raise self.error_from_payload(body, request_id=request_id_of(response.headers))
+                    error = error_payload(body)
+                    if error is not None:
+                        raise self.error_from_payload(error, request_id=request_id_of(response.headers))
                     raise self.bad_response(
                         f"expected an event stream, got JSON: {body[:200].decode('utf-8', 'replace')!r}",
                         request_id=request_id_of(response.headers),
                     )
                 stream = SSEStream(self, response, deadline)
-                await stream._prefetch()
+                head = await stream._prefetch()
+                if head is not None:  # not one event in the whole body: an error body whatever its type said?
+                    error = error_payload(head)
+                    if error is not None:
+                        raise self.error_from_payload(error, request_id=request_id_of(response.headers))
             except BaseException:
                 await _close(response)
                 raise
@@ -741,7 +794,7 @@ class ProviderClient:
     def _build(
         self, method: str, path: str, payload: Any, headers: Mapping[str, str] | None, *, accept: str
     ) -> Any:
-        content = payload if isinstance(payload, bytes) else msgspec.json.encode(payload)
+        content = payload if isinstance(payload, bytes) else self.encode(payload)
         if headers:
             merged = {**self._request_headers(accept), **{k.lower(): v for k, v in headers.items()}}
         else:
@@ -1023,8 +1076,14 @@ class SSEStream:
                 pass
         await self.aclose()
 
-    async def _prefetch(self) -> None:
-        """Reads until the first event arrived (or the stream ended); transport failures here may retry."""
+    async def _prefetch(self) -> bytes | None:
+        """Reads until the first event arrived (or the stream ended); transport failures here may retry.
+
+        Returns None once an event arrived; the start of the body when it ended without any (a server that
+        sent an error body with an event-stream content type), for the caller to look at.
+        """
+        head: list[bytes] = []
+        size = 0
         while not self._pending and not self._done:
             chunk = await self._read(True)
             if chunk is None:
@@ -1032,6 +1091,10 @@ class SSEStream:
                 self._done = True
             else:
                 self._pending = self._decoder.feed(chunk)
+                if size < _MAX_ERROR_BODY:
+                    head.append(chunk)
+                    size += len(chunk)
+        return None if self._pending else b"".join(head)[:_MAX_ERROR_BODY]
 
     async def _read(self, retryable: bool) -> bytes | None:
         try:

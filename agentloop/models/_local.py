@@ -39,8 +39,9 @@ import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 
-from .._errors import BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
+from .._errors import AgentLoopError, BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
 from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
+from .._text import valid_value
 from ._base import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
 from ._local_tools import (
     ToolCallScanner,
@@ -314,6 +315,19 @@ class LocalChatModel:
         return self._events(request)
 
     async def _events(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
+        """`_passes`, with anything but an `AgentLoopError` turned into a `ModelError` (as every provider)."""
+        async with contextlib.aclosing(self._passes(request)) as events:
+            try:
+                async for event in events:
+                    yield event
+            except AgentLoopError:
+                raise
+            except Exception as exc:
+                raise ModelError(
+                    f"local: unexpected {type(exc).__name__} while generating: {exc}", provider=_PROVIDER
+                ) from exc
+
+    async def _passes(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         specs, allow_no_call = offered_tools(request.tool_specifications, request.tool_choice)
         parameters = self._parameters(request.parameters, constrained=bool(specs))
         server = await self._ensure_server()
@@ -321,12 +335,14 @@ class LocalChatModel:
         usage: TokenUsage | None = None
         if specs:
             schema = tool_calls_schema(specs, allow_no_call=allow_no_call, max_calls=self.max_tool_calls)
-            payload = {
-                **{key: value for key, value in parameters.items() if key not in ("stop", "max_tokens")},
-                "max_tokens": self.tool_call_max_tokens,
-                "messages": render_protocol(request.messages, specs, allow_no_call=allow_no_call),
-                "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
-            }
+            payload = valid_value(  # lone surrogates repaired (see agentloop._text)
+                {
+                    **{key: value for key, value in parameters.items() if key not in ("stop", "max_tokens")},
+                    "max_tokens": self.tool_call_max_tokens,
+                    "messages": render_protocol(request.messages, specs, allow_no_call=allow_no_call),
+                    "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+                }
+            )
             scanner = ToolCallScanner()
             calls: list[ToolExecutionRequest] = []
             # A small model may repeat a call it already has the result of, round after round: with the
@@ -359,7 +375,7 @@ class LocalChatModel:
                 yield ResponseComplete(response)
                 return
 
-        payload = {**parameters, "messages": render_plain(request.messages)}
+        payload = valid_value({**parameters, "messages": render_plain(request.messages)})
         answer = _Pass()
         async with contextlib.aclosing(self._generate(server, payload, answer)) as pieces:
             async for piece in pieces:

@@ -33,6 +33,7 @@ from .._messages import (
     UserMessage,
 )
 from .._spec import ToolSpecification
+from .._text import valid_text
 
 __all__ = [
     "ToolCallScanner",
@@ -321,7 +322,7 @@ def _pretty(value: Any) -> str:
 
 def _arguments_value(arguments: str) -> Any:
     try:
-        return _decode_any(arguments)
+        return _decode_any(valid_text(arguments))
     except msgspec.DecodeError:
         return arguments
 

@@ -20,7 +20,7 @@ from typing import Any, Union
 
 import msgspec
 
-from agentloop._errors import IllegalConfigurationError, ModelError
+from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
     ChatMessage,
@@ -39,6 +39,7 @@ from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._secrets import clean_api_key
 
 __all__ = ["OpenAIChatModel"]
 
@@ -213,7 +214,10 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 call_id = match[0]
             out.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
         else:
-            raise TypeError(f"not a chat message: {message!r}")
+            raise IllegalConfigurationError(
+                f"not a chat message: {type(message).__name__}; ChatRequest.messages takes SystemMessage, "
+                "UserMessage, AiMessage and ToolExecutionResultMessage"
+            )
     return out
 
 
@@ -299,10 +303,12 @@ class OpenAIChatModel:
                 "http_client must be an httpx2.AsyncClient or httpx.AsyncClient, "
                 f"got {type(http_client).__name__}"
             )
+        source = "api_key="
         if base_url is None:
             base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
             if api_key is None:
-                api_key = os.environ.get("OPENAI_API_KEY") or None
+                api_key, source = os.environ.get("OPENAI_API_KEY") or None, "OPENAI_API_KEY"
+        api_key = clean_api_key(api_key, owner="OpenAIChatModel", source=source)
         all_headers: dict[str, str] = {}
         if api_key:
             all_headers["authorization"] = f"Bearer {api_key}"
@@ -415,10 +421,18 @@ class OpenAIChatModel:
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
-        body = self.build_body(request, stream=False)
+        try:
+            return await self._chat(request)
+        except AgentLoopError:
+            raise
+        except Exception as exc:  # only AgentLoopErrors leave a provider
+            raise self._http.unexpected(exc) from exc
+
+    async def _chat(self, request: ChatRequest) -> ChatResponse:
+        body = self._http.encode(self.build_body(request, stream=False))
         try:
             completion = await self._http.request_json(
-                "/chat/completions", _encode(body), _COMPLETION, tools=bool(request.tool_specifications)
+                "/chat/completions", body, _COMPLETION, tools=bool(request.tool_specifications)
             )
         except ModelError as error:
             raise self._refine(error) from error.__cause__
@@ -454,14 +468,14 @@ class OpenAIChatModel:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they arrive; closing the iterator closes the response."""
-        body = self.build_body(request, stream=True)
         try:
-            opened = self._http.open_sse(
-                "/chat/completions", _encode(body), tools=bool(request.tool_specifications)
-            )
+            body = self._http.encode(self.build_body(request, stream=True))
+            opened = self._http.open_sse("/chat/completions", body, tools=bool(request.tool_specifications))
             events = await opened.__aenter__()
         except ModelError as error:
             raise self._refine(error) from error.__cause__
+        except Exception as exc:  # only AgentLoopErrors leave a provider
+            raise self._http.unexpected(exc) from exc
         exc_info: tuple[Any, Any, Any] = (None, None, None)
         try:
             state = _StreamState()
@@ -516,6 +530,11 @@ class OpenAIChatModel:
             await events.drain()  # read the end of the body: the connection goes back to the pool
             for model_event in state.finish():
                 yield model_event
+        except Exception as exc:
+            exc_info = (type(exc), exc, exc.__traceback__)
+            if isinstance(exc, AgentLoopError):
+                raise
+            raise self._http.unexpected(exc) from exc  # only AgentLoopErrors leave a provider
         except BaseException as exc:
             exc_info = (type(exc), exc, exc.__traceback__)
             raise
