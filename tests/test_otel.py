@@ -31,7 +31,7 @@ from agentloop import (
     ToolExecutionRequest,
     tool,
 )
-from agentloop.models import AnthropicChatModel, OpenAIChatModel
+from agentloop.models import AnthropicChatModel, FallbackChatModel, OpenAIChatModel
 from agentloop.models._http import RetryPolicy
 from agentloop.otel import Instrumentation
 from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer
@@ -485,6 +485,29 @@ async def test_a_wrapper_model_shows_each_inner_call(telemetry: Telemetry) -> No
         async with _model("openai", first) as primary, _model("anthropic", second) as fallback:
             agent = Agent(_Fallback(primary, fallback), instrument=telemetry.instrumentation())
             assert (await agent.chat("Hi")).content == "From the fallback."
+    failed, answered = sorted(telemetry.named("chat"), key=lambda s: s.start_time or 0)
+    assert failed.name == "chat gpt-4o-mini" and failed.status.status_code is StatusCode.ERROR
+    assert answered.name == "chat claude-test" and answered.status.status_code is StatusCode.UNSET
+    [invocation] = telemetry.named("invoke_agent")
+    assert {failed.parent.span_id, answered.parent.span_id} == {invocation.context.span_id}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ["chat", "stream"])
+async def test_a_fallback_chain_shows_the_failed_model_and_the_one_that_answered(
+    telemetry: Telemetry, mode: str
+) -> None:
+    with (
+        FakeOpenAIServer([FakeOpenAIServer.error(503, "overloaded")]) as first,
+        FakeAnthropicServer(["From the fallback."]) as second,
+    ):
+        async with _model("openai", first) as primary, _model("anthropic", second) as fallback:
+            chain = FallbackChatModel(primary, fallback, sticky=True)
+            agent = Agent(chain, instrument=telemetry.instrumentation())
+            if mode == "chat":
+                assert (await agent.chat("Hi")).content == "From the fallback."
+            else:
+                assert "".join([t async for t in agent.stream("Hi")]) == "From the fallback."
+            assert chain.model == "claude-test"  # the view shared the chain's sticky state
     failed, answered = sorted(telemetry.named("chat"), key=lambda s: s.start_time or 0)
     assert failed.name == "chat gpt-4o-mini" and failed.status.status_code is StatusCode.ERROR
     assert answered.name == "chat claude-test" and answered.status.status_code is StatusCode.UNSET

@@ -7,8 +7,9 @@ contradict what the consumer already has, so a failure is raised as it is.
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -75,19 +76,19 @@ class FallbackChatModel:
         self.models: tuple[ChatModel, ...] = models
         self.on: tuple[type[BaseException], ...] = failures
         self.sticky = sticky
-        self._current = 0  # the model that answered last (where a sticky call starts)
+        self._answered = [0]  # the model that answered last (a sticky call starts there); shared by views
 
     @property
     def model(self) -> str:
         """The name of the model a call starts with."""
-        return _name(self.models[self._current if self.sticky else 0])
+        return _name(self.models[self._answered[0] if self.sticky else 0])
 
     def __repr__(self) -> str:
         names = ", ".join(repr(_name(m)) for m in self.models)
         return f"FallbackChatModel({names}, sticky={self.sticky})"
 
     def _order(self) -> Iterator[tuple[int, ChatModel]]:
-        first = self._current if self.sticky else 0
+        first = self._answered[0] if self.sticky else 0
         yield first, self.models[first]
         for index, model in enumerate(self.models):
             if index != first:
@@ -108,7 +109,7 @@ class FallbackChatModel:
                     raise
                 self._failed(model, error)
                 continue
-            self._current = index
+            self._answered[0] = index
             return _answered_by(response, model)
         raise AssertionError("unreachable: the last model's failure is raised")  # pragma: no cover
 
@@ -122,7 +123,7 @@ class FallbackChatModel:
                 async for event in events:
                     if isinstance(event, ResponseComplete):
                         event = ResponseComplete(_answered_by(event.response, model))
-                        self._current = index
+                        self._answered[0] = index
                     delivered = True
                     yield event
                 return
@@ -134,6 +135,13 @@ class FallbackChatModel:
                 close = getattr(events, "aclose", None)
                 if close is not None:
                     await close()
+
+    def __agentloop_instrument__(self, wrap: Callable[[ChatModel], ChatModel]) -> FallbackChatModel:
+        """The same chain with each model passed through `wrap` (tracing gives every real call its own
+        span), sharing this one's sticky state."""
+        view = copy.copy(self)
+        view.models = tuple(wrap(model) for model in self.models)
+        return view
 
     async def aclose(self) -> None:
         """Closes every model that can be closed."""
