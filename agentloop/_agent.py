@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import msgspec
+import pydantic_core
 
 from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
@@ -23,12 +24,27 @@ from ._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from ._output import DEFAULT_OUTPUT_TOOL_NAME, OutputMode, OutputRun, OutputValidator, structured_output
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._tool import ReturnBehavior, Tool, ToolContext
 from ._toolset import ToolProvider, resolve_tools
 from .models import ChatModel
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from typing_extensions import TypeForm, TypeVar
+
+    OutputT = TypeVar("OutputT", default=str)
+    T = TypeVar("T")
+    OutputType: TypeAlias = "TypeForm[T] | Sequence[TypeForm[T]]"
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+    T = TypeVar("T")
 
 __all__ = ["Agent"]
 
@@ -42,12 +58,15 @@ HallucinationStrategy = Callable[
 DEFAULT_MEMORY_ID = "default"
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """A chat model put to work with tools, memory and instructions.
 
     `model` is a `ChatModel` or a model string such as `"openai:gpt-4o-mini"` (see `infer_model`). `memory` is
     one `ChatMemory` shared by every invocation, or a function from memory id to that id's memory (e.g.
     `MessageWindowChatMemory.provider(20)`); without it every invocation starts afresh.
+
+    `output_type` makes every invocation end in a validated value of that type (`Result.output`; see
+    docs/output.md), delivered as `output_mode` says, corrected at most `output_retries` times.
     """
 
     def __init__(
@@ -70,6 +89,11 @@ class Agent:
         max_tool_calls_per_response: int | None = DEFAULT_MAX_CALLS,
         name: str | None = None,
         description: str | None = None,
+        output_type: OutputType[OutputT] | None = None,
+        output_mode: OutputMode = "tool",
+        output_retries: int = 1,
+        output_validator: OutputValidator | None = None,
+        output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -98,10 +122,40 @@ class Agent:
             max_result_chars=max_tool_result_chars,
             max_calls=max_tool_calls_per_response,
         )
+        self.output_type: Any = str if output_type is None else output_type
+        self.output_mode: OutputMode = output_mode
+        self.output_retries = output_retries
+        self.output_validator = output_validator
+        self.output_tool_name = output_tool_name
+        structured_output(self, self.output_type)  # checks the settings now rather than at the first call
         self._memories: dict[Any, ChatMemory] = {}
         self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
+
+    @overload
+    async def chat(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: None = None,
+    ) -> Result[OutputT]: ...
+
+    @overload
+    async def chat(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: OutputType[T],
+    ) -> Result[T]: ...
 
     async def chat(
         self,
@@ -111,14 +165,39 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
-    ) -> Result[str]:
+        output_type: Any = None,
+    ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
         `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
         values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
-        and tools together.
+        and tools together. `output_type` replaces the agent's for this call.
         """
-        return await self._invoke(message, memory_id, context, tools, timeout, None)
+        return await self._invoke(message, memory_id, context, tools, timeout, None, output_type)
+
+    @overload
+    def stream(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: None = None,
+    ) -> TokenStream[OutputT]: ...
+
+    @overload
+    def stream(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: OutputType[T],
+    ) -> TokenStream[T]: ...
 
     def stream(
         self,
@@ -128,15 +207,20 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
-    ) -> TokenStream:
-        """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events, or
-        register callbacks and `await stream.start()`. Nothing runs until it is consumed."""
+        output_type: Any = None,
+    ) -> TokenStream[Any]:
+        """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
+        `.outputs()` for the structured output as it grows, or register callbacks and `await
+        stream.start()`. Nothing runs until it is consumed."""
         toolset = None if tools is None else resolve_tools(tools)
+        resolved = self.output_type if output_type is None else output_type
+        structured_output(self, resolved)  # checks the output settings now, not when the stream starts
 
-        async def runner(emit: Listener) -> Result[str]:
-            return await self._invoke(message, memory_id, context, toolset, timeout, emit)
+        async def runner(emit: Listener) -> Result[Any]:
+            return await self._invoke(message, memory_id, context, toolset, timeout, emit, output_type)
 
-        return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__}")
+        description = f"agent={self.name or type(self.model).__name__}"
+        return TokenStream(runner, description=description, structured=resolved is not str)
 
     async def ask(
         self,
@@ -150,8 +234,14 @@ class Agent:
         """Like `chat()`, returning only the answer text.
 
         Raises `IllegalConfigurationError` when an immediate-return tool ends the invocation: there is no text
-        then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome.
+        then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome; and for an agent
+        with a structured `output_type` (use `chat()`: its `Result.output` is the value).
         """
+        if self.output_type is not str:
+            raise IllegalConfigurationError(
+                f"ask() returns text, but this agent's output_type is {self.output_type!r}; use "
+                "`(await agent.chat(...)).output`"
+            )
         result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
         if result.content is None:
             if result.finish_reason is FinishReason.TOOL_EXECUTION:
@@ -172,15 +262,19 @@ class Agent:
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
-    ) -> Result[str]:
+        output_type: Any = None,
+    ) -> Result[Any]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
+        output = structured_output(self, self.output_type if output_type is None else output_type)
+        if output is not None and output.mode == "tool":
+            toolset = resolve_tools([toolset, output.tools()])
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit)
+            return await self._run(user_message, memory_id, merged, toolset, None, emit, output)
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit)
+            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -196,13 +290,14 @@ class Agent:
         toolset: Any,
         deadline: float | None,
         emit: Listener | None,
-    ) -> Result[str]:
+        output: OutputRun | None = None,
+    ) -> Result[Any]:
         memory = self._memory_for(memory_id)
         async with self._serialised(memory_id):
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
-                system_message=await self._system_message_for(memory_id),
+                system_message=_with_instructions(await self._system_message_for(memory_id), output),
                 memory=memory,
                 tools=toolset,
                 tool_provider=self.tool_provider,  # type: ignore[arg-type]
@@ -213,6 +308,7 @@ class Agent:
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
+                output=output,
             )
             return await run_invocation(invocation, emit)
 
@@ -290,7 +386,7 @@ class Agent:
             },
         )
 
-        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[str]:
+        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[Any]:
             try:
                 arguments = msgspec.json.decode(request.arguments or "{}")
             except (msgspec.DecodeError, RecursionError) as error:  # RecursionError: nesting too deep
@@ -322,9 +418,16 @@ class Agent:
         return f"Agent({', '.join(parts)})"
 
 
+def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:
+    return message if output is None else output.system_message(message)
+
+
 def _agent_answer(result: Any) -> str:
-    """What the calling model sees of an agent-tool's Result: its answer, or its tools' results."""
+    """What the calling model sees of an agent-tool's Result: its answer (a structured output as JSON), or
+    its tools' results."""
     if isinstance(result, Result):
+        if result.output is not result.content and result.output is not None:
+            return pydantic_core.to_json(result.output).decode()
         if result.content is not None:
             return str(result.content)
         return msgspec.json.encode([e.result for e in result.tool_executions]).decode()

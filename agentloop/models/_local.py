@@ -129,7 +129,11 @@ class LocalChatModel:
     The model loads lazily on first use, in a worker thread, once per instance. Generation defaults to greedy
     decoding (`temperature=0.0`, reproducible); `ChatRequest.parameters` override per call (`temperature`,
     `max_tokens`, `top_p`, `top_k`, `min_p`, `seed`, `stop`, `repeat_penalty`, ... as llama.cpp names them).
+    A `ChatRequest.response_format` constrains the answer with a grammar built from its schema, so the
+    answer always parses.
     """
+
+    supports_response_format = True
 
     def __init__(
         self,
@@ -344,6 +348,9 @@ class LocalChatModel:
                 return
 
         payload = {**parameters, "messages": render_plain(request.messages)}
+        if request.response_format is not None:  # structured output: a grammar from the schema
+            schema = dict(request.response_format.schema)
+            payload["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
         answer = _Pass()
         async with contextlib.aclosing(self._generate(server, payload, answer)) as pieces:
             async for piece in pieces:
