@@ -88,7 +88,9 @@ KINDS: list[tuple[Any, dict[str, Any], Any]] = [
 KIND_IDS = ["model", "dataclass", "typeddict", "int", "float", "bool", "str", "enum", "literal", "list"]
 
 
-def answer(mode: str, wire: dict[str, Any], tool_name: str = "final_result", text: str | None = None) -> AiMessage:
+def answer(
+    mode: str, wire: dict[str, Any], tool_name: str = "final_result", text: str | None = None
+) -> AiMessage:
     """What a model answers in `mode` to give `wire` as its output."""
     if mode == "tool":
         return calls((tool_name, wire, f"call_{tool_name}"), text=text)
@@ -100,7 +102,9 @@ def answer(mode: str, wire: dict[str, Any], tool_name: str = "final_result", tex
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("output_type", "wire", "expected"), KINDS, ids=KIND_IDS)
-async def test_every_kind_of_type_in_every_mode(mode: str, output_type: Any, wire: Any, expected: Any) -> None:
+async def test_every_kind_of_type_in_every_mode(
+    mode: str, output_type: Any, wire: Any, expected: Any
+) -> None:
     model = ScriptedChatModel([answer(mode, wire)])
     memory = MessageWindowChatMemory(max_messages=20)
     agent = Agent(model, output_type=output_type, output_mode=mode, memory=memory)  # type: ignore[arg-type]
@@ -297,7 +301,9 @@ async def test_invalid_json_is_corrected() -> None:
 
 
 async def test_text_answer_in_tool_mode_asks_for_the_tool() -> None:
-    model = ScriptedChatModel(["It is Acme, 5 dollars.", calls(("final_result", {"customer": "Acme", "total": 5}))])
+    model = ScriptedChatModel(
+        ["It is Acme, 5 dollars.", calls(("final_result", {"customer": "Acme", "total": 5}))]
+    )
     result = await Agent(model, output_type=Invoice).chat("x")
     assert result.output.customer == "Acme"
     correction = model.requests[1].messages[-1]
@@ -409,7 +415,9 @@ def stop_now(note: str) -> str:
 
 
 @pytest.mark.parametrize("output_first", [True, False])
-async def test_function_tools_beside_a_valid_output_call_still_run_and_the_output_wins(output_first: bool) -> None:
+async def test_function_tools_beside_a_valid_output_call_still_run_and_the_output_wins(
+    output_first: bool,
+) -> None:
     output = ("final_result", {"x": 1, "y": 2}, "call_out")
     function = ("log_it", {"note": "n"}, "call_log")
     response = calls(output, function) if output_first else calls(function, output)
@@ -467,7 +475,11 @@ async def test_an_immediate_return_tool_alone_still_returns_immediately() -> Non
 
 async def test_function_rounds_before_the_output_do_not_count_as_retries() -> None:
     model = ScriptedChatModel(
-        [calls(("log_it", {"note": "1"})), calls(("log_it", {"note": "2"})), calls(("final_result", {"x": 0, "y": 0}))]
+        [
+            calls(("log_it", {"note": "1"})),
+            calls(("log_it", {"note": "2"})),
+            calls(("final_result", {"x": 0, "y": 0})),
+        ]
     )
     result = await Agent(model, tools=[log_it], output_type=Point, output_retries=0).chat("x")
     assert result.output == Point(0, 0)
@@ -523,7 +535,9 @@ async def test_outputs_stream_partials_monotone_then_the_final(mode: str) -> Non
 
 
 async def test_typeddict_partials_fill_field_by_field() -> None:
-    model = ScriptedChatModel([calls(("final_result", {"title": "Spirited Away", "year": 2001}))], chunk_size=2)
+    model = ScriptedChatModel(
+        [calls(("final_result", {"title": "Spirited Away", "year": 2001}))], chunk_size=2
+    )
     outputs = [o async for o in Agent(model, output_type=Movie).stream("x").outputs()]
     assert outputs[0] == {"title": ""} or outputs[0]["title"] in "Spirited Away"
     assert {"title": "Spirited Away"} in outputs
@@ -591,11 +605,13 @@ async def test_leaving_outputs_early_cancels_the_invocation(mode: str) -> None:
     assert stream.done
     assert await memory.messages() == []  # nothing half-done was stored
     with pytest.raises(Exception, match="has not finished"):
-        stream.result  # noqa: B018
+        stream.result
 
 
 async def test_cancelling_the_consumer_mid_output_stops_the_model() -> None:
-    model = ScriptedChatModel([calls(("final_result", {"customer": "x" * 400, "total": 1}))], chunk_size=1, delay=0.001)
+    model = ScriptedChatModel(
+        [calls(("final_result", {"customer": "x" * 400, "total": 1}))], chunk_size=1, delay=0.001
+    )
     stream = Agent(model, output_type=Invoice).stream("x")
     seen = 0
     with anyio.move_on_after(0.2):
@@ -664,7 +680,9 @@ async def test_native_falls_back_to_tool_mode_for_a_model_without_response_forma
 
 
 async def test_structured_agent_as_a_tool_answers_json() -> None:
-    inner = Agent(ScriptedChatModel([calls(("final_result", {"x": 3, "y": 4}))]), output_type=Point, name="pointer")
+    inner = Agent(
+        ScriptedChatModel([calls(("final_result", {"x": 3, "y": 4}))]), output_type=Point, name="pointer"
+    )
     outer_model = ScriptedChatModel([calls(("pointer", {"request": "a point"})), "ok"])
     result = await Agent(outer_model, tools=[inner]).chat("x")
     assert json.loads(result.tool_executions[0].result) == {"x": 3, "y": 4}

@@ -53,7 +53,12 @@ class Dog(pydantic.BaseModel):
     barks: int
 
 
-WIRE = {"name": "Ada Lovelace", "age": 36, "tier": "pro", "address": {"street": "1 Main St", "city": "London"}}
+WIRE = {
+    "name": "Ada Lovelace",
+    "age": 36,
+    "tier": "pro",
+    "address": {"street": "1 Main St", "city": "London"},
+}
 
 
 @pytest.fixture(params=PROVIDERS)
@@ -216,7 +221,9 @@ async def test_output_call_mixed_with_function_calls(provider: Any) -> None:
 
 async def test_anthropic_without_structured_output_uses_the_tool() -> None:
     with FakeAnthropicServer([answer("tool", WIRE)]) as server:
-        model = AnthropicChatModel("claude-old", base_url=server.base_url, api_key="k", structured_output=False)
+        model = AnthropicChatModel(
+            "claude-old", base_url=server.base_url, api_key="k", structured_output=False
+        )
         result = await Agent(model, output_type=Customer, output_mode="native").chat("Who?")
         assert result.output.address.city == "London"
         body = sent(server)
