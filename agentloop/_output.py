@@ -396,8 +396,10 @@ class OutputRun:
         try:
             value = member.validate_json(text)
         except pydantic.ValidationError as exc:
-            errors = [dict(e) for e in exc.errors(include_url=False)]
-            raise _InvalidOutput(_correction(errors, how), output=text, errors=errors) from None
+            value = self._nulls_as_absent(member, text)
+            if value is NOT_FOUND:
+                errors = [dict(e) for e in exc.errors(include_url=False)]
+                raise _InvalidOutput(_correction(errors, how), output=text, errors=errors) from None
         if self.validator is not None:
             try:
                 value = self.validator(value, context)
@@ -408,6 +410,17 @@ class OutputRun:
                     f"{retry.message}\nFix this and {how}.", output=text, errors=[_retry_error(retry)]
                 ) from None
         return value
+
+    def _nulls_as_absent(self, member: OutputMember, text: str) -> Any:
+        """Native mode: a strict schema made every optional field required and nullable, so a null may
+        stand for a field left out: the value without its nulls, if that validates (else `NOT_FOUND`)."""
+        if self.mode != "native":
+            return NOT_FOUND
+        try:
+            value = member.adapter.validate_python(_without_nulls(msgspec.json.decode(text)))
+        except (msgspec.DecodeError, pydantic.ValidationError):
+            return NOT_FOUND
+        return value["result"] if member.wrapped else value
 
     # -- streaming ----------------------------------------------------------------------------------
 
@@ -549,6 +562,14 @@ def check_retries(retries: int) -> int:
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise IllegalConfigurationError(f"output_retries must be an int >= 0, got {retries!r}")
     return retries
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
 
 
 def _processed(value: Any) -> str:
