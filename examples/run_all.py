@@ -13,9 +13,9 @@ EXAMPLES = ["manual_loop.py", "immediate_return.py", "agents_as_tools.py", "test
 try:
     import xllamacpp  # noqa: F401
 
-    EXAMPLES.insert(0, "quickstart.py")
+    EXAMPLES[:0] = ["quickstart.py", "structured_output.py"]
 except ImportError:
-    print("note: quickstart.py skipped (pip install -e '.[local]' to run it)")
+    print("note: quickstart.py and structured_output.py skipped (pip install -e '.[local]' to run them)")
 
 
 def main() -> int:

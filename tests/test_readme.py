@@ -33,4 +33,5 @@ async def test_readme_snippets_run() -> None:
     assert "Booking 123-456 cancelled" in printed
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
+    assert "category='billing' urgent=True" in printed
     assert "sk-..." not in printed  # provider reprs never show keys
