@@ -130,6 +130,8 @@ class OutputMember:
     fields: Mapping[str, _Field] | None
     """Per-key validators, for partial values built field by field (pydantic models, TypedDicts)."""
     build: Callable[[dict[str, Any]], Any] | None
+    required: frozenset[str] = frozenset()
+    """The wire keys a whole value needs."""
 
     def validate_json(self, text: str) -> Any:
         """The value of one wire JSON text; raises `pydantic.ValidationError`."""
@@ -142,12 +144,13 @@ class OutputMember:
             return None
         if self.wrapped and "result" not in raw:
             return None
-        try:
-            value = self.adapter.validate_python(raw, experimental_allow_partial="trailing-strings")
-        except pydantic.ValidationError:
-            pass
-        else:
-            return (value["result"] if self.wrapped else value), raw
+        if self.fields is None or self.required.issubset(raw):  # else it cannot validate whole: skip that
+            try:
+                value = self.adapter.validate_python(raw, experimental_allow_partial="trailing-strings")
+            except pydantic.ValidationError:
+                pass
+            else:
+                return (value["result"] if self.wrapped else value), raw
         if self.fields is None or self.build is None:
             return None
         kept: dict[str, Any] = {}
@@ -250,7 +253,10 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         hints = get_type_hints(output_type, include_extras=True)
         fields = {name: _Field(name, pydantic.TypeAdapter(hint)) for name, hint in hints.items()}
         build = dict
-    return OutputMember(output_type, tool_name, description, schema, wrapped, adapter, fields, build)
+    required = frozenset(schema.get("required", ()))
+    return OutputMember(
+        output_type, tool_name, description, schema, wrapped, adapter, fields, build, required
+    )
 
 
 def _annotated(info: Any) -> Any:
@@ -439,10 +445,10 @@ class _Watch:
     __slots__ = (
         "_events",
         "_index",
+        "_last",
         "_member",
         "_parser",
         "_seen",
-        "_size",
         "_text",
         "_tools",
         "_typed",
@@ -462,8 +468,8 @@ class _Watch:
         self._member = schema.whole if self._text and typed and schema is not None else None
         self._index: int | None = None  # the output call being watched (tool mode)
         self._parser = PartialJSON()
-        self._seen: frozenset[str] = frozenset()  # paths of the last partial sent: the next keeps them all
-        self._size = 0  # the length of its strings
+        self._seen: dict[str, int] = {}  # the shape of the last partial sent (see `_feed`)
+        self._last: Any = NOT_FOUND  # the last partial sent
 
     def __aiter__(self) -> _Watch:
         return self
@@ -495,32 +501,33 @@ class _Watch:
         if partial is None:
             return
         value, used = partial
-        paths: list[str] = []
-        size = _shape(used, "", paths)
-        seen = frozenset(paths)
-        if not seen >= self._seen or (seen == self._seen and size == self._size):
-            return  # it would lose a field an earlier partial had, or nothing is new: wait for more
-        self._seen, self._size = seen, size
+        # Its fields, and for a list its length: a partial that would have fewer than the last one waits.
+        shape = {key: len(item) if isinstance(item, list) else -1 for key, item in used.items()}
+        seen = self._seen
+        if any(shape.get(key, -2) < size for key, size in seen.items()) or _same(value, self._last):
+            return
+        self._seen, self._last = shape, value
         await self._typed(PartialOutput(value, self.round))
 
 
-def _shape(value: Any, prefix: str, paths: list[str]) -> int:
-    """Collects the paths present in a partial JSON value into `paths`; returns the length of its strings."""
-    if isinstance(value, dict):
-        size = 0
-        for key, item in value.items():
-            path = f"{prefix}/{key}"
-            paths.append(path)
-            size += _shape(item, path, paths)
-        return size
-    if isinstance(value, list):
-        size = 0
-        for index, item in enumerate(value):
-            path = f"{prefix}/{index}"
-            paths.append(path)
-            size += _shape(item, path, paths)
-        return size
-    return len(value) if isinstance(value, str) else 0
+def _same(value: Any, last: Any) -> bool:
+    """Whether a partial equals the last one sent; cheap: a list field is compared by length and last item
+    (the items before it were whole, and stay as they were)."""
+    if type(value) is not type(last):
+        return False
+    if isinstance(value, pydantic.BaseModel):
+        value, last = value.__dict__, last.__dict__
+    if not isinstance(value, dict):
+        return _same_item(value, last)
+    if value.keys() != last.keys():
+        return False
+    return all(_same_item(item, last[key]) for key, item in value.items())
+
+
+def _same_item(item: Any, last: Any) -> bool:
+    if isinstance(item, list) and isinstance(last, list):
+        return len(item) == len(last) and (not item or item[-1] == last[-1])
+    return bool(item == last)
 
 
 # -- helpers --------------------------------------------------------------------------------------------
