@@ -381,20 +381,23 @@ class OutputRun:
         if self.schema is None:
             return NOT_FOUND
         names = {member.tool_name for member in self.schema.members}
-        failed: _InvalidOutput | ModelRetry | None = None
+        failed: ToolExecution | None = None
         for execution in executions:
             if execution.request.name not in names:
                 continue
             if execution.error is None:
                 return execution.result_object
-            if failed is None and isinstance(execution.error, ModelRetry):
-                failed = execution.error
-        if failed is not None:
+            failed = failed or execution
+        if failed is not None:  # the output calls failed: one retry used
             self._failures += 1
             if self._failures > self.retries:
-                if isinstance(failed, _InvalidOutput):
-                    raise _exhausted(self.retries, failed.output, failed.errors)
-                raise _exhausted(self.retries, None, [_retry_error(failed)])
+                error = failed.error
+                if isinstance(error, _InvalidOutput):
+                    raise _exhausted(self.retries, error.output, error.errors)
+                kind = "model_retry" if isinstance(error, ModelRetry) else type(error).__name__
+                raise _exhausted(
+                    self.retries, failed.request.arguments, [{"loc": (), "msg": failed.result, "type": kind}]
+                )
         return NOT_FOUND
 
     async def _judge(self, member: OutputMember, text: str, context: ToolContext, how: str) -> Any:
@@ -415,6 +418,10 @@ class OutputRun:
                 raise _InvalidOutput(
                     f"{retry.message}\nFix this and {how}.", output=text, errors=[_retry_error(retry)]
                 ) from None
+            except Exception as exc:  # a failing validator is a failed output, whatever the mode
+                message = str(exc) or type(exc).__name__
+                error = {"loc": (), "msg": message, "type": type(exc).__name__}
+                raise _InvalidOutput(f"{message}\nFix this and {how}.", output=text, errors=[error]) from exc
         return value
 
     def _nulls_as_absent(self, member: OutputMember, text: str) -> Any:

@@ -686,3 +686,16 @@ async def test_structured_agent_as_a_tool_answers_json() -> None:
     outer_model = ScriptedChatModel([calls(("pointer", {"request": "a point"})), "ok"])
     result = await Agent(outer_model, tools=[inner]).chat("x")
     assert json.loads(result.tool_executions[0].result) == {"x": 3, "y": 4}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_validator_that_crashes_uses_up_the_retries(mode: str) -> None:
+    def broken(value: Point, ctx: ToolContext) -> Point:
+        raise KeyError("oops")
+
+    model = ScriptedChatModel([answer(mode, {"x": 1, "y": 1})] * 2)
+    agent = Agent(model, output_type=Point, output_mode=mode, output_validator=broken)  # type: ignore[arg-type]
+    with pytest.raises(OutputValidationError) as caught:
+        await agent.chat("x")
+    assert len(model.requests) == 2
+    assert caught.value.errors[0]["type"] == "KeyError"
