@@ -14,6 +14,8 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    ChatMemoryConflictError,
+    ChatMemoryStoreError,
     HallucinatedToolError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -25,6 +27,7 @@ from ._errors import (
     NotFoundError,
     OutputValidationError,
     RateLimitError,
+    ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
     ToolExecutionError,
@@ -60,8 +63,15 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
-    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
+    from ._memory import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MessageWindowChatMemory,
+        StoredMemory,
+        VersionedChatMemoryStore,
+    )
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -93,9 +103,19 @@ _LAZY: dict[str, str] = {
         "._tool",
     ),
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
-    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
     **dict.fromkeys(
-        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
+    ),
+    **dict.fromkeys(
+        [
+            "ChatMemory",
+            "ChatMemoryStore",
+            "InMemoryChatMemoryStore",
+            "MessageWindowChatMemory",
+            "StoredMemory",
+            "VersionedChatMemoryStore",
+        ],
+        "._memory",
     ),
     **dict.fromkeys(
         [
@@ -125,7 +145,9 @@ __all__ = [
     "BadResponseError",
     "BeforeToolExecution",
     "ChatMemory",
+    "ChatMemoryConflictError",
     "ChatMemoryStore",
+    "ChatMemoryStoreError",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
@@ -151,9 +173,11 @@ __all__ = [
     "PartialToolCall",
     "RateLimitError",
     "ResponseFormat",
+    "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
     "ServerError",
+    "StoredMemory",
     "StreamEvent",
     "SystemMessage",
     "TokenStream",
@@ -172,9 +196,11 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRoundsExceededError",
+    "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",
+    "VersionedChatMemoryStore",
     "execute_tool_calls",
     "should_return_immediately",
     "tool",

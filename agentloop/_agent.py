@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, overload
 
@@ -14,9 +14,9 @@ import msgspec
 import pydantic_core
 
 from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
-from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
+from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
 from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory
+from ._memory import ChatMemory, exclusive_access
 from ._messages import (
     FinishReason,
     SystemMessage,
@@ -57,6 +57,13 @@ HallucinationStrategy = Callable[
 
 DEFAULT_MEMORY_ID = "default"
 
+_STATELESS: Any = object()
+"""The memory id of an invocation that uses no memory at all (an agent-tool's default)."""
+
+
+def _new_invocation_id() -> str:
+    return uuid.uuid4().hex
+
 
 class Agent(Generic[OutputT]):
     """A chat model put to work with tools, memory and instructions.
@@ -67,6 +74,10 @@ class Agent(Generic[OutputT]):
 
     `output_type` makes every invocation end in a validated value of that type (`Result.output`; see
     docs/output.md), delivered as `output_mode` says, corrected at most `output_retries` times.
+
+    For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
+    `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
+    `ToolExecuted` events in call order instead of completion order.
     """
 
     def __init__(
@@ -89,6 +100,10 @@ class Agent(Generic[OutputT]):
         max_tool_calls_per_response: int | None = DEFAULT_MAX_CALLS,
         name: str | None = None,
         description: str | None = None,
+        tool_runner: ToolRunner | None = None,
+        ordered_events: bool = False,
+        clock: Callable[[], datetime] | None = None,
+        id_factory: Callable[[], str] | None = None,
         output_type: OutputType[OutputT] | None = None,
         output_mode: OutputMode = "tool",
         output_retries: int = 1,
@@ -121,7 +136,11 @@ class Agent(Generic[OutputT]):
             tool_execution_error_handler=tool_execution_error_handler,
             max_result_chars=max_tool_result_chars,
             max_calls=max_tool_calls_per_response,
+            tool_runner=tool_runner,
+            clock=clock,
         )
+        self.ordered_events = ordered_events
+        self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
         self.output_type: Any = str if output_type is None else output_type
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
@@ -129,7 +148,6 @@ class Agent(Generic[OutputT]):
         self.output_tool_name = output_tool_name
         structured_output(self, self.output_type)  # checks the settings now rather than at the first call
         self._memories: dict[Any, ChatMemory] = {}
-        self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -292,8 +310,11 @@ class Agent(Generic[OutputT]):
         emit: Listener | None,
         output: OutputRun | None = None,
     ) -> Result[Any]:
-        memory = self._memory_for(memory_id)
-        async with self._serialised(memory_id):
+        if memory_id is _STATELESS:
+            memory, memory_id = None, None
+        else:
+            memory = self._memory_for(memory_id)
+        async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
@@ -304,10 +325,11 @@ class Agent(Generic[OutputT]):
                 options=self.options,
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
-                invocation_id=uuid.uuid4().hex,
+                invocation_id=self.id_factory(),
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
+                ordered_events=self.ordered_events,
                 output=output,
             )
             return await run_invocation(invocation, emit)
@@ -328,27 +350,6 @@ class Agent(Generic[OutputT]):
         """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
 
-    @asynccontextmanager
-    async def _serialised(self, memory_id: Any) -> AsyncIterator[None]:
-        """Invocations that share a memory run one after another, so rounds never interleave."""
-        if self.memory is None:
-            yield
-            return
-        shared = memory_id is None or isinstance(self.memory, ChatMemory)
-        key = DEFAULT_MEMORY_ID if shared else memory_id
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = (anyio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[key]
-
     async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:
         source = self.system_message
         if source is None:
@@ -367,11 +368,15 @@ class Agent(Generic[OutputT]):
         *,
         return_behavior: ReturnBehavior = ReturnBehavior.TO_LLM,
         timeout: float | None = None,
+        memory_id: Callable[[ToolContext], Any] | None = None,
     ) -> Tool:
         """This agent as a tool of another agent: one string argument `request`, answered by `chat()`.
 
         The tool's `ToolExecution.result_object` is this agent's `Result`, so its own tool executions stay
-        visible to the caller. The outer context is passed on; memory is not shared.
+        visible to the caller. The outer context is passed on; memory is not shared. By default each call
+        runs without memory (it stands alone, whoever the caller is); `memory_id=lambda ctx: ...` derives a
+        memory id for this agent's own memory from the caller's `ToolContext` (e.g. `ctx.memory_id`, to
+        give each of the caller's users their own sub-conversation).
         """
         tool_name = name or self.name
         if not tool_name:
@@ -395,7 +400,8 @@ class Agent(Generic[OutputT]):
             if not isinstance(text, str):
                 raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
             remaining = ctx.remaining_time()
-            return await self.chat(text, context=ctx.context, timeout=remaining)
+            own_id = _STATELESS if memory_id is None else memory_id(ctx)
+            return await self._invoke(text, own_id, ctx.context, None, remaining, None)
 
         return Tool(
             specification,

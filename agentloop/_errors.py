@@ -7,6 +7,8 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
+    "ChatMemoryConflictError",
+    "ChatMemoryStoreError",
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
@@ -18,6 +20,7 @@ __all__ = [
     "NotFoundError",
     "OutputValidationError",
     "RateLimitError",
+    "ResponseTruncatedError",
     "ServerError",
     "ToolArgumentsError",
     "ToolExecutionError",
@@ -106,11 +109,36 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
         self.timeout = timeout
 
 
+# -- memory -----------------------------------------------------------------------------------------------
+
+
+class ChatMemoryStoreError(AgentLoopError):
+    """A chat memory store could not be read or written (server unreachable, file locked or corrupt).
+
+    `store` names the store (its URL or path, without secrets). The write that failed committed nothing.
+    """
+
+    def __init__(self, message: str, *, store: str | None = None) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class ChatMemoryConflictError(ChatMemoryStoreError):
+    """A write was refused: it was based on an older version of the memory, or its lease had been lost."""
+
+
 # -- models -----------------------------------------------------------------------------------------------
 
 
 class ModelError(AgentLoopError):
-    """A chat model call failed. Subclasses say how; attributes carry what the provider said."""
+    """A chat model call failed. Subclasses say how; attributes carry what the provider said.
+
+    `retryable` says whether the same request may succeed later (rate limits, server errors, timeouts, broken
+    connections); an engine that retries on its own should retry only those, with the provider's own retries
+    off (`max_retries=0`), so the two never multiply.
+    """
+
+    retryable: bool = False
 
     def __init__(
         self,
@@ -156,18 +184,31 @@ class NotFoundError(ModelHTTPError):
 class RateLimitError(ModelHTTPError):
     """429: too many requests (retried first; raised once retries are exhausted)."""
 
+    retryable = True
+
 
 class ServerError(ModelHTTPError):
     """5xx: the provider failed (retried first; raised once retries are exhausted)."""
+
+    retryable = True
 
 
 class ModelTimeoutError(ModelError, TimeoutError):
     """Connecting to, or reading from, the provider took longer than the configured timeout."""
 
+    retryable = True
+
 
 class ModelConnectionError(ModelError):
     """The connection to the provider could not be made or broke before the response was complete."""
 
+    retryable = True
+
 
 class BadResponseError(ModelError):
     """The provider's answer could not be understood (malformed JSON, broken stream, wrong content type)."""
+
+
+class ResponseTruncatedError(ModelError):
+    """The response hit the model's output token limit (finish reason LENGTH) in the middle of a tool call,
+    so the call cannot run. Nothing of that response ran or was stored."""

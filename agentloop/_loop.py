@@ -12,6 +12,7 @@ loop:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
@@ -23,7 +24,7 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from ._context import ToolContext
-from ._errors import BadResponseError, ToolRoundsExceededError
+from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
 from ._events import (
     BeforeToolExecution,
     IntermediateResponse,
@@ -50,6 +51,7 @@ from ._messages import (
     TokenUsage,
     ToolExecutionRequest,
     UserMessage,
+    is_whole_object,
 )
 from ._output import NOT_FOUND, RetryOutput
 from ._result import Result
@@ -95,6 +97,7 @@ class Invocation:
     context: Mapping[str, Any]
     deadline: float | None
     eager_tools: bool
+    ordered_events: bool = False
     output: OutputRun | None = None
     """Structured output (`output_type=`), None for plain text."""
 
@@ -136,6 +139,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
             ai = response.ai_message
             if ai.tool_execution_requests:
+                if response.finish_reason is FinishReason.LENGTH:
+                    _refuse_cut_calls(ai.tool_execution_requests)
                 if not may_run_tools:
                     raise ToolRoundsExceededError(
                         f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
@@ -239,8 +244,10 @@ class _Calls:
         "_emit",
         "_executions",
         "_ids",
+        "_in_order",
         "_inv",
         "_limiter",
+        "_reported",
         "_round",
         "_tg",
         "_toolset",
@@ -269,12 +276,14 @@ class _Calls:
         self._ids: dict[int, str] = {}  # the id each call carries from here on
         self._used: set[str] = set()
         self._executions: dict[int, ToolExecution] = {}
+        self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
+        self._reported = 0  # ordered_events: the next index to report
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
         limit = self._inv.options.max_calls
-        if self._eager and (limit is None or index < limit):
-            self._start(index, request, index + 1)
+        if self._eager and (limit is None or index < limit) and is_whole_object(request.arguments):
+            self._start(index, request, index + 1)  # else it waits for the end of the response
 
     def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
         """The response is complete: start every call not started yet, check the early ones, and return the
@@ -321,16 +330,12 @@ class _Calls:
         request = _with_id(request, call_id)
         limit = self._inv.options.max_calls
         if limit is not None and index >= limit:
-            execution = rejected_call(request, index, self._round, total, limit)
+            execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
             self._executions[index] = execution
             if self._emit is not None:
                 self._tg.start_soon(self._report, execution)
             return
         self._tg.start_soon(self._run, index, request)
-
-    async def _report(self, execution: ToolExecution) -> None:
-        assert self._emit is not None
-        await self._emit(ToolExecuted(execution))
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
         inv, emit = self._inv, self._emit
@@ -341,7 +346,8 @@ class _Calls:
             async def on_start(index: int, request: ToolExecutionRequest) -> None:
                 await emit(BeforeToolExecution(request, index, round))
 
-        execution = await execute_tool_call(
+        run = functools.partial(
+            execute_tool_call,
             request,
             index=index,
             round=self._round,
@@ -354,9 +360,37 @@ class _Calls:
             deadline=inv.deadline,
             on_start=on_start,
         )
+        runner = inv.options.tool_runner
+        execution = await (run() if runner is None else runner(request, run))
         self._executions[index] = execution
         if emit is not None:
-            await emit(ToolExecuted(execution))
+            await self._report(execution)
+
+    async def _report(self, execution: ToolExecution) -> None:
+        """Emits `ToolExecuted`: as each call completes, or in call order with `ordered_events`."""
+        assert self._emit is not None
+        if not self._inv.ordered_events:
+            await self._emit(ToolExecuted(execution))
+            return
+        if self._in_order is None:
+            self._in_order = anyio.Lock()
+        async with self._in_order:  # the call that completes a prefix reports it, in order
+            while self._reported in self._executions:
+                await self._emit(ToolExecuted(self._executions[self._reported]))
+                self._reported += 1
+
+
+def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
+    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
+    round must not be stored: a cut call sent back makes providers reject every later request)."""
+    for index, request in enumerate(requests):
+        if not is_whole_object(request.arguments):
+            raise ResponseTruncatedError(
+                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
+                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
+                "it cannot run; nothing of this response ran or was stored. Raise the model's max_tokens "
+                "(e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool arguments."
+            )
 
 
 def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionRequest:

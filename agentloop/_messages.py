@@ -30,6 +30,7 @@ __all__ = [
     "UserMessage",
     "decode_messages",
     "encode_messages",
+    "is_whole_object",
 ]
 
 
@@ -39,6 +40,15 @@ class ToolExecutionRequest(msgspec.Struct, frozen=True):
     id: str | None
     name: str
     arguments: str = "{}"
+
+
+def is_whole_object(arguments: str) -> bool:
+    """True when `arguments` is a complete JSON object: nothing but white space can follow it, so a tool call
+    whose arguments are whole cannot still be streaming (a cut or unfinished one is not whole)."""
+    try:
+        return isinstance(msgspec.json.decode(arguments), dict)
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep to decode
+        return False
 
 
 class SystemMessage(msgspec.Struct, frozen=True, tag="system"):

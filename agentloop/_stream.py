@@ -70,7 +70,8 @@ class TokenStream(Generic[OutputT]):
         self._ignore_errors = False
         self._consumed = False
         self._result: Result[OutputT] | None = None
-        self._task: _Producer | None = None
+        self._task: _Producer | None = None  # the producer of `async for` / `events()` / `outputs()`
+        self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -145,9 +146,13 @@ class TokenStream(Generic[OutputT]):
         `start()` returns None. An exception raised by a callback is a failure like any other.
         """
         self._claim()
+        driver = self._driver = _Driver()
         try:
-            result = self._result = await self._runner(_Callbacks(self._dispatch))
-            await self._dispatch(_complete(result))
+            with driver.scope:
+                result = self._result = await self._runner(_Callbacks(self._dispatch))
+                await self._dispatch(_complete(result))
+            if driver.scope.cancelled_caught:
+                return None  # stopped by aclose()
         except Exception as error:
             if self._on_error is not None:
                 outcome = self._on_error(error)
@@ -158,6 +163,8 @@ class TokenStream(Generic[OutputT]):
                 logger.warning("TokenStream failed; error ignored: %r", error)
                 return None
             raise
+        finally:
+            driver.finished.set()
         return self._result
 
     def __aiter__(self) -> AsyncIterator[str]:
@@ -197,12 +204,19 @@ class TokenStream(Generic[OutputT]):
     @property
     def done(self) -> bool:
         """True once the invocation finished, failed or was cancelled."""
-        return self._result is not None or (self._task is not None and self._task.finished.is_set())
+        running = self._task or self._driver
+        return self._result is not None or (running is not None and running.finished.is_set())
 
     async def aclose(self) -> None:
-        """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it."""
+        """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it.
+
+        Works from any task; a `start()` stopped this way returns None. Called from a callback of the stream
+        itself, it stops the invocation once the callback returns (waiting there would wait for itself).
+        """
         if self._task is not None:
             await self._task.stop()
+        elif self._driver is not None:
+            await self._driver.stop()
 
     async def __aenter__(self) -> TokenStream[OutputT]:
         return self
@@ -313,9 +327,9 @@ class _Producer:
         except anyio.BrokenResourceError:
             pass  # the consumer went away
         except BaseException as error:
-            if not isinstance(error, Exception):
+            if isinstance(error, anyio.get_cancelled_exc_class()):
                 raise  # cancellation from outside (event loop shutting down)
-            self.error = error
+            self.error = error  # KeyboardInterrupt, SystemExit...: raised again in the consumer's task
         finally:
             self.stream = self.dispatch = None
             self.closed = True
@@ -367,6 +381,23 @@ class _Producer:
     async def stop(self) -> None:
         self.abandon()
         if self.started:
+            with anyio.CancelScope(shield=True):
+                await self.finished.wait()
+
+
+class _Driver:
+    """The cancel scope `start()` runs the invocation in, so `aclose()` can stop it from another task."""
+
+    __slots__ = ("finished", "scope", "task")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.finished = anyio.Event()
+        self.task = anyio.get_current_task().id
+
+    async def stop(self) -> None:
+        self.scope.cancel()
+        if anyio.get_current_task().id != self.task:
             with anyio.CancelScope(shield=True):
                 await self.finished.wait()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +18,11 @@ try:
     EXAMPLES[:0] = ["quickstart.py", "structured_output.py"]
 except ImportError:
     print("note: quickstart.py and structured_output.py skipped (pip install -e '.[local]' to run them)")
+# Two web workers sharing one Redis: needs redis-server (apt-get install redis-server) and the redis extra.
+if shutil.which("redis-server") and importlib.util.find_spec("redis"):
+    EXAMPLES.append("multi_worker.py")
+else:
+    print("note: multi_worker.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
 
 
 def main() -> int:

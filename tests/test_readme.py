@@ -34,4 +34,5 @@ async def test_readme_snippets_run() -> None:
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
     assert "category='billing' urgent=True" in printed
+    assert "4 messages stored for bob" in printed
     assert "sk-..." not in printed  # provider reprs never show keys
