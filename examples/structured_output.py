@@ -45,8 +45,10 @@ TICKETS = {
 
 async def main(model: ChatModel | str = "local") -> None:
     # Extraction: the model fills an Invoice; the stream shows the fields as they arrive.
+    # The native mode: the provider's own structured output (a grammar on the embedded model, which then
+    # streams the JSON token by token, so the partials show the fields filling in).
     instructions = "Extract the invoice's fields from the text."
-    extractor = Agent(model, output_type=Invoice, system_message=instructions)
+    extractor = Agent(model, output_type=Invoice, output_mode="native", system_message=instructions)
     stream = extractor.stream(INVOICE)
     async for partial in stream.outputs():
         print("partial:", repr(partial))
@@ -56,7 +58,7 @@ async def main(model: ChatModel | str = "local") -> None:
     assert (invoice.total, invoice.currency) == (99.5, "EUR"), invoice
 
     # Classification: the answer can only be one of the labels (the native mode constrains the decoding on
-    # models that support it; the others fall back to an output tool).
+    # models that support it; the others fall back to the output tool).
     classifier = Agent(
         extractor.model,
         output_type=Category,

@@ -351,6 +351,8 @@ class LocalChatModel:
         if request.response_format is not None:  # structured output: a grammar from the schema
             schema = dict(request.response_format.schema)
             payload["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
+            # The grammar fixes the form; the schema in the prompt tells the model what each field means.
+            payload["messages"] = _with_schema(payload["messages"], schema)
         answer = _Pass()
         async with contextlib.aclosing(self._generate(server, payload, answer)) as pieces:
             async for piece in pieces:
@@ -516,6 +518,13 @@ def _poster() -> Callable[[Callable[[], object]], bool]:
 
 def _noop() -> None:
     pass
+
+
+def _with_schema(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    note = f"Answer with a JSON object that matches this JSON schema:\n{msgspec.json.encode(schema).decode()}"
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
 
 
 def _model_error(error: BaseException) -> ModelError:
