@@ -12,8 +12,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agentloop import Agent
-
-pytestmark = pytest.mark.local_model
+from agentloop.models._local import _with_schema
 
 
 class Invoice(BaseModel):
@@ -32,6 +31,19 @@ Billed to: Contoso Ltd
 Total due: 79.90 USD"""
 
 
+def test_the_prompt_carries_the_schema_beside_the_grammar() -> None:
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}}
+    with_system = _with_schema(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "x"}], schema
+    )
+    assert with_system[0]["content"].startswith("Be brief.\n\nAnswer with a JSON object")
+    assert '{"type":"object","properties":{"total":{"type":"number"}}}' in with_system[0]["content"]
+    assert with_system[1] == {"role": "user", "content": "x"}
+    alone = _with_schema([{"role": "user", "content": "x"}], schema)
+    assert [m["role"] for m in alone] == ["system", "user"]
+
+
+@pytest.mark.local_model
 async def test_embedded_model_extracts_an_invoice() -> None:
     pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
     agent = Agent("local", output_type=Invoice, system_message="Extract the invoice's fields from the text.")
@@ -48,6 +60,7 @@ async def test_embedded_model_extracts_an_invoice() -> None:
     assert [e.request.name for e in result.tool_executions] == ["final_result"]
 
 
+@pytest.mark.local_model
 def test_the_structured_output_example_runs_on_the_embedded_model() -> None:
     pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
