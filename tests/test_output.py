@@ -140,6 +140,17 @@ async def test_every_kind_of_type_in_every_mode(
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("output_type", "wire", "expected"), KINDS, ids=KIND_IDS)
+async def test_every_kind_of_type_from_a_function_model_streamed(
+    mode: str, output_type: Any, wire: Any, expected: Any
+) -> None:
+    model = FunctionChatModel(lambda messages, tools: answer(mode, wire), chunk_size=3)
+    stream = Agent(model, output_type=output_type, output_mode=mode).stream("go")  # type: ignore[arg-type]
+    outputs = [o async for o in stream.outputs()]
+    assert outputs[-1] == expected == stream.result.output
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_function_model_sees_what_the_mode_sends(mode: str) -> None:
     def fn(messages: list[Any], tools: list[Any], request: ChatRequest) -> AiMessage:
         if mode == "native":
