@@ -15,6 +15,7 @@ from typing_extensions import TypedDict
 
 from agentloop import (
     Agent,
+    AgentLoopError,
     AiMessage,
     ChatRequest,
     CompleteResponse,
@@ -296,6 +297,7 @@ async def test_retries_exhausted_raise_output_validation_error(mode: str, retrie
         await agent.chat("extract")
     assert len(model.requests) == retries + 1
     error = caught.value
+    assert isinstance(error, AgentLoopError)
     assert json.loads(error.output or "") == {"customer": "Acme"}
     assert error.errors[0]["loc"] == ("total",)
     assert error.errors[0]["type"] == "missing"
