@@ -232,7 +232,8 @@ class Agent(Generic[OutputT]):
         stream.start()`. Nothing runs until it is consumed."""
         toolset = None if tools is None else resolve_tools(tools)
         resolved = self.output_type if output_type is None else output_type
-        structured_output(self, resolved)  # checks the output settings now, not when the stream starts
+        if output_type is not None:
+            structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
 
         async def runner(emit: Listener) -> Result[Any]:
             return await self._invoke(message, memory_id, context, toolset, timeout, emit, output_type)
@@ -285,7 +286,10 @@ class Agent(Generic[OutputT]):
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
-        output = structured_output(self, self.output_type if output_type is None else output_type)
+        resolved = self.output_type if output_type is None else output_type
+        output = (
+            None if resolved is str and self.output_validator is None else structured_output(self, resolved)
+        )
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
         if timeout is None:
