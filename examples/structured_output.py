@@ -25,7 +25,7 @@ class Invoice(BaseModel):
     invoice_number: str
     customer: str = Field(description="Who the invoice is billed to")
     total: float = Field(description="The total amount due")
-    currency: str = Field(description="ISO 4217 code, e.g. EUR")
+    currency: str = Field(description="The three-letter currency code of the total, as written")
 
 
 INVOICE = """INVOICE No. INV-2041
