@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     AgentLoopError,
+    ApprovalError,
     AuthenticationError,
     BadRequestError,
     BadResponseError,
@@ -30,6 +31,7 @@ from ._errors import (
     ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
+    ToolDeniedError,
     ToolExecutionError,
     ToolRoundsExceededError,
     ToolsNotSupportedError,
@@ -52,7 +54,9 @@ from ._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._approval import Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._events import (
+        ApprovalRequired,
         BeforeToolExecution,
         CompleteResponse,
         IntermediateResponse,
@@ -69,6 +73,7 @@ if TYPE_CHECKING:
         ChatMemoryStore,
         InMemoryChatMemoryStore,
         MessageWindowChatMemory,
+        PendingApprovalStore,
         StoredMemory,
         VersionedChatMemoryStore,
     )
@@ -112,13 +117,16 @@ _LAZY: dict[str, str] = {
             "ChatMemoryStore",
             "InMemoryChatMemoryStore",
             "MessageWindowChatMemory",
+            "PendingApprovalStore",
             "StoredMemory",
             "VersionedChatMemoryStore",
         ],
         "._memory",
     ),
+    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._approval"),
     **dict.fromkeys(
         [
+            "ApprovalRequired",
             "BeforeToolExecution",
             "CompleteResponse",
             "IntermediateResponse",
@@ -140,6 +148,8 @@ __all__ = [
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "ApprovalError",
+    "ApprovalRequired",
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
@@ -152,6 +162,8 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Defer",
+    "Denied",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
@@ -171,6 +183,8 @@ __all__ = [
     "PartialResponse",
     "PartialThinking",
     "PartialToolCall",
+    "PendingApproval",
+    "PendingApprovalStore",
     "RateLimitError",
     "ResponseFormat",
     "ResponseTruncatedError",
@@ -182,9 +196,11 @@ __all__ = [
     "SystemMessage",
     "TokenStream",
     "TokenUsage",
+    "ToolApprovalRequest",
     "ToolArgumentsError",
     "ToolChoice",
     "ToolContext",
+    "ToolDeniedError",
     "ToolExecuted",
     "ToolExecution",
     "ToolExecutionError",

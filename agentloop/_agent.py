@@ -13,7 +13,14 @@ import anyio
 import msgspec
 import pydantic_core
 
-from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
+from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._errors import (
+    ApprovalError,
+    IllegalConfigurationError,
+    InvocationTimeoutError,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, exclusive_access
@@ -104,6 +111,8 @@ class Agent(Generic[OutputT]):
         ordered_events: bool = False,
         clock: Callable[[], datetime] | None = None,
         id_factory: Callable[[], str] | None = None,
+        requires_approval: Any = None,
+        approval_handler: Callable[..., Any] | None = None,
         output_type: OutputType[OutputT] | None = None,
         output_mode: OutputMode = "tool",
         output_retries: int = 1,
@@ -141,6 +150,7 @@ class Agent(Generic[OutputT]):
         )
         self.ordered_events = ordered_events
         self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
+        self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self.output_type: Any = str if output_type is None else output_type
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
@@ -262,6 +272,12 @@ class Agent(Generic[OutputT]):
                 "`(await agent.chat(...)).output`"
             )
         result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
+        if result.finish_reason is FinishReason.APPROVAL_REQUIRED:
+            raise ApprovalError(
+                "Tool calls of this invocation wait for approval, so there is no answer text yet; use "
+                "`await agent.chat(...)` and resume its `result.pending` with `agent.resume(...)`",
+                pending_id=result.pending.id if result.pending is not None else None,
+            )
         if result.content is None:
             if result.finish_reason is FinishReason.TOOL_EXECUTION:
                 names = ", ".join(e.request.name for e in result.tool_executions[-1:])
@@ -273,6 +289,58 @@ class Agent(Generic[OutputT]):
             return ""
         return result.content
 
+    async def resume(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[OutputT]:
+        """Goes on with a paused invocation (`result.pending`, or its `to_json()` bytes): approved calls run,
+        denied ones get their error result, the round is committed as one unit and the model is called.
+
+        `decisions` maps every waiting call id to True, False or `Denied(reason)`. A decision missing or
+        unknown, a state altered since it paused, or a round already resumed raise `ApprovalError` and run
+        nothing. `context` and `tools` are not stored in the paused state: give them again if the paused
+        invocation had them. Works in any process, with an agent built the same way.
+        """
+        resume = Resume(pending, decisions)
+        return await self._resume(resume, context, tools, timeout, None)
+
+    def resume_stream(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> TokenStream[OutputT]:
+        """`resume()` as a `TokenStream`; the state and the decisions are checked before it returns."""
+        resume = Resume(pending, decisions)
+        toolset = None if tools is None else resolve_tools(tools)
+
+        async def runner(emit: Listener) -> Result[OutputT]:
+            return await self._resume(resume, context, toolset, timeout, emit)
+
+        description = f"agent={self.name or type(self.model).__name__} (resumed)"
+        return TokenStream(runner, description=description, structured=self.output_type is not str)
+
+    async def _resume(
+        self,
+        resume: Resume,
+        context: Mapping[str, Any] | None,
+        tools: Any,
+        timeout: float | None,
+        emit: Listener | None,
+    ) -> Result[Any]:
+        pending = resume.pending
+        return await self._invoke(
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, resume=resume
+        )
+
     async def _invoke(
         self,
         message: str | UserMessage,
@@ -282,6 +350,7 @@ class Agent(Generic[OutputT]):
         timeout: float | None,
         emit: Listener | None,
         output_type: Any = None,
+        resume: Resume | None = None,
     ) -> Result[Any]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
@@ -293,10 +362,10 @@ class Agent(Generic[OutputT]):
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit, output)
+            return await self._run(user_message, memory_id, merged, toolset, None, emit, output, resume)
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output)
+            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output, resume)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -313,6 +382,7 @@ class Agent(Generic[OutputT]):
         deadline: float | None,
         emit: Listener | None,
         output: OutputRun | None = None,
+        resume: Resume | None = None,
     ) -> Result[Any]:
         if memory_id is _STATELESS:
             memory, memory_id = None, None
@@ -329,11 +399,12 @@ class Agent(Generic[OutputT]):
                 options=self.options,
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
-                invocation_id=self.id_factory(),
+                invocation_id=self.id_factory() if resume is None else resume.pending.invocation_id,
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
+                approval=ApprovalGate(self.approval, resume),
                 output=output,
             )
             return await run_invocation(invocation, emit)
@@ -405,7 +476,14 @@ class Agent(Generic[OutputT]):
                 raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
             remaining = ctx.remaining_time()
             own_id = _STATELESS if memory_id is None else memory_id(ctx)
-            return await self._invoke(text, own_id, ctx.context, None, remaining, None)
+            result = await self._invoke(text, own_id, ctx.context, None, remaining, None)
+            if result.pending is not None:  # nobody could resume it from inside another agent's round
+                waiting = ", ".join(r.tool_name for r in result.pending.requests)
+                raise ToolExecutionError(
+                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
+                    "used as a tool cannot pause; give it an approval_handler"
+                )
+            return result
 
         return Tool(
             specification,

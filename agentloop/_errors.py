@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentLoopError",
+    "ApprovalError",
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
@@ -23,6 +24,7 @@ __all__ = [
     "ResponseTruncatedError",
     "ServerError",
     "ToolArgumentsError",
+    "ToolDeniedError",
     "ToolExecutionError",
     "ToolRoundsExceededError",
     "ToolsNotSupportedError",
@@ -43,6 +45,15 @@ class ToolExecutionError(AgentLoopError):
         super().__init__(message)
         self.message = message
         self.error_code = error_code
+
+
+class ToolDeniedError(ToolExecutionError):
+    """A person (or the approval handler) denied a tool call; `message` went to the model as its result."""
+
+    def __init__(self, message: str, *, call_id: str | None = None, tool_name: str | None = None) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.tool_name = tool_name
 
 
 class ToolArgumentsError(AgentLoopError):
@@ -107,6 +118,17 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+class ApprovalError(AgentLoopError):
+    """A paused round cannot be resumed as asked (a decision missing or unknown, the state altered, already
+    resumed...), or an invocation that waits for approval was asked for its text. Nothing ran."""
+
+    def __init__(self, message: str, *, call_id: str | None = None, pending_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.call_id = call_id
+        self.pending_id = pending_id
 
 
 # -- memory -----------------------------------------------------------------------------------------------

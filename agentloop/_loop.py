@@ -63,6 +63,9 @@ if sys.version_info < (3, 11):
 if TYPE_CHECKING:
     from ._output import OutputRun
 
+if TYPE_CHECKING:
+    from ._approval import ApprovalGate, PendingApproval
+
 __all__ = ["Invocation", "Listener", "run_invocation"]
 
 
@@ -98,6 +101,8 @@ class Invocation:
     deadline: float | None
     eager_tools: bool
     ordered_events: bool = False
+    approval: ApprovalGate | None = None
+    """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
     output: OutputRun | None = None
     """Structured output (`output_type=`), None for plain text."""
 
@@ -124,6 +129,9 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
+    resumed = inv.approval.resumed if inv.approval is not None else None
+    if resumed is not None:  # a paused round goes on: its calls run first, then the loop as usual
+        unsaved, round = list(resumed.pending.messages), resumed.pending.round - 1
     while True:
         if dynamic and round > 0:
             toolset = await _tools(inv, history + unsaved)
@@ -133,7 +141,10 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
             calls = _Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
-            if emit is None:
+            if resumed is not None:  # the paused response, claimed: its approved calls run now
+                assert inv.approval is not None
+                response, resumed = await inv.approval.resume(toolset, inv), None
+            elif emit is None:
                 response = await inv.model.chat(request)
             else:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
@@ -176,6 +187,11 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         round_executions = calls.executions()
         executions += round_executions
         intermediate.append(response)
+        if inv.approval is not None and inv.approval.waiting:  # a person decides: nothing is committed
+            carried = unsaved if inv.memory is not None else history + unsaved
+            pending = await inv.approval.pause(inv, response, round, round_executions, carried, typed)
+            finish = FinishReason.APPROVAL_REQUIRED
+            return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
         await _commit(inv.memory, messages)
         history += messages
@@ -339,6 +355,15 @@ class _Calls:
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
         inv, emit = self._inv, self._emit
+        gate = inv.approval
+        if gate is not None and gate.concerns(request.name, self._toolset):
+            settled = await gate.settle(request, index, self._round, self._toolset, inv)
+            if settled is not None:  # denied, waiting for a person, or finished before a pause
+                if settled.execution is not None:
+                    self._executions[index] = settled.execution
+                    if settled.report and emit is not None:
+                        await self._report(settled.execution)
+                return
         on_start = None
         if emit is not None:
             round = self._round
@@ -425,6 +450,7 @@ def _result(
     usage: TokenUsage | None,
     added: list[ChatMessage],
     output: Any,
+    pending: PendingApproval | None = None,
 ) -> Result[Any]:
     return Result(
         content=content,
@@ -437,6 +463,7 @@ def _result(
         memory_id=inv.memory_id,
         invocation_id=inv.invocation_id,
         output=output,
+        pending=pending,
     )
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "ChatMemoryStore",
     "InMemoryChatMemoryStore",
     "MessageWindowChatMemory",
+    "PendingApprovalStore",
     "StoredMemory",
     "VersionedChatMemoryStore",
     "exclusive_access",
@@ -89,6 +90,25 @@ class VersionedChatMemoryStore(Protocol):
         ...
 
 
+@runtime_checkable
+class PendingApprovalStore(Protocol):
+    """An optional capability of a memory store: it records the rounds that wait for a person's approval.
+
+    The runtime saves a paused round's check record (an opaque string) when it pauses, and takes it back,
+    atomically and once, when a resume starts: so in every process sharing the store a round is resumed at
+    most once, and only with the names, arguments and results it paused with (docs/approval.md).
+    """
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records `record` under (`memory_id`, `pending_id`)."""
+        ...
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """Atomically: returns the record stored under the key (None when there is none) and deletes it when
+        it equals `record`; a different record is left in place."""
+        ...
+
+
 class _Log:
     """One memory id in an `InMemoryChatMemoryStore`: its rounds, version and system message."""
 
@@ -121,13 +141,15 @@ def needs_more(count: int, saw_user: bool, max_messages: int | None) -> bool:
 class InMemoryChatMemoryStore:
     """A versioned store in a dict: fast, lost when the process ends, private to this process.
 
-    It keeps only the rounds the largest window read from it can show, so memory use stays bounded.
+    It keeps only the rounds the largest window read from it can show, so memory use stays bounded. It
+    records paused approval rounds too (`PendingApprovalStore`), for this process only.
     """
 
-    __slots__ = ("_logs",)
+    __slots__ = ("_logs", "_pending")
 
     def __init__(self) -> None:
         self._logs: dict[Any, _Log] = {}
+        self._pending: dict[tuple[Any, str], str] = {}
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
         log = self._logs.get(memory_id)
@@ -189,6 +211,17 @@ class InMemoryChatMemoryStore:
 
     async def delete_messages(self, memory_id: Any) -> None:
         self._logs.pop(memory_id, None)
+        for key in [key for key in self._pending if key[0] == memory_id]:
+            del self._pending[key]
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        self._pending[memory_id, pending_id] = record
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        stored = self._pending.get((memory_id, pending_id))
+        if stored == record:
+            del self._pending[memory_id, pending_id]
+        return stored
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryStore(memory_ids={len(self._logs)})"

@@ -142,13 +142,15 @@ class TokenUsage(msgspec.Struct, frozen=True):
 
 
 class FinishReason(str, enum.Enum):
-    """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return."""
+    """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return;
+    `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls."""
 
     STOP = "stop"
     LENGTH = "length"
     TOOL_EXECUTION = "tool_execution"
     CONTENT_FILTER = "content_filter"
     OTHER = "other"
+    APPROVAL_REQUIRED = "approval_required"
 
 
 class ToolChoice(msgspec.Struct, frozen=True):

@@ -11,6 +11,7 @@ from typing_extensions import TypeVar
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 
 if TYPE_CHECKING:
+    from ._approval import PendingApproval
     from ._execution import ToolExecution
 
 __all__ = ["Result"]
@@ -25,9 +26,11 @@ class Result(Generic[T]):
     """The outcome of `Agent.chat()` or a finished `TokenStream`.
 
     `content` is the final answer text, or None when an immediate-return tool ended the invocation (then
-    `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`). `output` is
-    the validated value of the invocation's `output_type` (for `str`, the default, it equals `content`; it
-    is None, whatever the type, when an immediate return ended the invocation).
+    `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`), or when tool
+    calls wait for a person (then `finish_reason` is `FinishReason.APPROVAL_REQUIRED` and `pending` holds
+    them; `Agent.resume(result.pending, ...)` goes on). `output` is the validated value of the invocation's
+    `output_type` (for `str`, the default, it equals `content`; it is None, whatever the type, when an
+    immediate return or a pause ended the invocation).
     """
 
     content: str | None
@@ -40,6 +43,8 @@ class Result(Generic[T]):
     """The messages this invocation added to the conversation: user message, tool rounds, final answer."""
     memory_id: Any = None
     invocation_id: str = ""
+    pending: PendingApproval | None = None
+    """The paused round, when tool calls wait for approval (`finish_reason` is `APPROVAL_REQUIRED`)."""
     output: T = _SAME_AS_CONTENT
 
     def __post_init__(self) -> None:

@@ -23,6 +23,7 @@ from typing_extensions import TypeVar
 
 from ._errors import AgentLoopError
 from ._events import (
+    ApprovalRequired,
     BeforeToolExecution,
     CompleteResponse,
     IntermediateResponse,
@@ -102,6 +103,10 @@ class TokenStream(Generic[OutputT]):
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
         return self._add(ToolExecuted, callback, lambda e: e.execution)
+
+    def on_approval_required(self, callback: Callback[ApprovalRequired]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when the invocation pauses because tool calls wait for approval."""
+        return self._add(ApprovalRequired, callback)
 
     def on_complete_response(self, callback: Callback[ChatResponse]) -> TokenStream[OutputT]:
         """Calls `callback(response)` with the final response once the invocation finished."""

@@ -1,13 +1,14 @@
-"""A worker process for the DBOS recovery tests: one `DBOSAgent` with three tools and a SQLite memory, on a
-DBOS system database given on the command line.
+"""A worker process for the DBOS recovery tests: one `DBOSAgent` with three tools and a persistent memory,
+on a DBOS system database given on the command line.
 
     python -m tests.dbos_worker MODE --db URL --memory FILE --base-url URL --effects FILE --workflow-id ID
         [--executor ID] [--crash]
 
-MODE `run` starts the invocation `ID` and waits for it; `recover` only launches DBOS (which recovers this
-executor's pending runs) and waits for `ID`; `take-over` resumes `ID` from another executor. Each tool appends
-a line to the effects file when it starts and when it finishes; with `--crash`, the tool `slow` never
-finishes (the test kills the process there). The final `Result` is written to stdout as JSON.
+`--memory` is a SQLite file or a Redis URL. MODE `run` starts the invocation `ID` and waits for it;
+`recover` only launches DBOS (which recovers this executor's pending runs) and waits for `ID`; `take-over`
+resumes `ID` from another executor. Each tool appends a line to the effects file when it starts and when it
+finishes; with `--crash`, the tool `slow` never finishes (the test kills the process there). The final
+`Result` is written to stdout as JSON.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 from dbos import DBOS
@@ -22,7 +24,7 @@ from dbos import DBOS
 from agentloop import Agent, MessageWindowChatMemory, tool
 from agentloop.dbos import DBOSAgent, encode_result
 from agentloop.models import OpenAIChatModel
-from agentloop.stores import SQLiteChatMemoryStore
+from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 
 
 def build(effects: Path, crash: bool, base_url: str, memory: str, workflow_id: str) -> DBOSAgent:
@@ -61,12 +63,22 @@ def build(effects: Path, crash: bool, base_url: str, memory: str, workflow_id: s
         note("slow done")
         return f"order {order} shipped"
 
+    @tool(requires_approval=True)
+    async def refund(order: str, amount: float) -> str:
+        """Refunds an order (a person approves it first)."""
+        note(f"refund {order} {amount}")
+        return f"refunded {amount}"
+
     model = OpenAIChatModel("gpt-4o-mini", base_url=base_url, api_key="test", max_retries=0)
-    store = SQLiteChatMemoryStore(memory, lease_ttl=1.0)
+    store: Any = (
+        RedisChatMemoryStore(memory, lease_ttl=3.0)
+        if memory.startswith("redis://")
+        else SQLiteChatMemoryStore(memory, lease_ttl=3.0)
+    )
     agent = Agent(
         model,
         name="shop",
-        tools=[fast_a, fast_b, slow],
+        tools=[fast_a, fast_b, slow, refund],
         memory=MessageWindowChatMemory.provider(100, store=store),
     )
     return DBOSAgent(agent)

@@ -27,16 +27,20 @@ from dbos import DBOS
 from agentloop import (
     Agent,
     AiMessage,
+    Denied,
     IllegalConfigurationError,
     MessageWindowChatMemory,
+    PendingApproval,
     ToolExecutionResultMessage,
     UserMessage,
     tool,
 )
 from agentloop.dbos import DBOSAgent, decode_result
-from agentloop.stores import SQLiteChatMemoryStore
+from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls
+
+from .store_servers import redis_url  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Ship order 7 and tell me the weather"
@@ -115,6 +119,63 @@ async def test_the_same_workflow_id_returns_the_first_result_and_runs_nothing_ag
     assert sorted(ran) == ["double:21", "weather:Paris"]
 
 
+@tool(requires_approval=True)
+async def refund(order: str) -> str:
+    """Refunds an order."""
+    ran.append(f"refund:{order}")
+    return f"refunded {order}"
+
+
+async def test_an_approval_is_a_durable_wait_answered_by_a_message(dbos_sqlite: None) -> None:
+    ran.clear()
+    model = ScriptedChatModel(
+        [calls(("refund", {"order": "7"}), ("weather", {"city": "Oslo"})), "Refunded; Oslo: 21 C."]
+    )
+    durable = DBOSAgent(
+        Agent(model, name="refunds", tools=[refund, weather], memory=MessageWindowChatMemory(50))
+    )
+    DBOS.launch()
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(await durable.chat("refund order 7", workflow_id="refund-7"))
+
+        tg.start_soon(run)
+        pending = await durable.pending("refund-7")
+        assert pending is not None
+        assert [(r.tool_name, r.arguments) for r in pending.requests] == [("refund", '{"order": "7"}')]
+        assert ran == ["weather:Oslo"]  # the ungated sibling ran; the gated call waits
+        await durable.approve("refund-7", {pending.requests[0].call_id: True})
+    (result,) = outcome
+    assert result.content == "Refunded; Oslo: 21 C."
+    assert sorted(ran) == ["refund:7", "weather:Oslo"]
+    assert [e.result for e in result.tool_executions] == ["refunded 7", "Oslo: 21 C"]
+    assert await durable.pending("refund-7", timeout=0.1) is None
+
+
+async def test_a_denied_call_gets_its_reason_and_the_run_goes_on(dbos_sqlite: None) -> None:
+    ran.clear()
+    model = ScriptedChatModel([calls(("refund", {"order": "8"})), "Not refunded."])
+    durable = DBOSAgent(Agent(model, name="denials", tools=[refund]))
+    DBOS.launch()
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(await durable.chat("refund order 8", workflow_id="refund-8"))
+
+        tg.start_soon(run)
+        pending = await durable.pending("refund-8")
+        assert pending is not None
+        await durable.approve("refund-8", {pending.requests[0].call_id: Denied("over the limit")})
+    (result,) = outcome
+    assert ran == []
+    (execution,) = result.tool_executions
+    assert execution.is_error and "over the limit" in execution.result
+    assert "over the limit" in str(model.requests[1].messages[-1])
+
+
 def test_a_dbos_agent_needs_a_name() -> None:
     with pytest.raises(IllegalConfigurationError, match="stable name"):
         DBOSAgent(Agent(script()))
@@ -137,7 +198,9 @@ def test_on_trio_a_clear_error_says_dbos_runs_on_asyncio(tmp_path: Path) -> None
 # -- recovery after kill -9 ---------------------------------------------------------------------------------
 
 
-def worker(mode: str, db: str, tmp: Path, base_url: str, *extra: str) -> subprocess.Popen[str]:
+def worker(
+    mode: str, db: str, tmp: Path, base_url: str, *extra: str, memory: str = ""
+) -> subprocess.Popen[str]:
     command = [
         sys.executable,
         "-m",
@@ -146,7 +209,7 @@ def worker(mode: str, db: str, tmp: Path, base_url: str, *extra: str) -> subproc
         "--db",
         db,
         "--memory",
-        str(tmp / "memory.sqlite"),
+        memory or str(tmp / "memory.sqlite"),
         "--base-url",
         base_url,
         "--effects",
@@ -190,19 +253,18 @@ def script_server() -> FakeOpenAIServer:
     return FakeOpenAIServer([calls_message, "Order 7 shipped; Paris is 21 C."])
 
 
-def crash_mid_round(db: str, tmp: Path, server: FakeOpenAIServer, *extra: str) -> None:
-    """Starts the run, waits until both fast tools finished and the slow one started, then kill -9."""
-    process = worker("run", db, tmp, server.base_url, "--crash", *extra)
-    lines = lambda: effects(tmp)  # noqa: E731
-    wait_for(
-        lambda: "slow waiting" in lines(), "the fast calls checkpointed and the slow one running", process
-    )
+def crash_mid_round(db: str, tmp: Path, server: FakeOpenAIServer, *extra: str, memory: str = "") -> None:
+    """Starts the run; once both fast calls are checkpointed and the slow one runs, kill -9."""
+    process = worker("run", db, tmp, server.base_url, "--crash", *extra, memory=memory)
+    wait_for(lambda: "slow waiting" in effects(tmp), "two calls checkpointed, the slow one running", process)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     assert "slow done" not in effects(tmp)
 
 
-def check_recovered(result: Any, tmp: Path, server: FakeOpenAIServer, reference: Any) -> None:
+def check_recovered(
+    result: Any, tmp: Path, server: FakeOpenAIServer, reference: Any, memory: str = ""
+) -> None:
     lines = effects(tmp)
     assert lines.count("fast_a done") == 1 and lines.count("fast_b done") == 1  # not run again
     assert lines.count("slow start") == 2 and lines.count("slow done") == 1  # the unfinished call re-ran
@@ -214,8 +276,9 @@ def check_recovered(result: Any, tmp: Path, server: FakeOpenAIServer, reference:
     assert list(result.messages) == list(reference.messages)
 
     async def stored() -> list[Any]:
-        memory = MessageWindowChatMemory(100, id="alice", store=SQLiteChatMemoryStore(tmp / "memory.sqlite"))
-        return await memory.messages()
+        store: Any = RedisChatMemoryStore(memory) if memory else SQLiteChatMemoryStore(tmp / "memory.sqlite")
+        async with store:
+            return await MessageWindowChatMemory(100, id="alice", store=store).messages()
 
     messages = anyio.run(stored)
     assert_valid_for_provider(messages)
@@ -235,14 +298,46 @@ def uninterrupted(db: str, tmp: Path) -> Any:
         return finish(worker("run", db, tmp, server.base_url))
 
 
-def test_a_run_killed_mid_round_finishes_on_restart_without_rerunning_finished_tools(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_run_killed_mid_round_finishes_on_restart_without_rerunning_finished_tools(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    memory = request.getfixturevalue("redis_url") if store == "redis" else ""
     reference = uninterrupted(f"sqlite:///{tmp_path / 'ref.sqlite'}", _fresh(tmp_path / "ref"))
     tmp = _fresh(tmp_path / "crash")
     db = f"sqlite:///{tmp / 'dbos.sqlite'}"
     with script_server() as server:
-        crash_mid_round(db, tmp, server)
+        crash_mid_round(db, tmp, server, memory=memory)
+        result = finish(worker("recover", db, tmp, server.base_url, memory=memory))
+        check_recovered(result, tmp, server, reference, memory)
+
+
+def test_a_paused_run_survives_a_restart_and_resumes_when_the_decision_arrives(tmp_path: Path) -> None:
+    from dbos import DBOSClient
+
+    from agentloop.dbos import APPROVAL_TOPIC, PENDING_EVENT, encode_decisions
+
+    tmp = _fresh(tmp_path / "paused")
+    db = f"sqlite:///{tmp / 'dbos.sqlite'}"
+    answer = "Refunded 5.0; Paris is 21 C."
+    script = [calls(("fast_a", {"city": "Paris"}), ("refund", {"order": "7", "amount": 5.0})), answer]
+    with FakeOpenAIServer(script) as server:
+        process = worker("run", db, tmp, server.base_url)
+        client = DBOSClient(system_database_url=db)
+        try:
+            data = client.get_event("order-7", PENDING_EVENT, timeout_seconds=60)
+            assert data, process.stderr
+            pending = PendingApproval.from_json(data)
+            process.send_signal(signal.SIGKILL)  # the worker dies while the run waits for a person
+            process.wait(timeout=30)
+            assert effects(tmp) == ["fast_a start", "fast_a done"]
+            client.send("order-7", encode_decisions({pending.requests[0].call_id: True}), APPROVAL_TOPIC)
+        finally:
+            client.destroy()
         result = finish(worker("recover", db, tmp, server.base_url))
-        check_recovered(result, tmp, server, reference)
+    assert result.content == answer
+    assert effects(tmp) == ["fast_a start", "fast_a done", "refund 7 5.0"]  # nothing ran twice
+    assert len(server.requests) == 2
 
 
 @pytest.fixture(scope="module")

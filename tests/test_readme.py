@@ -31,6 +31,7 @@ async def test_readme_snippets_run() -> None:
     assert "The square root of 475695037565 is 689706.486532." in printed
     assert "Let me compute that. 2 + 3 = 5." in printed
     assert "Booking 123-456 cancelled" in printed
+    assert "Rent paid. Sent 1200 EUR to landlord" in printed
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
     assert "category='billing' urgent=True" in printed

@@ -80,7 +80,13 @@ return 1
 """
 
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not holder and not redis.call('GET', KEYS[2]) then
+  -- expired while nobody took it nor waits for it: no one else wrote meanwhile, so it is still ours
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 return 0
 """
 
@@ -92,6 +98,19 @@ return 1
 
 _DELETE = "return redis.call('DEL', unpack(KEYS))"
 
+_SAVE_PENDING = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+"""
+
+_TAKE_PENDING = """
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+if record == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return record
+"""
+
 _SCRIPTS = {
     "load": _LOAD,
     "append": _APPEND,
@@ -99,6 +118,8 @@ _SCRIPTS = {
     "renew": _RENEW,
     "release": _RELEASE,
     "delete": _DELETE,
+    "save_pending": _SAVE_PENDING,
+    "take_pending": _TAKE_PENDING,
 }
 
 
@@ -124,7 +145,7 @@ class RedisChatMemoryStore:
             import redis
             from redis.backoff import ExponentialBackoff
             from redis.retry import Retry
-        except ImportError:  # pragma: no cover - depends on the environment
+        except ImportError:
             raise ImportError(
                 "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
             ) from None
@@ -221,8 +242,21 @@ class RedisChatMemoryStore:
         return (await self.load(memory_id)).messages
 
     async def delete_messages(self, memory_id: Any) -> None:
-        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "pending")]
         await self._run("delete", keys, [])
+
+    # -- rounds waiting for approval (docs/approval.md) ------------------------------------------------------
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records a paused round's check record, for a resume in any worker (`ttl` applies)."""
+        ttl = 0 if self.ttl is None else int(self.ttl * 1000)
+        await self._run("save_pending", [self._key(memory_id, "pending")], [pending_id, record, ttl])
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """The recorded check record (None if none), deleted atomically when it equals `record`: of several
+        workers resuming one paused round, exactly one gets it."""
+        found = await self._run("take_pending", [self._key(memory_id, "pending")], [pending_id, record])
+        return None if found is None else (found.decode() if isinstance(found, bytes) else str(found))
 
     def lease(self, memory_id: Any) -> Any:
         """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md)."""
@@ -237,7 +271,7 @@ class RedisChatMemoryStore:
         return bool(await self._run("acquire", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return bool(await self._run("renew", self._lease_keys(memory_id)[:1], [token, int(ttl * 1000)]))
+        return bool(await self._run("renew", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
 
     async def release(self, memory_id: Any, token: str) -> None:
         await self._run("release", self._lease_keys(memory_id), [token])

@@ -50,6 +50,13 @@ CREATE TABLE IF NOT EXISTS agentloop_round (
     created_at REAL NOT NULL,
     PRIMARY KEY (memory_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agentloop_pending_approval (
+    memory_id TEXT NOT NULL,
+    pending_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (memory_id, pending_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agentloop_lease (
     memory_id TEXT PRIMARY KEY,
     token TEXT,
@@ -107,6 +114,17 @@ class SQLiteChatMemoryStore:
 
     async def delete_messages(self, memory_id: Any) -> None:
         await self._run(_delete, str(memory_id))
+
+    # -- rounds waiting for approval (docs/approval.md) ------------------------------------------------------
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records a paused round's check record, for a resume in any process."""
+        await self._run(_save_pending, str(memory_id), pending_id, record)
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """The recorded check record (None if none), deleted in the same transaction when it equals `record`:
+        of several processes resuming one paused round, exactly one gets it."""
+        return await self._run(_take_pending, str(memory_id), pending_id, record)
 
     def lease(self, memory_id: Any) -> Any:
         """Async context manager: holds the lease on `memory_id` for this process (see docs/memory.md)."""
@@ -364,10 +382,39 @@ def _append(
 
 def _delete(connection: sqlite3.Connection, memory_id: str) -> None:
     def delete() -> None:
+        connection.execute("DELETE FROM agentloop_pending_approval WHERE memory_id = ?", (memory_id,))
         connection.execute("DELETE FROM agentloop_round WHERE memory_id = ?", (memory_id,))
         connection.execute("DELETE FROM agentloop_memory WHERE memory_id = ?", (memory_id,))
 
     _transaction(connection, delete, write=True)
+
+
+def _save_pending(connection: sqlite3.Connection, memory_id: str, pending_id: str, record: str) -> None:
+    def save() -> None:
+        connection.execute(
+            "INSERT OR REPLACE INTO agentloop_pending_approval VALUES (?, ?, ?, ?)",
+            (memory_id, pending_id, record, time.time()),
+        )
+
+    _transaction(connection, save, write=True)
+
+
+def _take_pending(connection: sqlite3.Connection, memory_id: str, pending_id: str, record: str) -> str | None:
+    def take() -> str | None:
+        row = connection.execute(
+            "SELECT record FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
+            (memory_id, pending_id),
+        ).fetchone()
+        if row is None:
+            return None
+        if row[0] == record:
+            connection.execute(
+                "DELETE FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
+                (memory_id, pending_id),
+            )
+        return str(row[0])
+
+    return _transaction(connection, take, write=True)
 
 
 def _try_acquire(connection: sqlite3.Connection, memory_id: str, token: str, ttl: float) -> bool:
