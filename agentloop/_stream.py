@@ -73,6 +73,7 @@ class TokenStream(Generic[OutputT]):
         self._result: Result[OutputT] | None = None
         self._task: _Producer | None = None  # the producer of `async for` / `events()` / `outputs()`
         self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
+        self._closed = False  # aclose() came before anything consumed it
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -151,6 +152,8 @@ class TokenStream(Generic[OutputT]):
         `start()` returns None. An exception raised by a callback is a failure like any other.
         """
         self._claim()
+        if self._closed:
+            return None
         driver = self._driver = _Driver()
         try:
             with driver.scope:
@@ -187,8 +190,11 @@ class TokenStream(Generic[OutputT]):
 
     def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
         self._claim()
-        self._task = _Producer(self, tokens_only)
-        return _Iterator(self._task)
+        producer = self._task = _Producer(self, tokens_only)
+        if self._closed:  # closed before it started: iterating ends at once
+            producer.started = producer.closed = True
+            producer.finished.set()
+        return _Iterator(producer)
 
     def _claim(self) -> None:
         if self._consumed:
@@ -217,11 +223,14 @@ class TokenStream(Generic[OutputT]):
 
         Works from any task; a `start()` stopped this way returns None. Called from a callback of the stream
         itself, it stops the invocation once the callback returns (waiting there would wait for itself).
+        Before the stream started, it makes sure it never does: `start()` returns None, iterating ends.
         """
         if self._task is not None:
             await self._task.stop()
         elif self._driver is not None:
             await self._driver.stop()
+        else:
+            self._closed = True  # not started yet: it never will
 
     async def __aenter__(self) -> TokenStream[OutputT]:
         return self
