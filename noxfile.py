@@ -13,7 +13,7 @@ PYTHON = "3"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, every async test on asyncio and on trio (the local-model tests included)."""
-    session.install("-e", ".[test,local,redis,dbos]")
+    session.install("-e", ".[test,local,redis,dbos,mcp]")
     session.run("pytest", *session.posargs)
 
 
@@ -29,14 +29,14 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package."""
     # exceptiongroup: mypy checks the Python 3.10 branch, where it is a dependency.
-    session.install("-e", ".[test,redis,dbos]", "mypy==2.4.1", "exceptiongroup")
+    session.install("-e", ".[test,redis,dbos,mcp]", "mypy==2.4.1", "exceptiongroup")
     session.run("mypy", "agentloop")
 
 
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Runs every example offline."""
-    session.install("-e", ".[test,local,redis,dbos]")
+    session.install("-e", ".[test,local,redis,dbos,mcp]")
     session.run("python", "examples/run_all.py")
 
 

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
+    from ._observe import instrument, uninstrument
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -139,6 +140,7 @@ _LAZY: dict[str, str] = {
         ],
         "._events",
     ),
+    **dict.fromkeys(["instrument", "uninstrument"], "._observe"),
     "Agent": "._agent",
     "Result": "._result",
     "TokenStream": "._stream",
@@ -218,10 +220,12 @@ __all__ = [
     "UserMessage",
     "VersionedChatMemoryStore",
     "execute_tool_calls",
+    "instrument",
     "should_return_immediately",
     "tool",
     "tool_specification_from",
     "tool_specifications_from",
+    "uninstrument",
 ]
 
 

@@ -53,6 +53,7 @@ from ._messages import (
     UserMessage,
     is_whole_object,
 )
+from ._observe import Observer, log_model_call, log_tool_call
 from ._output import NOT_FOUND, RetryOutput
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
@@ -103,6 +104,9 @@ class Invocation:
     ordered_events: bool = False
     approval: ApprovalGate | None = None
     """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
+    agent_name: str | None = None
+    observer: Observer | None = None
+    """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
     output: OutputRun | None = None
     """Structured output (`output_type=`), None for plain text."""
 
@@ -110,6 +114,12 @@ class Invocation:
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
+    if inv.observer is not None:
+        return await inv.observer.invocation(inv, emit, _invoke)
+    return await _invoke(inv, emit)
+
+
+async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
     try:
         return await _run(inv, emit)
     except BaseExceptionGroup as group:
@@ -148,6 +158,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                 response = await inv.model.chat(request)
             else:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
+            log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
                 if response.finish_reason is FinishReason.LENGTH:
@@ -393,7 +404,12 @@ class _Calls:
             on_start=on_start,
         )
         runner = inv.options.tool_runner
-        execution = await (run() if runner is None else runner(request, run))
+        call = run() if runner is None else runner(request, run)
+        observer = inv.observer
+        execution = await (
+            call if observer is None else observer.tool_call(call, request, index, self._round)
+        )
+        log_tool_call(execution)
         self._executions[index] = execution
         if emit is not None:
             await self._report(execution, index)

@@ -89,10 +89,20 @@ class _Choice(msgspec.Struct, gc=False):
     finish_reason: str | None = None
 
 
+class _PromptDetails(msgspec.Struct, gc=False):
+    cached_tokens: int | None = None
+
+
+class _CompletionDetails(msgspec.Struct, gc=False):
+    reasoning_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
 
 
 class _Completion(msgspec.Struct, gc=False):
@@ -131,9 +141,18 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _usage(usage: _Usage | None) -> TokenUsage | None:
+    """Usage as the API reports it: `prompt_tokens` include the cached ones, `completion_tokens` the reasoning
+    ones (OpenAI, llama.cpp and vLLM send the details; servers that do not leave them None)."""
     if usage is None:
         return None
-    return TokenUsage(usage.prompt_tokens or 0, usage.completion_tokens or 0, usage.total_tokens)
+    prompt, completion = usage.prompt_tokens_details, usage.completion_tokens_details
+    return TokenUsage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        usage.total_tokens,
+        cache_read_tokens=prompt.cached_tokens if prompt is not None else None,
+        reasoning_tokens=completion.reasoning_tokens if completion is not None else None,
+    )
 
 
 def _arguments(value: str | dict[str, Any] | None) -> str:
