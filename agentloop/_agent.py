@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 import anyio
 import msgspec
+import pydantic_core
 
 from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
 from ._errors import (
@@ -31,6 +32,7 @@ from ._messages import (
     UserMessage,
 )
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
+from ._output import DEFAULT_OUTPUT_TOOL_NAME, OutputMode, OutputRun, OutputValidator, structured_output
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
@@ -38,6 +40,20 @@ from ._stream import TokenStream
 from ._tool import ReturnBehavior, Tool, ToolContext
 from ._toolset import ToolProvider, resolve_tools
 from .models import ChatModel
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from typing_extensions import TypeForm, TypeVar
+
+    OutputT = TypeVar("OutputT", default=str)
+    T = TypeVar("T")
+    OutputType: TypeAlias = "TypeForm[T] | Sequence[TypeForm[T]]"
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+    T = TypeVar("T")
 
 __all__ = ["Agent"]
 
@@ -58,12 +74,15 @@ def _new_invocation_id() -> str:
     return uuid.uuid4().hex
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """A chat model put to work with tools, memory and instructions.
 
     `model` is a `ChatModel` or a model string such as `"openai:gpt-4o-mini"` (see `infer_model`). `memory` is
     one `ChatMemory` shared by every invocation, or a function from memory id to that id's memory (e.g.
     `MessageWindowChatMemory.provider(20)`); without it every invocation starts afresh.
+
+    `output_type` makes every invocation end in a validated value of that type (`Result.output`; see
+    docs/output.md), delivered as `output_mode` says, corrected at most `output_retries` times.
 
     For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
@@ -104,6 +123,11 @@ class Agent:
         approval_handler: Callable[..., Any] | None = None,
         instrument: Any = None,
         pricing: PricingLike = None,
+        output_type: OutputType[OutputT] | None = None,
+        output_mode: OutputMode = "tool",
+        output_retries: int = 1,
+        output_validator: OutputValidator | None = None,
+        output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -141,9 +165,39 @@ class Agent:
         self._observer: Observer | None = _observer_for(instrument)
         self._pricing = resolve_pricing(pricing)
         self._provider, self._model_name = provider_of(model), model_name_of(model)
+        self.output_type: Any = str if output_type is None else output_type
+        self.output_mode: OutputMode = output_mode
+        self.output_retries = output_retries
+        self.output_validator = output_validator
+        self.output_tool_name = output_tool_name
+        structured_output(self, self.output_type)  # checks the settings now rather than at the first call
         self._memories: dict[Any, ChatMemory] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
+
+    @overload
+    async def chat(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: None = None,
+    ) -> Result[OutputT]: ...
+
+    @overload
+    async def chat(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: OutputType[T],
+    ) -> Result[T]: ...
 
     async def chat(
         self,
@@ -153,14 +207,39 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
-    ) -> Result[str]:
+        output_type: Any = None,
+    ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
         `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
         values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
-        and tools together.
+        and tools together. `output_type` replaces the agent's for this call.
         """
-        return await self._invoke(message, memory_id, context, tools, timeout, None)
+        return await self._invoke(message, memory_id, context, tools, timeout, None, output_type)
+
+    @overload
+    def stream(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: None = None,
+    ) -> TokenStream[OutputT]: ...
+
+    @overload
+    def stream(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        output_type: OutputType[T],
+    ) -> TokenStream[T]: ...
 
     def stream(
         self,
@@ -170,15 +249,21 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
-    ) -> TokenStream:
-        """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events, or
-        register callbacks and `await stream.start()`. Nothing runs until it is consumed."""
+        output_type: Any = None,
+    ) -> TokenStream[Any]:
+        """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
+        `.outputs()` for the structured output as it grows, or register callbacks and `await
+        stream.start()`. Nothing runs until it is consumed."""
         toolset = None if tools is None else resolve_tools(tools)
+        resolved = self.output_type if output_type is None else output_type
+        if output_type is not None:
+            structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
 
-        async def runner(emit: Listener) -> Result[str]:
-            return await self._invoke(message, memory_id, context, toolset, timeout, emit)
+        async def runner(emit: Listener) -> Result[Any]:
+            return await self._invoke(message, memory_id, context, toolset, timeout, emit, output_type)
 
-        return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__}")
+        description = f"agent={self.name or type(self.model).__name__}"
+        return TokenStream(runner, description=description, structured=resolved is not str)
 
     async def ask(
         self,
@@ -192,8 +277,14 @@ class Agent:
         """Like `chat()`, returning only the answer text.
 
         Raises `IllegalConfigurationError` when an immediate-return tool ends the invocation: there is no text
-        then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome.
+        then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome; and for an agent
+        with a structured `output_type` (use `chat()`: its `Result.output` is the value).
         """
+        if self.output_type is not str:
+            raise IllegalConfigurationError(
+                f"ask() returns text, but this agent's output_type is {self.output_type!r}; use "
+                "`(await agent.chat(...)).output`"
+            )
         result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
         if result.finish_reason is FinishReason.APPROVAL_REQUIRED:
             raise ApprovalError(
@@ -220,7 +311,7 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
-    ) -> Result[str]:
+    ) -> Result[OutputT]:
         """Goes on with a paused invocation (`result.pending`, or its `to_json()` bytes): approved calls run,
         denied ones get their error result, the round is committed as one unit and the model is called.
 
@@ -240,15 +331,16 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
-    ) -> TokenStream:
+    ) -> TokenStream[OutputT]:
         """`resume()` as a `TokenStream`; the state and the decisions are checked before it returns."""
         resume = Resume(pending, decisions)
         toolset = None if tools is None else resolve_tools(tools)
 
-        async def runner(emit: Listener) -> Result[str]:
+        async def runner(emit: Listener) -> Result[OutputT]:
             return await self._resume(resume, context, toolset, timeout, emit)
 
-        return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__} (resumed)")
+        description = f"agent={self.name or type(self.model).__name__} (resumed)"
+        return TokenStream(runner, description=description, structured=self.output_type is not str)
 
     async def _resume(
         self,
@@ -257,10 +349,10 @@ class Agent:
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
-    ) -> Result[str]:
+    ) -> Result[Any]:
         pending = resume.pending
         return await self._invoke(
-            pending.user_message, pending.memory_id, context, tools, timeout, emit, resume
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, resume=resume
         )
 
     async def _invoke(
@@ -271,16 +363,23 @@ class Agent:
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
+        output_type: Any = None,
         resume: Resume | None = None,
-    ) -> Result[str]:
+    ) -> Result[Any]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
+        resolved = self.output_type if output_type is None else output_type
+        output = (
+            None if resolved is str and self.output_validator is None else structured_output(self, resolved)
+        )
+        if output is not None and output.mode == "tool":
+            toolset = resolve_tools([toolset, output.tools()])
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit, resume)
+            return await self._run(user_message, memory_id, merged, toolset, None, emit, output, resume)
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, resume)
+            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output, resume)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -296,8 +395,9 @@ class Agent:
         toolset: Any,
         deadline: float | None,
         emit: Listener | None,
+        output: OutputRun | None = None,
         resume: Resume | None = None,
-    ) -> Result[str]:
+    ) -> Result[Any]:
         if memory_id is _STATELESS:
             memory, memory_id = None, None
         else:
@@ -306,7 +406,7 @@ class Agent:
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
-                system_message=await self._system_message_for(memory_id),
+                system_message=_with_instructions(await self._system_message_for(memory_id), output),
                 memory=memory,
                 tools=toolset,
                 tool_provider=self.tool_provider,  # type: ignore[arg-type]
@@ -321,6 +421,7 @@ class Agent:
                 approval=ApprovalGate(self.approval, resume),
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
+                output=output,
             )
             result = await run_invocation(invocation, emit)
         if self._pricing is None:
@@ -387,7 +488,7 @@ class Agent:
             },
         )
 
-        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[str]:
+        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[Any]:
             try:
                 arguments = msgspec.json.decode(request.arguments or "{}")
             except (msgspec.DecodeError, RecursionError) as error:  # RecursionError: nesting too deep
@@ -442,9 +543,16 @@ def _observer_for(instrument: Any) -> Observer | None:
     return cast(Observer, instrument)
 
 
+def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:
+    return message if output is None else output.system_message(message)
+
+
 def _agent_answer(result: Any) -> str:
-    """What the calling model sees of an agent-tool's Result: its answer, or its tools' results."""
+    """What the calling model sees of an agent-tool's Result: its answer (a structured output as JSON), or
+    its tools' results."""
     if isinstance(result, Result):
+        if result.output is not result.content and result.output is not None:
+            return pydantic_core.to_json(result.output).decode()
         if result.content is not None:
             return str(result.content)
         return msgspec.json.encode([e.result for e in result.tool_executions]).decode()

@@ -16,8 +16,10 @@ __all__ = [
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
+    "ModelRetry",
     "ModelTimeoutError",
     "NotFoundError",
+    "OutputValidationError",
     "RateLimitError",
     "ResponseTruncatedError",
     "ServerError",
@@ -74,6 +76,29 @@ class HallucinatedToolError(AgentLoopError):
 
 class IllegalConfigurationError(AgentLoopError):
     """The agent or its tools are set up in a way that cannot work (duplicate names, bad signatures...)."""
+
+
+class ModelRetry(AgentLoopError):
+    """Raise it from a tool or an `output_validator` to ask the model to try again: `message` goes to the
+    model as the retry request (a tool's error result, or a correction of its output)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class OutputValidationError(AgentLoopError):
+    """The model's structured output stayed invalid after `output_retries` corrections.
+
+    `output` is the last raw output (JSON text, or the answer text), `errors` what was wrong with it
+    (pydantic's error dicts: `loc`, `msg`, `type`, `input`; or the message of a `ModelRetry`).
+    """
+
+    def __init__(self, message: str, *, output: str | None, errors: list[dict[str, object]]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.output = output
+        self.errors = errors
 
 
 # -- runtime ----------------------------------------------------------------------------------------------

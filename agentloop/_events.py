@@ -22,6 +22,7 @@ __all__ = [
     "BeforeToolExecution",
     "CompleteResponse",
     "IntermediateResponse",
+    "PartialOutput",
     "PartialResponse",
     "PartialThinking",
     "PartialToolCall",
@@ -51,6 +52,15 @@ class PartialToolCall(msgspec.Struct, frozen=True, gc=False):
     id: str | None
     name: str | None
     arguments: str
+    round: int = 0
+
+
+class PartialOutput(msgspec.Struct, frozen=True):
+    """The structured output so far, while the model writes it (`output_type=`): fields appear as they
+    arrive, each validated, and a later partial never loses a field an earlier one had. The final, whole
+    value is `CompleteResponse.result.output`."""
+
+    output: Any
     round: int = 0
 
 
@@ -114,6 +124,7 @@ StreamEvent = Union[
     PartialResponse,
     PartialThinking,
     PartialToolCall,
+    PartialOutput,
     IntermediateResponse,
     BeforeToolExecution,
     ToolExecuted,

@@ -23,7 +23,13 @@ import anyio.lowlevel
 import msgspec
 
 from ._context import _NO_CONTEXT, ToolContext
-from ._errors import HallucinatedToolError, IllegalConfigurationError, ToolArgumentsError, ToolExecutionError
+from ._errors import (
+    HallucinatedToolError,
+    IllegalConfigurationError,
+    ModelRetry,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
 from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
 from ._tool import ReturnBehavior, Tool, check_timeout
 from ._toolset import Toolset, ToolsLike, resolve_tools
@@ -367,7 +373,7 @@ async def _failed(
         handler, handler_name = options.tool_arguments_error_handler, "tool_arguments_error_handler"
     else:
         handler, handler_name = options.tool_execution_error_handler, "tool_execution_error_handler"
-    if handler is None:
+    if handler is None or isinstance(exc, ModelRetry):  # a retry request speaks to the model as it is
         text = error_text(exc)
     else:
         text = await _maybe_await(handler(exc, request))
@@ -430,7 +436,7 @@ def rejected_call(
 
 def error_text(exc: BaseException) -> str:
     """What the model reads for a failed call by default: the exception's message."""
-    if isinstance(exc, (ToolExecutionError, ToolArgumentsError)):
+    if isinstance(exc, (ToolExecutionError, ToolArgumentsError, ModelRetry)):
         return exc.message
     return str(exc) or type(exc).__name__
 

@@ -23,6 +23,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
+from ._context import ToolContext
 from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
 from ._events import (
     BeforeToolExecution,
@@ -53,12 +54,15 @@ from ._messages import (
     is_whole_object,
 )
 from ._observe import Observer, log_model_call, log_tool_call
+from ._output import NOT_FOUND, RetryOutput
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
+if TYPE_CHECKING:
+    from ._output import OutputRun
 
 if TYPE_CHECKING:
     from ._approval import ApprovalGate, PendingApproval
@@ -103,9 +107,11 @@ class Invocation:
     agent_name: str | None = None
     observer: Observer | None = None
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
+    output: OutputRun | None = None
+    """Structured output (`output_type=`), None for plain text."""
 
 
-async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[str]:
+async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
     if inv.observer is not None:
@@ -120,7 +126,7 @@ async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
         raise _first_error(group) from None
 
 
-async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
+async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else []
     unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
     added: list[ChatMessage] = []
@@ -140,6 +146,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
         if dynamic and round > 0:
             toolset = await _tools(inv, history + unsaved)
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
+        if inv.output is not None:
+            request = inv.output.request(request)
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
             calls = _Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
@@ -149,7 +157,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
             elif emit is None:
                 response = await inv.model.chat(request)
             else:
-                response = await _stream_model(inv.model, request, round, emit, typed, calls)
+                response = await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
             log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
@@ -172,11 +180,18 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
                 calls.discard()
         usage = response.token_usage if usage is None else usage + response.token_usage
         if not ai.tool_execution_requests:
+            output: Any = ai.text
+            if inv.output is not None:
+                try:
+                    output = await inv.output.answer(ai, _context(inv, round))
+                except RetryOutput as retry:  # not a valid output: the model gets a correction
+                    intermediate.append(response)
+                    unsaved += [ai, retry.message]
+                    continue
             await _commit(inv.memory, [*unsaved, ai])
             added += [*unsaved, ai]
-            return _result(
-                inv, ai.text, response.finish_reason, executions, intermediate, response, usage, added
-            )
+            finish = response.finish_reason
+            return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
 
         # Every call has finished: commit the round as one unit, in the model's call order.
         round += 1
@@ -187,16 +202,21 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
             carried = unsaved if inv.memory is not None else history + unsaved
             pending = await inv.approval.pause(inv, response, round, round_executions, carried, typed)
             finish = FinishReason.APPROVAL_REQUIRED
-            return _result(inv, None, finish, executions, intermediate, response, usage, added, pending)
+            return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
         await _commit(inv.memory, messages)
         history += messages
         added += messages
         unsaved = []
+        if inv.output is not None:
+            output = inv.output.found(round_executions)
+            if output is not NOT_FOUND:  # a valid output call ends the invocation
+                finish = FinishReason.STOP
+                return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
         behaviours = [e.return_behavior for e in round_executions]
         if should_return_immediately(behaviours, any(e.has_failed for e in round_executions)):
             finish = FinishReason.TOOL_EXECUTION
-            return _result(inv, None, finish, executions, intermediate, response, usage, added)
+            return _result(inv, None, finish, executions, intermediate, response, usage, added, None)
 
 
 async def _stream_model(
@@ -206,12 +226,15 @@ async def _stream_model(
     emit: Listener,
     typed: Listener | None,
     calls: _Calls,
+    output: OutputRun | None,
 ) -> ChatResponse:
     """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
-    them) and starting each tool call as soon as it is whole."""
+    them) and starting each tool call as soon as it is whole. Structured output watches the stream for its
+    partial values."""
     response: ChatResponse | None = None
     text_nowait = emit.text_nowait
-    async with aclosing(model.stream(request)) as events:  # type: ignore[type-var]
+    async with aclosing(model.stream(request)) as source:  # type: ignore[type-var]
+        events = source if output is None else output.watch(source, round, typed)
         async for event in events:
             kind = type(event)
             if kind is TextDelta:
@@ -454,8 +477,9 @@ def _result(
     final: ChatResponse,
     usage: TokenUsage | None,
     added: list[ChatMessage],
+    output: Any,
     pending: PendingApproval | None = None,
-) -> Result[str]:
+) -> Result[Any]:
     return Result(
         content=content,
         tool_executions=executions,
@@ -466,8 +490,14 @@ def _result(
         messages=tuple(added),
         memory_id=inv.memory_id,
         invocation_id=inv.invocation_id,
+        output=output,
         pending=pending,
     )
+
+
+def _context(inv: Invocation, round: int) -> ToolContext:
+    """What an output validator gets outside a tool call (native and prompted modes)."""
+    return ToolContext(inv.invocation_id, inv.memory_id, inv.context, None, round, inv.deadline)
 
 
 def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -22,6 +22,7 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "FinishReason",
+    "ResponseFormat",
     "SystemMessage",
     "TokenUsage",
     "ToolChoice",
@@ -230,17 +231,33 @@ ToolChoice.REQUIRED = ToolChoice("required")
 ToolChoice.NONE = ToolChoice("none")
 
 
+class ResponseFormat(msgspec.Struct, frozen=True):
+    """Asks the model to answer with JSON matching `schema`, through the provider's own structured output
+    (OpenAI `response_format`, Anthropic `output_config`, a grammar for the local model).
+
+    `schema` is a plain JSON schema; with `strict` each provider rewrites it to the rules its strict mode
+    demands (see `agentloop.models.strict_schema`). `name` and `description` tell the model what it writes.
+    """
+
+    schema: Mapping[str, Any]
+    name: str = "output"
+    description: str | None = None
+    strict: bool = True
+
+
 class ChatRequest(msgspec.Struct, frozen=True):
     """Everything one model call needs: the conversation, the tools on offer, and per-call parameters.
 
     `parameters` holds provider parameters (temperature, max_tokens, top_p, stop, seed, ...) that override the
-    model's defaults for this call only.
+    model's defaults for this call only. `response_format` asks for JSON matching a schema (models that
+    declare `supports_response_format = True` honour it).
     """
 
     messages: Sequence[ChatMessage]
     tool_specifications: Sequence[ToolSpecification] = ()
     tool_choice: ToolChoice | None = None
     parameters: Mapping[str, Any] | None = None
+    response_format: ResponseFormat | None = None
 
     def __post_init__(self) -> None:
         if type(self.messages) is not tuple:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 
@@ -15,20 +17,24 @@ if TYPE_CHECKING:
 
 __all__ = ["Result"]
 
-T = TypeVar("T")
+T = TypeVar("T", default=str)
+
+_SAME_AS_CONTENT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
 class Result(Generic[T]):
     """The outcome of `Agent.chat()` or a finished `TokenStream`.
 
-    `content` is the final answer, or None when an immediate-return tool ended the invocation (then
+    `content` is the final answer text, or None when an immediate-return tool ended the invocation (then
     `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`), or when tool
     calls wait for a person (then `finish_reason` is `FinishReason.APPROVAL_REQUIRED` and `pending` holds
-    them; `Agent.resume(result.pending, ...)` goes on).
+    them; `Agent.resume(result.pending, ...)` goes on). `output` is the validated value of the invocation's
+    `output_type` (for `str`, the default, it equals `content`; it is None, whatever the type, when an
+    immediate return or a pause ended the invocation).
     """
 
-    content: T | None
+    content: str | None
     tool_executions: list[ToolExecution] = field(default_factory=list)
     token_usage: TokenUsage | None = None
     finish_reason: FinishReason | None = None
@@ -53,6 +59,12 @@ class Result(Generic[T]):
 
         return cost_of([*self.intermediate_responses, self.final_response], self.price_source)
 
+    output: T = _SAME_AS_CONTENT
+
+    def __post_init__(self) -> None:
+        if self.output is _SAME_AS_CONTENT:
+            object.__setattr__(self, "output", self.content)
+
     @property
     def returned_immediately(self) -> bool:
         """True when an immediate-return tool ended the invocation (no final model answer)."""
@@ -65,7 +77,8 @@ class Result(Generic[T]):
         usage = self.token_usage
         tokens = f"{usage.input_tokens}+{usage.output_tokens}" if usage else "?"
         reason = self.finish_reason.value if self.finish_reason else None
+        output = "" if self.output is self.content else f"output={self.output!r}, "
         return (
-            f"Result(content={self.content!r}, tool_executions=[{tools}], "
+            f"Result({output}content={self.content!r}, tool_executions=[{tools}], "
             f"finish_reason={reason}, tokens={tokens})"
         )

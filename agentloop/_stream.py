@@ -16,9 +16,10 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 import anyio
+from typing_extensions import TypeVar
 
 from ._errors import AgentLoopError
 from ._events import (
@@ -26,6 +27,7 @@ from ._events import (
     BeforeToolExecution,
     CompleteResponse,
     IntermediateResponse,
+    PartialOutput,
     PartialResponse,
     PartialThinking,
     PartialToolCall,
@@ -44,8 +46,9 @@ __all__ = ["TokenStream"]
 logger = logging.getLogger("agentloop")
 
 T = TypeVar("T")
+OutputT = TypeVar("OutputT", default=str)
 Callback = Callable[[T], Any]
-Runner = Callable[["Listener"], Awaitable[Result[str]]]
+Runner = Callable[["Listener"], Awaitable[Result[OutputT]]]
 
 BUFFER_SIZE = 64
 """How many events the invocation may run ahead of a slow consumer."""
@@ -54,69 +57,75 @@ _RESUME_AT = BUFFER_SIZE // 2
 """A full queue lets the invocation go on once the consumer has taken half of it (fewer task switches)."""
 
 
-class TokenStream:
-    """A streaming invocation. Iterate it for text, `events()` for typed events, or register callbacks and
-    `await start()`. Consumed once; `result` holds the `Result` once it finished."""
+class TokenStream(Generic[OutputT]):
+    """A streaming invocation. Iterate it for text, `events()` for typed events, `outputs()` for the output
+    as it grows, or register callbacks and `await start()`. Consumed once; `result` holds the `Result` once
+    it finished. `structured` says the invocation ends in a structured output rather than text."""
 
-    def __init__(self, runner: Runner, *, description: str = "") -> None:
+    def __init__(self, runner: Runner[OutputT], *, description: str = "", structured: bool = False) -> None:
         self._runner = runner
+        self._structured = structured
         self._description = description
         self._callbacks: dict[type[Any], list[Callback[Any]]] = {}
         self._on_error: Callback[BaseException] | None = None
         self._ignore_errors = False
         self._consumed = False
-        self._result: Result[str] | None = None
-        self._task: _Producer | None = None  # the producer of `async for` / `events()`
+        self._result: Result[OutputT] | None = None
+        self._task: _Producer | None = None  # the producer of `async for` / `events()` / `outputs()`
         self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
         self._closed = False  # aclose() came before anything consumed it
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
-    def on_partial_response(self, callback: Callback[str]) -> TokenStream:
+    def on_partial_response(self, callback: Callback[str]) -> TokenStream[OutputT]:
         """Calls `callback(text)` for every piece of answer text."""
         return self._add(PartialResponse, callback, lambda e: e.text)
 
-    def on_partial_thinking(self, callback: Callback[str]) -> TokenStream:
+    def on_partial_thinking(self, callback: Callback[str]) -> TokenStream[OutputT]:
         """Calls `callback(text)` for every piece of reasoning."""
         return self._add(PartialThinking, callback, lambda e: e.text)
 
-    def on_partial_tool_call(self, callback: Callback[PartialToolCall]) -> TokenStream:
+    def on_partial_tool_call(self, callback: Callback[PartialToolCall]) -> TokenStream[OutputT]:
         """Calls `callback(event)` for every piece of a tool call as the model streams it."""
         return self._add(PartialToolCall, callback)
 
-    def on_intermediate_response(self, callback: Callback[ChatResponse]) -> TokenStream:
+    def on_partial_output(self, callback: Callback[Any]) -> TokenStream[OutputT]:
+        """Calls `callback(partial)` for every partial structured output as the model writes it."""
+        return self._add(PartialOutput, callback, lambda e: e.output)
+
+    def on_intermediate_response(self, callback: Callback[ChatResponse]) -> TokenStream[OutputT]:
         """Calls `callback(response)` for every complete response that asked for tools."""
         return self._add(IntermediateResponse, callback, lambda e: e.response)
 
-    def before_tool_execution(self, callback: Callback[BeforeToolExecution]) -> TokenStream:
+    def before_tool_execution(self, callback: Callback[BeforeToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(event)` just before a tool call runs."""
         return self._add(BeforeToolExecution, callback)
 
-    def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream:
+    def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
         return self._add(ToolExecuted, callback, lambda e: e.execution)
 
-    def on_approval_required(self, callback: Callback[ApprovalRequired]) -> TokenStream:
+    def on_approval_required(self, callback: Callback[ApprovalRequired]) -> TokenStream[OutputT]:
         """Calls `callback(event)` when the invocation pauses because tool calls wait for approval."""
         return self._add(ApprovalRequired, callback)
 
-    def on_complete_response(self, callback: Callback[ChatResponse]) -> TokenStream:
+    def on_complete_response(self, callback: Callback[ChatResponse]) -> TokenStream[OutputT]:
         """Calls `callback(response)` with the final response once the invocation finished."""
         return self._add(CompleteResponse, callback, lambda e: e.response)
 
-    def on_error(self, callback: Callback[BaseException]) -> TokenStream:
+    def on_error(self, callback: Callback[BaseException]) -> TokenStream[OutputT]:
         """`start()` hands a failure to `callback(error)` instead of raising it."""
         self._on_error = callback
         return self
 
-    def ignore_errors(self) -> TokenStream:
+    def ignore_errors(self) -> TokenStream[OutputT]:
         """`start()` logs a failure (warning) instead of raising it."""
         self._ignore_errors = True
         return self
 
     def _add(
         self, kind: type[Any], callback: Callback[Any], select: Callable[[Any], Any] | None = None
-    ) -> TokenStream:
+    ) -> TokenStream[OutputT]:
         if self._consumed:
             raise AgentLoopError("Register callbacks before the TokenStream starts")
         if select is not None:
@@ -136,7 +145,7 @@ class TokenStream:
 
     # -- running ------------------------------------------------------------------------------------------
 
-    async def start(self) -> Result[str] | None:
+    async def start(self) -> Result[OutputT] | None:
         """Runs the invocation in this task, calling the callbacks; returns the Result.
 
         Without `on_error` (or `ignore_errors()`) a failure is raised; with it, the callback receives it and
@@ -173,6 +182,12 @@ class TokenStream:
         """Iterates every typed event of the invocation (see docs/streaming.md for their order)."""
         return self._iterate(tokens_only=False)
 
+    def outputs(self) -> AsyncIterator[OutputT]:
+        """Iterates the output as it grows: each partial structured output (`PartialOutput`), then the final
+        validated value. For a plain text invocation: the answer text so far after each piece, then the whole
+        answer. Leaving the loop early stops the invocation."""
+        return _Outputs(self._iterate(tokens_only=False), text=not self._structured)
+
     def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
         self._claim()
         producer = self._task = _Producer(self, tokens_only)
@@ -189,7 +204,7 @@ class TokenStream:
         self._consumed = True
 
     @property
-    def result(self) -> Result[str]:
+    def result(self) -> Result[OutputT]:
         """The invocation's Result, once the stream has finished."""
         if self._result is None:
             raise AgentLoopError(
@@ -217,7 +232,7 @@ class TokenStream:
         else:
             self._closed = True  # not started yet: it never will
 
-    async def __aenter__(self) -> TokenStream:
+    async def __aenter__(self) -> TokenStream[OutputT]:
         return self
 
     async def __aexit__(
@@ -253,8 +268,8 @@ class _Producer:
         "writer",
     )
 
-    def __init__(self, stream: TokenStream, tokens_only: bool) -> None:
-        self.stream: TokenStream | None = stream  # dropped at the end: no cycle for the garbage collector
+    def __init__(self, stream: TokenStream[Any], tokens_only: bool) -> None:
+        self.stream: TokenStream[Any] | None = stream  # dropped at the end: no cycle for the collector
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
@@ -431,6 +446,35 @@ class _Iterator(Generic[T]):
             producer.abandon()
 
 
+class _Outputs(Generic[OutputT]):
+    """What `TokenStream.outputs()` iterates: the partial outputs among the events, then the final one."""
+
+    __slots__ = ("_done", "_events", "_text")
+
+    def __init__(self, events: _Iterator[Any], *, text: bool) -> None:
+        self._events = events
+        self._text: list[str] | None = [] if text else None  # a text answer so far
+        self._done = False
+
+    def __aiter__(self) -> _Outputs[OutputT]:
+        return self
+
+    async def __anext__(self) -> OutputT:
+        events = self._events
+        while not self._done:
+            event = await events.__anext__()
+            kind = type(event)
+            if kind is PartialOutput:
+                return event.output  # type: ignore[no-any-return]
+            if kind is PartialResponse and self._text is not None:
+                self._text.append(event.text)
+                return "".join(self._text)  # type: ignore[return-value]
+            if kind is CompleteResponse:
+                self._done = True  # the invocation finished: nothing more comes
+                return event.result.output  # type: ignore[no-any-return]
+        raise StopAsyncIteration
+
+
 class _Callbacks:
     """The Listener of `start()`: every event goes to the callbacks (text included, as PartialResponse)."""
 
@@ -447,7 +491,7 @@ class _Callbacks:
         return False
 
 
-def _complete(result: Result[str]) -> CompleteResponse:
+def _complete(result: Result[Any]) -> CompleteResponse:
     assert result.final_response is not None
     return CompleteResponse(result.final_response, result.token_usage, result)
 

@@ -23,9 +23,9 @@ EXAMPLES = [
 try:
     import xllamacpp  # noqa: F401
 
-    EXAMPLES.insert(0, "quickstart.py")
+    EXAMPLES[:0] = ["quickstart.py", "structured_output.py"]
 except ImportError:
-    print("note: quickstart.py skipped (pip install -e '.[local]' to run it)")
+    print("note: quickstart.py and structured_output.py skipped (pip install -e '.[local]' to run them)")
 # Two web workers sharing one Redis: needs redis-server (apt-get install redis-server) and the redis extra.
 if shutil.which("redis-server") and importlib.util.find_spec("redis"):
     EXAMPLES.append("multi_worker.py")

@@ -34,6 +34,7 @@ async def test_readme_snippets_run() -> None:
     assert "Rent paid. Sent 1200 EUR to landlord" in printed
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
+    assert "category='billing' urgent=True" in printed
     assert "4 messages stored for bob" in printed
     assert "21.5 21.5 °C" in printed  # the MCP section
     assert "sk-..." not in printed  # provider reprs never show keys

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
+    from ._strict import strict_schema
 
 __all__ = [
     "AnthropicChatModel",
@@ -40,6 +41,7 @@ __all__ = [
     "ToolCallComplete",
     "ToolCallDelta",
     "infer_model",
+    "strict_schema",
 ]
 
 _LAZY = {
@@ -49,6 +51,7 @@ _LAZY = {
     "LocalChatModel": "._local",
     "LocalModelWeightsError": "._local",
     "infer_model": "._infer",
+    "strict_schema": "._strict",
 }
 
 

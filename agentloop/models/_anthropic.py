@@ -34,6 +34,7 @@ from agentloop._text import valid_text
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
 from ._secrets import clean_api_key
+from ._strict import strict_schema
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 
@@ -156,6 +157,10 @@ class AnthropicChatModel:
     `Retry-After`) until the first event of a stream arrived, never after. `http_client`: an
     `httpx2.AsyncClient` or `httpx.AsyncClient` to use (never closed by this model). Use `async with` or
     `aclose()` to release the connection pool.
+
+    A `ChatRequest.response_format` goes out as `output_config.format` (Anthropic's structured output), its
+    schema rewritten by `strict_schema(..., provider="anthropic")`. For a model without structured output,
+    pass `structured_output=False`: agents then ask for their output through a tool instead.
     """
 
     def __init__(
@@ -179,7 +184,9 @@ class AnthropicChatModel:
         max_retries: int = 2,
         retry: RetryPolicy | None = None,
         http_client: Any = None,
+        structured_output: bool = True,
     ) -> None:
+        self.supports_response_format = structured_output
         if not isinstance(model, str) or not model:
             raise IllegalConfigurationError(
                 f"AnthropicChatModel needs a model name such as 'claude-sonnet-4-5', got {model!r}"
@@ -354,6 +361,12 @@ class AnthropicChatModel:
                 body.pop("thinking", None)
             else:
                 body["thinking"] = thinking
+        if request.response_format is not None:
+            format = request.response_format
+            schema = strict_schema(format.schema, provider="anthropic") if format.strict else format.schema
+            config = dict(body.get("output_config") or {})
+            config["format"] = {"type": "json_schema", "schema": schema}
+            body["output_config"] = config
         specs = request.tool_specifications
         choice = request.tool_choice
         if specs:

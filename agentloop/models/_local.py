@@ -138,7 +138,11 @@ class LocalChatModel:
     The model loads lazily on first use, in a worker thread, once per instance. Generation defaults to greedy
     decoding (`temperature=0.0`, reproducible); `ChatRequest.parameters` override per call (`temperature`,
     `max_tokens`, `top_p`, `top_k`, `min_p`, `seed`, `stop`, `repeat_penalty`, ... as llama.cpp names them).
+    A `ChatRequest.response_format` constrains the answer with a grammar built from its schema, so the
+    answer always parses.
     """
+
+    supports_response_format = True
 
     def __init__(
         self,
@@ -375,7 +379,13 @@ class LocalChatModel:
                 yield ResponseComplete(response)
                 return
 
-        payload = valid_value({**parameters, "messages": render_plain(request.messages)})
+        payload = {**parameters, "messages": render_plain(request.messages)}
+        if request.response_format is not None:  # structured output: a grammar from the schema
+            schema = dict(request.response_format.schema)
+            payload["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
+            # The grammar fixes the form; the schema in the prompt tells the model what each field means.
+            payload["messages"] = _with_schema(payload["messages"], schema)
+        payload = valid_value(payload)
         answer = _Pass()
         async with contextlib.aclosing(self._generate(server, payload, answer)) as pieces:
             async for piece in pieces:
@@ -541,6 +551,13 @@ def _poster() -> Callable[[Callable[[], object]], bool]:
 
 def _noop() -> None:
     pass
+
+
+def _with_schema(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    note = f"Answer with a JSON object that matches this JSON schema:\n{msgspec.json.encode(schema).decode()}"
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
 
 
 def default_threads() -> int:

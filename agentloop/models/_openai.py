@@ -27,6 +27,7 @@ from agentloop._messages import (
     ChatRequest,
     ChatResponse,
     FinishReason,
+    ResponseFormat,
     SystemMessage,
     TokenUsage,
     ToolChoice,
@@ -40,6 +41,7 @@ from agentloop._spec import ToolSpecification
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
 from ._secrets import clean_api_key
+from ._strict import strict_schema
 
 __all__ = ["OpenAIChatModel"]
 
@@ -231,6 +233,14 @@ def _tool(spec: ToolSpecification, strict: bool | None) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
+def _response_format(format: ResponseFormat) -> dict[str, Any]:
+    schema = strict_schema(format.schema) if format.strict else dict(format.schema)
+    json_schema: dict[str, Any] = {"name": format.name, "schema": schema, "strict": format.strict}
+    if format.description:
+        json_schema["description"] = format.description
+    return {"type": "json_schema", "json_schema": json_schema}
+
+
 def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> Any:
     if choice.mode == "tool":
         if not any(spec.name == choice.tool_name for spec in specs):
@@ -268,7 +278,12 @@ class OpenAIChatModel:
     `Timeouts`. `max_retries` (default 2) and `retry`: see `RetryPolicy` (`max_retries` wins over the
     policy's). `http_client`: an `httpx2.AsyncClient` or `httpx.AsyncClient` to use (never closed by this
     model). `provider`: the name errors and logs use. `async with` or `aclose()` releases the connection pool.
+
+    A `ChatRequest.response_format` goes out as `response_format` `json_schema`, its schema rewritten by
+    `strict_schema` when strict.
     """
+
+    supports_response_format = True
 
     def __init__(
         self,
@@ -395,6 +410,8 @@ class OpenAIChatModel:
                 body.pop(name, None)
             else:
                 body[name] = value
+        if request.response_format is not None:
+            body["response_format"] = _response_format(request.response_format)
         specs = request.tool_specifications
         if specs:
             body["tools"] = [_tool(spec, self.strict_tools) for spec in specs]

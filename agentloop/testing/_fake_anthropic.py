@@ -27,6 +27,7 @@ import msgspec
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
 from ._fake_server import FakeServer, RecordedRequest, Reply, encode_sse, split_evenly, split_text
+from ._schema_rules import schema_problem
 
 __all__ = ["FakeAnthropicServer"]
 
@@ -69,6 +70,7 @@ _REQUEST_FIELDS = frozenset(
         "mcp_servers",
         "context_management",
         "output_format",
+        "output_config",
     }
 )
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
@@ -340,7 +342,7 @@ def _check_request(body: dict[str, Any]) -> str | None:
     system = body.get("system")
     if system is not None and not isinstance(system, (str, list)):
         return "system: Input should be a valid string or a list of text blocks"
-    problem = _check_tools(body)
+    problem = _check_tools(body) or _check_output_config(body.get("output_config"))
     if problem:
         return problem
     thinking = body.get("thinking")
@@ -350,6 +352,21 @@ def _check_request(body: dict[str, Any]) -> str | None:
         if not isinstance(budget, int) or budget >= max_tokens:
             return "`max_tokens` must be greater than `thinking.budget_tokens`"
     return _check_messages(body.get("messages"), thinking_on)
+
+
+def _check_output_config(config: Any) -> str | None:
+    """Structured output (`output_config.format`): a JSON schema within the API's rules."""
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        return "output_config: Input should be a valid dictionary"
+    format = config.get("format")
+    if format is None:
+        return None
+    if not isinstance(format, dict) or format.get("type") != "json_schema":
+        return "output_config.format.type: Input should be 'json_schema'"
+    problem = schema_problem(format.get("schema"), "anthropic")
+    return f"output_config.format.schema: {problem}" if problem else None
 
 
 def _check_tools(body: dict[str, Any]) -> str | None:

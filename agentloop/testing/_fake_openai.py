@@ -23,6 +23,7 @@ from typing import Any
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
 from ._fake_server import FakeServer, RecordedRequest, Reply, encode_sse, split_evenly, split_text
+from ._schema_rules import schema_problem
 
 __all__ = ["FakeOpenAIServer"]
 
@@ -246,6 +247,25 @@ _UNANSWERED = (
 )
 
 
+def _check_response_format(format: Any) -> str | None:
+    """`response_format`: text, json_object, or a named json_schema (within the strict rules when strict)."""
+    if format is None:
+        return None
+    kind = format.get("type") if isinstance(format, dict) else None
+    if kind in ("text", "json_object"):
+        return None
+    if kind != "json_schema":
+        return "Invalid value for 'response_format.type': expected 'text', 'json_object' or 'json_schema'."
+    spec = format.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        return "Missing required parameter: 'response_format.json_schema.name'."
+    if spec.get("strict"):
+        problem = schema_problem(spec.get("schema"), "openai")
+        if problem:
+            return f"Invalid schema for response_format '{spec['name']}': {problem}"
+    return None
+
+
 def _check_request(body: dict[str, Any]) -> str | None:
     """The message OpenAI would answer with 400 for this request body, or None if it is valid."""
     if not body.get("model"):
@@ -273,6 +293,9 @@ def _check_request(body: dict[str, Any]) -> str | None:
         return "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
     elif body.get("parallel_tool_calls") is not None:
         return "Invalid value for 'parallel_tool_calls': only allowed when 'tools' are specified."
+    problem = _check_response_format(body.get("response_format"))
+    if problem:
+        return problem
     pending: list[str] = []
     for n, entry in enumerate(messages):
         role = entry.get("role") if isinstance(entry, dict) else None

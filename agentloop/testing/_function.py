@@ -44,6 +44,9 @@ class FunctionChatModel:
     Every request is kept in `.requests`.
     """
 
+    supports_response_format = True
+    """It takes `ChatRequest.response_format` (structured output in native mode): the answer is the JSON."""
+
     def __init__(
         self,
         fn: AnswerFunction,

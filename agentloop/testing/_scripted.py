@@ -220,6 +220,9 @@ class ScriptedChatModel:
     pass before each event, to stand in for a slow model.
     """
 
+    supports_response_format = True
+    """It takes `ChatRequest.response_format` (structured output in native mode): the answer is the JSON."""
+
     def __init__(
         self,
         responses: Sequence[ScriptedResponse],

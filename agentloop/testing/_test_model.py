@@ -34,10 +34,12 @@ class TestModel:
     object `{"tool_name": "result text", ...}` of those results (a list when a tool was called several times),
     or with `final_text` if given. With no tool to call it answers `final_text` or "success (no tool calls)".
     `ToolChoice.NONE` stops it calling tools; `ToolChoice.tool(name)` limits it to that tool.
+    A request with a `response_format` is answered with JSON generated from its schema instead of text.
     Every request is kept in `.requests`.
     """
 
     __test__ = False  # not a pytest test class, despite its name
+    supports_response_format = True
 
     def __init__(
         self,
@@ -75,9 +77,19 @@ class TestModel:
             if type(message) is not ToolExecutionResultMessage:
                 break
             results.append(message)
+        format = request.response_format
+        if format is not None and (results or not self._calls(request)):
+            example = example_arguments(format.schema, seed=self.seed)
+            return AiMessage(text=msgspec.json.encode(example).decode())
         if results:
             return AiMessage(text=self.final_text if self.final_text is not None else _summary(results[::-1]))
-        calls = [
+        calls = self._calls(request)
+        if calls:
+            return AiMessage(tool_execution_requests=tuple(calls))
+        return AiMessage(text=self.final_text if self.final_text is not None else _NO_TOOLS)
+
+    def _calls(self, request: ChatRequest) -> list[ToolExecutionRequest]:
+        return [
             ToolExecutionRequest(
                 None,
                 spec.name,
@@ -86,9 +98,6 @@ class TestModel:
             for spec in request.tool_specifications
             if self._may_call(spec.name, request)
         ]
-        if calls:
-            return AiMessage(tool_execution_requests=tuple(calls))
-        return AiMessage(text=self.final_text if self.final_text is not None else _NO_TOOLS)
 
     def _may_call(self, name: str, request: ChatRequest) -> bool:
         choice = request.tool_choice
