@@ -14,6 +14,7 @@ import time
 from typing import Annotated, TextIO
 
 from ._agent import Agent
+from ._cli import add_common_arguments, run_command
 from ._events import BeforeToolExecution, CompleteResponse, PartialResponse, ToolExecuted
 from ._result import Result
 from ._schema import P
@@ -78,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         help="'local' (embedded, default), 'openai:gpt-4o-mini', 'anthropic:...', 'ollama:qwen3'",
     )
     parser.add_argument("--max-tool-rounds", type=int, default=5)
+    add_common_arguments(parser)
     return parser
 
 
@@ -149,5 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     args = _parser().parse_args(argv)
-    anyio.run(lambda: run_demo(args.question, args.model, max_tool_rounds=args.max_tool_rounds))
-    return 0
+    return run_command(
+        "agentloop demo",
+        lambda: anyio.run(lambda: run_demo(args.question, args.model, max_tool_rounds=args.max_tool_rounds)),
+        verbose=args.verbose,
+    )
