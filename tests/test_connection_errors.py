@@ -90,3 +90,17 @@ async def test_anthropic_custom_url(dead_url: str) -> None:
 )
 def test_server_descriptions(provider: str, url: str, described: str) -> None:
     assert describe_server(provider, url) == described
+
+
+async def test_a_404_names_the_url_the_request_went_to() -> None:
+    from agentloop import NotFoundError
+    from agentloop.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer([FakeOpenAIServer.error(404, "The model `m` does not exist")]) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url + "?api-version=1", api_key="k")
+        async with model:
+            with pytest.raises(NotFoundError) as caught:
+                await model.chat(HELLO)
+    message = str(caught.value)
+    assert "The model `m` does not exist" in message and "check the model name and the base URL" in message
+    assert message.endswith(f"(the request went to {server.base_url}/chat/completions)")  # no query string

@@ -36,7 +36,8 @@ becomes `ToolsNotSupportedError`.
     retry_statuses={408, 409, 429, 500, 502, 503, 504})`: capped exponential backoff with jitter; a
     `Retry-After` / `retry-after-ms` header replaces the backoff, and one above `max_retry_after` is not
     waited for (the error is raised at once, its `retry_after` set). `x-should-retry: true|false` wins.
-Functions: `error_from_response(status, headers, body, *, provider, secrets=(), tools=False) -> ModelError`,
+Functions: `error_from_response(status, headers, body, *, provider, secrets=(), tools=False, url=None) ->
+    ModelError`,
     `extract_provider_error(body) -> ProviderError(message, type, code)`, `parse_retry_after(headers,
     now=None) -> float | None`, `request_id_of(headers)`, `mask_secret(secret) -> str`,
     `scrub(text, secrets) -> str`, `model_error_from_exception(exc, *, provider, secrets=(), url=None) ->
@@ -323,8 +324,10 @@ def error_from_response(
     provider: str,
     secrets: Iterable[str] = (),
     tools: bool = False,
+    url: str | None = None,
 ) -> ModelError:
     """The `ModelError` for a non-2xx answer: class by status; the provider's message, type and request id.
+    With `url` (where the request went), a 404 names it: a wrong base URL is the usual cause.
 
     400/413/422 `BadRequestError` (`ToolsNotSupportedError` when the request offered tools and the provider
     says the model cannot take them), 401/403 `AuthenticationError`, 404 `NotFoundError`, 429
@@ -350,6 +353,8 @@ def error_from_response(
     text += _details(error_type, request_id)
     if hint:
         text += f"; {hint}"
+    if url and cls is NotFoundError:
+        text += f" (the request went to {url})"
     return cls(
         scrub(text, secrets),
         provider=provider,
@@ -853,7 +858,13 @@ class ProviderClient:
                 raise
             body = b""
         error = error_from_response(
-            status, response.headers, body, provider=self.provider, secrets=self._secrets, tools=tools
+            status,
+            response.headers,
+            body,
+            provider=self.provider,
+            secrets=self._secrets,
+            tools=tools,
+            url=str(response.request.url).partition("?")[0],
         )
         should_retry = response.headers.get("x-should-retry", "").lower()
         retryable = status in self.retry.retry_statuses and not isinstance(error, ToolsNotSupportedError)
