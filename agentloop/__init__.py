@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     AgentLoopError,
+    ApprovalError,
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    ChatMemoryConflictError,
+    ChatMemoryStoreError,
     HallucinatedToolError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -23,8 +26,10 @@ from ._errors import (
     ModelTimeoutError,
     NotFoundError,
     RateLimitError,
+    ResponseTruncatedError,
     ServerError,
     ToolArgumentsError,
+    ToolDeniedError,
     ToolExecutionError,
     ToolRoundsExceededError,
     ToolsNotSupportedError,
@@ -46,7 +51,9 @@ from ._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._approval import Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._events import (
+        ApprovalRequired,
         BeforeToolExecution,
         CompleteResponse,
         IntermediateResponse,
@@ -56,8 +63,16 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, execute_tool_calls, should_return_immediately
-    from ._memory import ChatMemory, ChatMemoryStore, InMemoryChatMemoryStore, MessageWindowChatMemory
+    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
+    from ._memory import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MessageWindowChatMemory,
+        PendingApprovalStore,
+        StoredMemory,
+        VersionedChatMemoryStore,
+    )
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -89,12 +104,25 @@ _LAZY: dict[str, str] = {
         "._tool",
     ),
     **dict.fromkeys(["ToolProvider", "ToolProviderRequest", "ToolProviderResult"], "._toolset"),
-    **dict.fromkeys(["ToolExecution", "execute_tool_calls", "should_return_immediately"], "._execution"),
     **dict.fromkeys(
-        ["ChatMemory", "ChatMemoryStore", "InMemoryChatMemoryStore", "MessageWindowChatMemory"], "._memory"
+        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
     ),
     **dict.fromkeys(
         [
+            "ChatMemory",
+            "ChatMemoryStore",
+            "InMemoryChatMemoryStore",
+            "MessageWindowChatMemory",
+            "PendingApprovalStore",
+            "StoredMemory",
+            "VersionedChatMemoryStore",
+        ],
+        "._memory",
+    ),
+    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._approval"),
+    **dict.fromkeys(
+        [
+            "ApprovalRequired",
             "BeforeToolExecution",
             "CompleteResponse",
             "IntermediateResponse",
@@ -115,16 +143,22 @@ __all__ = [
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "ApprovalError",
+    "ApprovalRequired",
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
     "BeforeToolExecution",
     "ChatMemory",
+    "ChatMemoryConflictError",
     "ChatMemoryStore",
+    "ChatMemoryStoreError",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Defer",
+    "Denied",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
@@ -141,17 +175,23 @@ __all__ = [
     "PartialResponse",
     "PartialThinking",
     "PartialToolCall",
+    "PendingApproval",
+    "PendingApprovalStore",
     "RateLimitError",
+    "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
     "ServerError",
+    "StoredMemory",
     "StreamEvent",
     "SystemMessage",
     "TokenStream",
     "TokenUsage",
+    "ToolApprovalRequest",
     "ToolArgumentsError",
     "ToolChoice",
     "ToolContext",
+    "ToolDeniedError",
     "ToolExecuted",
     "ToolExecution",
     "ToolExecutionError",
@@ -163,9 +203,11 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRoundsExceededError",
+    "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserMessage",
+    "VersionedChatMemoryStore",
     "execute_tool_calls",
     "should_return_immediately",
     "tool",

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
 import anyio
 import msgspec
 
-from ._errors import IllegalConfigurationError, InvocationTimeoutError, ToolArgumentsError
-from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions
+from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._errors import (
+    ApprovalError,
+    IllegalConfigurationError,
+    InvocationTimeoutError,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
+from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
 from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory
+from ._memory import ChatMemory, exclusive_access
 from ._messages import (
     FinishReason,
     SystemMessage,
@@ -43,6 +50,13 @@ HallucinationStrategy = Callable[
 
 DEFAULT_MEMORY_ID = "default"
 
+_STATELESS: Any = object()
+"""The memory id of an invocation that uses no memory at all (an agent-tool's default)."""
+
+
+def _new_invocation_id() -> str:
+    return uuid.uuid4().hex
+
 
 class Agent:
     """A chat model put to work with tools, memory and instructions.
@@ -50,6 +64,10 @@ class Agent:
     `model` is a `ChatModel` or a model string such as `"openai:gpt-4o-mini"` (see `infer_model`). `memory` is
     one `ChatMemory` shared by every invocation, or a function from memory id to that id's memory (e.g.
     `MessageWindowChatMemory.provider(20)`); without it every invocation starts afresh.
+
+    For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
+    `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
+    `ToolExecuted` events in call order instead of completion order.
     """
 
     def __init__(
@@ -72,6 +90,12 @@ class Agent:
         max_tool_calls_per_response: int | None = DEFAULT_MAX_CALLS,
         name: str | None = None,
         description: str | None = None,
+        tool_runner: ToolRunner | None = None,
+        ordered_events: bool = False,
+        clock: Callable[[], datetime] | None = None,
+        id_factory: Callable[[], str] | None = None,
+        requires_approval: Any = None,
+        approval_handler: Callable[..., Any] | None = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -99,9 +123,13 @@ class Agent:
             tool_execution_error_handler=tool_execution_error_handler,
             max_result_chars=max_tool_result_chars,
             max_calls=max_tool_calls_per_response,
+            tool_runner=tool_runner,
+            clock=clock,
         )
+        self.ordered_events = ordered_events
+        self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
+        self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._memories: dict[Any, ChatMemory] = {}
-        self._locks: dict[Any, tuple[anyio.Lock, list[int]]] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -155,6 +183,12 @@ class Agent:
         then, and only a `Result` (from `chat()` or `stream()`) can carry the tools' outcome.
         """
         result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
+        if result.finish_reason is FinishReason.APPROVAL_REQUIRED:
+            raise ApprovalError(
+                "Tool calls of this invocation wait for approval, so there is no answer text yet; use "
+                "`await agent.chat(...)` and resume its `result.pending` with `agent.resume(...)`",
+                pending_id=result.pending.id if result.pending is not None else None,
+            )
         if result.content is None:
             if result.finish_reason is FinishReason.TOOL_EXECUTION:
                 names = ", ".join(e.request.name for e in result.tool_executions[-1:])
@@ -178,6 +212,57 @@ class Agent:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
         return run_sync(self.ask, message, **options)
 
+    async def resume(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[str]:
+        """Goes on with a paused invocation (`result.pending`, or its `to_json()` bytes): approved calls run,
+        denied ones get their error result, the round is committed as one unit and the model is called.
+
+        `decisions` maps every waiting call id to True, False or `Denied(reason)`. A decision missing or
+        unknown, a state altered since it paused, or a round already resumed raise `ApprovalError` and run
+        nothing. `context` and `tools` are not stored in the paused state: give them again if the paused
+        invocation had them. Works in any process, with an agent built the same way.
+        """
+        resume = Resume(pending, decisions)
+        return await self._resume(resume, context, tools, timeout, None)
+
+    def resume_stream(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> TokenStream:
+        """`resume()` as a `TokenStream`; the state and the decisions are checked before it returns."""
+        resume = Resume(pending, decisions)
+        toolset = None if tools is None else resolve_tools(tools)
+
+        async def runner(emit: Listener) -> Result[str]:
+            return await self._resume(resume, context, toolset, timeout, emit)
+
+        return TokenStream(runner, description=f"agent={self.name or type(self.model).__name__} (resumed)")
+
+    async def _resume(
+        self,
+        resume: Resume,
+        context: Mapping[str, Any] | None,
+        tools: Any,
+        timeout: float | None,
+        emit: Listener | None,
+    ) -> Result[str]:
+        pending = resume.pending
+        return await self._invoke(
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, resume
+        )
+
     async def _invoke(
         self,
         message: str | UserMessage,
@@ -186,15 +271,16 @@ class Agent:
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
+        resume: Resume | None = None,
     ) -> Result[str]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit)
+            return await self._run(user_message, memory_id, merged, toolset, None, emit, resume)
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit)
+            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, resume)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -210,9 +296,13 @@ class Agent:
         toolset: Any,
         deadline: float | None,
         emit: Listener | None,
+        resume: Resume | None = None,
     ) -> Result[str]:
-        memory = self._memory_for(memory_id)
-        async with self._serialised(memory_id):
+        if memory_id is _STATELESS:
+            memory, memory_id = None, None
+        else:
+            memory = self._memory_for(memory_id)
+        async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
                 user_message=user_message,
@@ -223,10 +313,12 @@ class Agent:
                 options=self.options,
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
-                invocation_id=uuid.uuid4().hex,
+                invocation_id=self.id_factory() if resume is None else resume.pending.invocation_id,
                 context=context,
                 deadline=deadline,
                 eager_tools=self.eager_tools,
+                ordered_events=self.ordered_events,
+                approval=ApprovalGate(self.approval, resume),
             )
             return await run_invocation(invocation, emit)
 
@@ -246,27 +338,6 @@ class Agent:
         """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
 
-    @asynccontextmanager
-    async def _serialised(self, memory_id: Any) -> AsyncIterator[None]:
-        """Invocations that share a memory run one after another, so rounds never interleave."""
-        if self.memory is None:
-            yield
-            return
-        shared = memory_id is None or isinstance(self.memory, ChatMemory)
-        key = DEFAULT_MEMORY_ID if shared else memory_id
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = (anyio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[key]
-
     async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:
         source = self.system_message
         if source is None:
@@ -285,11 +356,15 @@ class Agent:
         *,
         return_behavior: ReturnBehavior = ReturnBehavior.TO_LLM,
         timeout: float | None = None,
+        memory_id: Callable[[ToolContext], Any] | None = None,
     ) -> Tool:
         """This agent as a tool of another agent: one string argument `request`, answered by `chat()`.
 
         The tool's `ToolExecution.result_object` is this agent's `Result`, so its own tool executions stay
-        visible to the caller. The outer context is passed on; memory is not shared.
+        visible to the caller. The outer context is passed on; memory is not shared. By default each call
+        runs without memory (it stands alone, whoever the caller is); `memory_id=lambda ctx: ...` derives a
+        memory id for this agent's own memory from the caller's `ToolContext` (e.g. `ctx.memory_id`, to
+        give each of the caller's users their own sub-conversation).
         """
         tool_name = name or self.name
         if not tool_name:
@@ -313,7 +388,15 @@ class Agent:
             if not isinstance(text, str):
                 raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
             remaining = ctx.remaining_time()
-            return await self.chat(text, context=ctx.context, timeout=remaining)
+            own_id = _STATELESS if memory_id is None else memory_id(ctx)
+            result = await self._invoke(text, own_id, ctx.context, None, remaining, None)
+            if result.pending is not None:  # nobody could resume it from inside another agent's round
+                waiting = ", ".join(r.tool_name for r in result.pending.requests)
+                raise ToolExecutionError(
+                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
+                    "used as a tool cannot pause; give it an approval_handler"
+                )
+            return result
 
         return Tool(
             specification,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 __all__ = [
     "AgentLoopError",
+    "ApprovalError",
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
+    "ChatMemoryConflictError",
+    "ChatMemoryStoreError",
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
@@ -16,8 +19,10 @@ __all__ = [
     "ModelTimeoutError",
     "NotFoundError",
     "RateLimitError",
+    "ResponseTruncatedError",
     "ServerError",
     "ToolArgumentsError",
+    "ToolDeniedError",
     "ToolExecutionError",
     "ToolRoundsExceededError",
     "ToolsNotSupportedError",
@@ -38,6 +43,15 @@ class ToolExecutionError(AgentLoopError):
         super().__init__(message)
         self.message = message
         self.error_code = error_code
+
+
+class ToolDeniedError(ToolExecutionError):
+    """A person (or the approval handler) denied a tool call; `message` went to the model as its result."""
+
+    def __init__(self, message: str, *, call_id: str | None = None, tool_name: str | None = None) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.tool_name = tool_name
 
 
 class ToolArgumentsError(AgentLoopError):
@@ -81,11 +95,47 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
         self.timeout = timeout
 
 
+class ApprovalError(AgentLoopError):
+    """A paused round cannot be resumed as asked (a decision missing or unknown, the state altered, already
+    resumed...), or an invocation that waits for approval was asked for its text. Nothing ran."""
+
+    def __init__(self, message: str, *, call_id: str | None = None, pending_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.call_id = call_id
+        self.pending_id = pending_id
+
+
+# -- memory -----------------------------------------------------------------------------------------------
+
+
+class ChatMemoryStoreError(AgentLoopError):
+    """A chat memory store could not be read or written (server unreachable, file locked or corrupt).
+
+    `store` names the store (its URL or path, without secrets). The write that failed committed nothing.
+    """
+
+    def __init__(self, message: str, *, store: str | None = None) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class ChatMemoryConflictError(ChatMemoryStoreError):
+    """A write was refused: it was based on an older version of the memory, or its lease had been lost."""
+
+
 # -- models -----------------------------------------------------------------------------------------------
 
 
 class ModelError(AgentLoopError):
-    """A chat model call failed. Subclasses say how; attributes carry what the provider said."""
+    """A chat model call failed. Subclasses say how; attributes carry what the provider said.
+
+    `retryable` says whether the same request may succeed later (rate limits, server errors, timeouts, broken
+    connections); an engine that retries on its own should retry only those, with the provider's own retries
+    off (`max_retries=0`), so the two never multiply.
+    """
+
+    retryable: bool = False
 
     def __init__(
         self,
@@ -131,18 +181,31 @@ class NotFoundError(ModelHTTPError):
 class RateLimitError(ModelHTTPError):
     """429: too many requests (retried first; raised once retries are exhausted)."""
 
+    retryable = True
+
 
 class ServerError(ModelHTTPError):
     """5xx: the provider failed (retried first; raised once retries are exhausted)."""
+
+    retryable = True
 
 
 class ModelTimeoutError(ModelError, TimeoutError):
     """Connecting to, or reading from, the provider took longer than the configured timeout."""
 
+    retryable = True
+
 
 class ModelConnectionError(ModelError):
     """The connection to the provider could not be made or broke before the response was complete."""
 
+    retryable = True
+
 
 class BadResponseError(ModelError):
     """The provider's answer could not be understood (malformed JSON, broken stream, wrong content type)."""
+
+
+class ResponseTruncatedError(ModelError):
+    """The response hit the model's output token limit (finish reason LENGTH) in the middle of a tool call,
+    so the call cannot run. Nothing of that response ran or was stored."""

@@ -13,10 +13,12 @@ import msgspec
 from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
 
 if TYPE_CHECKING:
+    from ._approval import PendingApproval, ToolApprovalRequest
     from ._execution import ToolExecution
     from ._result import Result
 
 __all__ = [
+    "ApprovalRequired",
     "BeforeToolExecution",
     "CompleteResponse",
     "IntermediateResponse",
@@ -83,6 +85,23 @@ class ToolExecuted(msgspec.Struct, frozen=True):
         return self.execution.round
 
 
+class ApprovalRequired(msgspec.Struct, frozen=True):
+    """The invocation pauses: some tool calls wait for a person's decision (resume with `Agent.resume`).
+    Comes before the `CompleteResponse` of a paused invocation."""
+
+    pending: PendingApproval
+
+    @property
+    def requests(self) -> tuple[ToolApprovalRequest, ...]:
+        """The calls that wait."""
+        return self.pending.requests
+
+    @property
+    def round(self) -> int:
+        """The tool round that paused, from 1."""
+        return self.pending.round
+
+
 class CompleteResponse(msgspec.Struct, frozen=True):
     """The invocation finished: the final model response, usage summed over every model call, the Result."""
 
@@ -98,6 +117,7 @@ StreamEvent = Union[
     IntermediateResponse,
     BeforeToolExecution,
     ToolExecuted,
+    ApprovalRequired,
     CompleteResponse,
 ]
 """Anything `TokenStream.events()` yields."""

@@ -7,6 +7,7 @@ siblings alone, unless an error handler re-raises, which cancels the siblings an
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import itertools
@@ -18,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Union
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from ._context import _NO_CONTEXT, ToolContext
@@ -31,6 +33,7 @@ __all__ = [
     "ExecutionOptions",
     "HallucinatedToolNameStrategy",
     "ToolExecution",
+    "ToolRunner",
     "any_error",
     "behaviours",
     "execute_tool_call",
@@ -46,6 +49,13 @@ HallucinatedToolNameStrategy = Callable[
     Union[str, ToolExecutionResultMessage, Awaitable[Union[str, ToolExecutionResultMessage]]],
 ]
 """`request -> what to tell the model` when it calls a tool that does not exist."""
+
+ToolRunner = Callable[
+    [ToolExecutionRequest, Callable[[], Awaitable["ToolExecution"]]], Awaitable["ToolExecution"]
+]
+"""`(request, run) -> record`: every call an agent runs goes through it; `run()` runs the call in this
+process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
+call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed."""
 
 OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]
@@ -122,6 +132,14 @@ class ExecutionOptions:
     """Longer result texts are cut to this many characters, with a marker saying so (None: no cap)."""
     max_calls: int | None = DEFAULT_MAX_CALLS
     """Calls of one response past this many are not run; each gets an error result saying why."""
+    tool_runner: ToolRunner | None = None
+    """Runs each call of the agent's loop (None: in process); see `ToolRunner`."""
+    clock: Callable[[], datetime] | None = None
+    """Where `started_at` / `finished_at` come from (default: the system clock, UTC); a durable engine may
+    give its own deterministic clock. Durations always come from a monotonic clock."""
+
+    def now(self) -> datetime:
+        return _utcnow() if self.clock is None else self.clock()
 
     def __post_init__(self) -> None:
         check_timeout(self.timeout, "timeout")
@@ -133,6 +151,8 @@ class ExecutionOptions:
             "hallucinated_tool_name_strategy",
             "tool_arguments_error_handler",
             "tool_execution_error_handler",
+            "tool_runner",
+            "clock",
         ):
             value = getattr(self, name)
             if value is not None and not callable(value):
@@ -235,7 +255,7 @@ async def _execute(
     try:
         prepared = tool.prepare(request.arguments)
     except ToolArgumentsError as exc:
-        now, clock = _utcnow(), time.perf_counter()
+        now, clock = options.now(), time.perf_counter()
         return await _failed(exc, tool, request, index, round, options, now, clock)
     call_context = ToolContext(
         invocation_id, memory_id, _NO_CONTEXT if context is None else context, request, round, deadline
@@ -258,7 +278,7 @@ async def _run(
     assert request is not None
     if on_start is not None:
         await _maybe_await(on_start(index, request))
-    started_at, clock = _utcnow(), time.perf_counter()
+    started_at, clock = options.now(), time.perf_counter()
     timeout = tool.timeout if tool.timeout is not None else options.timeout
     try:
         if timeout is None:
@@ -276,6 +296,15 @@ async def _run(
             ) from exc
     except Exception as exc:
         return await _failed(exc, tool, request, index, context.round, options, started_at, clock)
+    except BaseException as exc:
+        if await _stops_the_invocation(exc):
+            raise
+        # A tool raised a BaseException of its own (e.g. `asyncio.CancelledError` out of a library while
+        # nothing cancelled this invocation): it is that call's failure, so the round stays whole.
+        detail = f": {exc}" if str(exc) else ""
+        failure = ToolExecutionError(f"Tool {tool.name!r} raised {type(exc).__name__}{detail}")
+        failure.__cause__ = exc
+        return await _failed(failure, tool, request, index, context.round, options, started_at, clock)
     return ToolExecution(
         request,
         text,
@@ -284,11 +313,35 @@ async def _run(
         index,
         context.round,
         started_at,
-        _utcnow(),
+        options.now(),
         time.perf_counter() - clock,
         tool.return_behavior,
         False,
     )
+
+
+async def _stops_the_invocation(error: BaseException) -> bool:
+    """True for a `BaseException` that must propagate out of a tool call: a cancellation of the invocation
+    itself (not one the tool raised on its own), `KeyboardInterrupt` and `SystemExit`."""
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return True
+    if not isinstance(error, anyio.get_cancelled_exc_class()):
+        return False
+    task = _current_asyncio_task()
+    if task is not None and getattr(task, "cancelling", lambda: 0)():
+        return True  # asyncio's own Task.cancel(), outside any anyio scope
+    try:
+        await anyio.lowlevel.checkpoint_if_cancelled()  # raises again iff an enclosing scope was cancelled
+    except anyio.get_cancelled_exc_class():
+        return True
+    return False
+
+
+def _current_asyncio_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running: trio
+        return None
 
 
 async def _failed(
@@ -322,7 +375,7 @@ async def _failed(
         index,
         round,
         started_at,
-        _utcnow(),
+        options.now(),
         time.perf_counter() - clock,
         tool.return_behavior,
         True,
@@ -339,14 +392,19 @@ def capped(execution: ToolExecution, limit: int | None) -> ToolExecution:
 
 
 def rejected_call(
-    request: ToolExecutionRequest, index: int, round: int, total: int, limit: int
+    request: ToolExecutionRequest,
+    index: int,
+    round: int,
+    total: int,
+    limit: int,
+    clock: Callable[[], datetime] = _utcnow,
 ) -> ToolExecution:
     """The error result of a call past the per-response cap: it is not run, the model is told why."""
     message = (
         f"Not run: this response asked for {total} tool calls and at most {limit} run per response. "
         f"Calls #{limit} and later were skipped; ask for them again in a later response."
     )
-    now = _utcnow()
+    now = clock()
     return ToolExecution(
         request,
         message,
@@ -375,7 +433,7 @@ async def _answer_hallucination(
     strategy = options.hallucinated_tool_name_strategy
     if strategy is None:
         raise _hallucinated(request.name, toolset)
-    started_at, clock = _utcnow(), time.perf_counter()
+    started_at, clock = options.now(), time.perf_counter()
     answer = await _maybe_await(strategy(request))
     if isinstance(answer, ToolExecutionResultMessage):
         text, is_error = answer.text, answer.is_error
@@ -394,7 +452,7 @@ async def _answer_hallucination(
         index,
         round,
         started_at,
-        _utcnow(),
+        options.now(),
         time.perf_counter() - clock,
         ReturnBehavior.TO_LLM,
         is_error,

@@ -12,17 +12,18 @@ loop:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from ._errors import BadResponseError, ToolRoundsExceededError
+from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
 from ._events import (
     BeforeToolExecution,
     IntermediateResponse,
@@ -49,6 +50,7 @@ from ._messages import (
     TokenUsage,
     ToolExecutionRequest,
     UserMessage,
+    is_whole_object,
 )
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
@@ -56,6 +58,9 @@ from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolC
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
+
+if TYPE_CHECKING:
+    from ._approval import ApprovalGate, PendingApproval
 
 __all__ = ["Invocation", "Listener", "run_invocation"]
 
@@ -91,6 +96,9 @@ class Invocation:
     context: Mapping[str, Any]
     deadline: float | None
     eager_tools: bool
+    ordered_events: bool = False
+    approval: ApprovalGate | None = None
+    """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[str]:
@@ -116,6 +124,9 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
+    resumed = inv.approval.resumed if inv.approval is not None else None
+    if resumed is not None:  # a paused round goes on: its calls run first, then the loop as usual
+        unsaved, round = list(resumed.pending.messages), resumed.pending.round - 1
     while True:
         if dynamic and round > 0:
             toolset = await _tools(inv, history + unsaved)
@@ -123,12 +134,17 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
             calls = _Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
-            if emit is None:
+            if resumed is not None:  # the paused response, claimed: its approved calls run now
+                assert inv.approval is not None
+                response, resumed = await inv.approval.resume(toolset, inv), None
+            elif emit is None:
                 response = await inv.model.chat(request)
             else:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls)
             ai = response.ai_message
             if ai.tool_execution_requests:
+                if response.finish_reason is FinishReason.LENGTH:
+                    _refuse_cut_calls(ai.tool_execution_requests)
                 if not may_run_tools:
                     raise ToolRoundsExceededError(
                         f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
@@ -157,6 +173,11 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
         round_executions = calls.executions()
         executions += round_executions
         intermediate.append(response)
+        if inv.approval is not None and inv.approval.waiting:  # a person decides: nothing is committed
+            carried = unsaved if inv.memory is not None else history + unsaved
+            pending = await inv.approval.pause(inv, response, round, round_executions, carried, typed)
+            finish = FinishReason.APPROVAL_REQUIRED
+            return _result(inv, None, finish, executions, intermediate, response, usage, added, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
         await _commit(inv.memory, messages)
         history += messages
@@ -217,8 +238,10 @@ class _Calls:
         "_emit",
         "_executions",
         "_ids",
+        "_in_order",
         "_inv",
         "_limiter",
+        "_reported",
         "_round",
         "_tg",
         "_toolset",
@@ -247,12 +270,14 @@ class _Calls:
         self._ids: dict[int, str] = {}  # the id each call carries from here on
         self._used: set[str] = set()
         self._executions: dict[int, ToolExecution] = {}
+        self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
+        self._reported = 0  # ordered_events: the next index to report
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
         limit = self._inv.options.max_calls
-        if self._eager and (limit is None or index < limit):
-            self._start(index, request, index + 1)
+        if self._eager and (limit is None or index < limit) and is_whole_object(request.arguments):
+            self._start(index, request, index + 1)  # else it waits for the end of the response
 
     def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
         """The response is complete: start every call not started yet, check the early ones, and return the
@@ -299,19 +324,24 @@ class _Calls:
         request = _with_id(request, call_id)
         limit = self._inv.options.max_calls
         if limit is not None and index >= limit:
-            execution = rejected_call(request, index, self._round, total, limit)
+            execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
             self._executions[index] = execution
             if self._emit is not None:
                 self._tg.start_soon(self._report, execution)
             return
         self._tg.start_soon(self._run, index, request)
 
-    async def _report(self, execution: ToolExecution) -> None:
-        assert self._emit is not None
-        await self._emit(ToolExecuted(execution))
-
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
         inv, emit = self._inv, self._emit
+        gate = inv.approval
+        if gate is not None and gate.concerns(request.name, self._toolset):
+            settled = await gate.settle(request, index, self._round, self._toolset, inv)
+            if settled is not None:  # denied, waiting for a person, or finished before a pause
+                if settled.execution is not None:
+                    self._executions[index] = settled.execution
+                    if settled.report and emit is not None:
+                        await self._report(settled.execution)
+                return
         on_start = None
         if emit is not None:
             round = self._round
@@ -319,7 +349,8 @@ class _Calls:
             async def on_start(index: int, request: ToolExecutionRequest) -> None:
                 await emit(BeforeToolExecution(request, index, round))
 
-        execution = await execute_tool_call(
+        run = functools.partial(
+            execute_tool_call,
             request,
             index=index,
             round=self._round,
@@ -332,9 +363,37 @@ class _Calls:
             deadline=inv.deadline,
             on_start=on_start,
         )
+        runner = inv.options.tool_runner
+        execution = await (run() if runner is None else runner(request, run))
         self._executions[index] = execution
         if emit is not None:
-            await emit(ToolExecuted(execution))
+            await self._report(execution)
+
+    async def _report(self, execution: ToolExecution) -> None:
+        """Emits `ToolExecuted`: as each call completes, or in call order with `ordered_events`."""
+        assert self._emit is not None
+        if not self._inv.ordered_events:
+            await self._emit(ToolExecuted(execution))
+            return
+        if self._in_order is None:
+            self._in_order = anyio.Lock()
+        async with self._in_order:  # the call that completes a prefix reports it, in order
+            while self._reported in self._executions:
+                await self._emit(ToolExecuted(self._executions[self._reported]))
+                self._reported += 1
+
+
+def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
+    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
+    round must not be stored: a cut call sent back makes providers reject every later request)."""
+    for index, request in enumerate(requests):
+        if not is_whole_object(request.arguments):
+            raise ResponseTruncatedError(
+                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
+                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
+                "it cannot run; nothing of this response ran or was stored. Raise the model's max_tokens "
+                "(e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool arguments."
+            )
 
 
 def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionRequest:
@@ -368,6 +427,7 @@ def _result(
     final: ChatResponse,
     usage: TokenUsage | None,
     added: list[ChatMessage],
+    pending: PendingApproval | None = None,
 ) -> Result[str]:
     return Result(
         content=content,
@@ -379,6 +439,7 @@ def _result(
         messages=tuple(added),
         memory_id=inv.memory_id,
         invocation_id=inv.invocation_id,
+        pending=pending,
     )
 
 

@@ -6,9 +6,16 @@ unit, so the messages handed to a provider never hold a tool call without its re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+import builtins
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, nullcontext
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+import anyio
+
+from ._errors import ChatMemoryConflictError
 from ._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
 
 __all__ = [
@@ -16,12 +23,19 @@ __all__ = [
     "ChatMemoryStore",
     "InMemoryChatMemoryStore",
     "MessageWindowChatMemory",
+    "PendingApprovalStore",
+    "StoredMemory",
+    "VersionedChatMemoryStore",
+    "exclusive_access",
 ]
 
 
 @runtime_checkable
 class ChatMemoryStore(Protocol):
-    """Where memories keep their messages (in process now; databases later). Keyed by memory id."""
+    """Where memories keep their messages, keyed by memory id: the simple protocol (LangChain4j's shape).
+
+    A store that also implements `VersionedChatMemoryStore` gets append-only, versioned writes instead.
+    """
 
     async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
         """The stored messages of `memory_id` (empty when none)."""
@@ -36,30 +50,191 @@ class ChatMemoryStore(Protocol):
         ...
 
 
-class InMemoryChatMemoryStore:
-    """A `ChatMemoryStore` in a dict: fast, lost when the process ends."""
+class StoredMemory(NamedTuple):
+    """What `VersionedChatMemoryStore.load` read: the messages (system message first) and their version."""
 
-    __slots__ = ("_messages",)
+    messages: list[ChatMessage]
+    version: int
 
-    def __init__(self) -> None:
-        self._messages: dict[Any, list[ChatMessage]] = {}
 
-    async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
-        return list(self._messages.get(memory_id, ()))
+@runtime_checkable
+class VersionedChatMemoryStore(Protocol):
+    """A store of append-only rounds: each `append` adds one unit and bumps the version by one.
 
-    async def update_messages(self, memory_id: Any, messages: list[ChatMessage]) -> None:
-        self._messages[memory_id] = list(messages)
+    The window is applied when reading, so concurrent writers never overwrite each other; a write carries the
+    version it was based on and is refused (`ChatMemoryConflictError`) when the memory moved on. A store
+    shared between processes also has `lease(memory_id)`: an async context manager yielding a lease token
+    that serialises invocations on one memory id across processes (see docs/memory.md).
+    """
+
+    async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
+        """The newest system message, then the stored rounds, oldest first. With `max_messages`, at least
+        the newest rounds a window of that size needs (back to a round that starts with a user message)."""
+        ...
+
+    async def append(
+        self,
+        memory_id: Any,
+        messages: Sequence[ChatMessage],
+        *,
+        expected_version: int | None = None,
+        lease: str | None = None,
+    ) -> int:
+        """Appends `messages` as one round, atomically; returns the new version. A `SystemMessage` replaces
+        the stored one. Refused when `expected_version` (if given) is not the current version, or `lease`
+        (if given) is no longer held."""
+        ...
 
     async def delete_messages(self, memory_id: Any) -> None:
-        self._messages.pop(memory_id, None)
+        """Forgets `memory_id`."""
+        ...
+
+
+@runtime_checkable
+class PendingApprovalStore(Protocol):
+    """An optional capability of a memory store: it records the rounds that wait for a person's approval.
+
+    The runtime saves a paused round's check record (an opaque string) when it pauses, and takes it back,
+    atomically and once, when a resume starts: so in every process sharing the store a round is resumed at
+    most once, and only with the names, arguments and results it paused with (docs/approval.md).
+    """
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records `record` under (`memory_id`, `pending_id`)."""
+        ...
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """Atomically: returns the record stored under the key (None when there is none) and deletes it when
+        it equals `record`; a different record is left in place."""
+        ...
+
+
+class _Log:
+    """One memory id in an `InMemoryChatMemoryStore`: its rounds, version and system message."""
+
+    __slots__ = ("rows", "system", "version", "window")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[ChatMessage, ...]] = []
+        self.system: SystemMessage | None = None
+        self.version = 0
+        self.window = 0  # the largest window read so far: rounds no such window needs are dropped
+
+
+def split_round(messages: Sequence[ChatMessage]) -> tuple[SystemMessage | None, list[ChatMessage]]:
+    """A round as stored: its newest system message apart, the other messages in order."""
+    system: SystemMessage | None = None
+    rest: list[ChatMessage] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            system = message
+        else:
+            rest.append(message)
+    return system, rest
+
+
+def needs_more(count: int, saw_user: bool, max_messages: int | None) -> bool:
+    """While reading rounds newest first: True until a window of `max_messages` has all it can use."""
+    return max_messages is None or count < max_messages or not saw_user
+
+
+class InMemoryChatMemoryStore:
+    """A versioned store in a dict: fast, lost when the process ends, private to this process.
+
+    It keeps only the rounds the largest window read from it can show, so memory use stays bounded. It
+    records paused approval rounds too (`PendingApprovalStore`), for this process only.
+    """
+
+    __slots__ = ("_logs", "_pending")
+
+    def __init__(self) -> None:
+        self._logs: dict[Any, _Log] = {}
+        self._pending: dict[tuple[Any, str], str] = {}
+
+    async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
+        log = self._logs.get(memory_id)
+        if log is None:
+            return StoredMemory([], 0)
+        start = self._start(log, max_messages)
+        if max_messages is not None and max_messages > log.window:
+            log.window = max_messages
+        head: list[ChatMessage] = [log.system] if log.system is not None else []
+        return StoredMemory(head + [m for row in log.rows[start:] for m in row], log.version)
+
+    async def append(
+        self,
+        memory_id: Any,
+        messages: Sequence[ChatMessage],
+        *,
+        expected_version: int | None = None,
+        lease: str | None = None,
+    ) -> int:
+        log = self._logs.get(memory_id)
+        version = 0 if log is None else log.version
+        if expected_version is not None and expected_version != version:
+            raise ChatMemoryConflictError(
+                f"Memory {memory_id!r} is at version {version}, not {expected_version}: another writer "
+                "appended since it was read",
+                store=repr(self),
+            )
+        if log is None:
+            log = self._logs[memory_id] = _Log()
+        system, rest = split_round(messages)
+        if system is not None:
+            log.system = system
+        if rest:
+            log.rows.append(tuple(rest))
+            if log.window:
+                del log.rows[: self._start(log, log.window)]
+        log.version += 1
+        return log.version
+
+    @staticmethod
+    def _start(log: _Log, max_messages: int | None) -> int:
+        """Index of the oldest round a window of `max_messages` may show."""
+        count, saw_user, index = 0, False, len(log.rows)
+        while index > 0 and needs_more(count, saw_user, max_messages):
+            index -= 1
+            row = log.rows[index]
+            count += len(row)
+            saw_user = saw_user or isinstance(row[0], UserMessage)
+        return index
+
+    async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
+        return (await self.load(memory_id)).messages
+
+    async def update_messages(self, memory_id: Any, messages: list[ChatMessage]) -> None:
+        log = self._logs.setdefault(memory_id, _Log())
+        log.system, rest = split_round(messages)
+        log.rows = [tuple(rest)] if rest else []
+        log.version += 1
+
+    async def delete_messages(self, memory_id: Any) -> None:
+        self._logs.pop(memory_id, None)
+        for key in [key for key in self._pending if key[0] == memory_id]:
+            del self._pending[key]
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        self._pending[memory_id, pending_id] = record
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        stored = self._pending.get((memory_id, pending_id))
+        if stored == record:
+            del self._pending[memory_id, pending_id]
+        return stored
 
     def __repr__(self) -> str:
-        return f"InMemoryChatMemoryStore(memory_ids={len(self._messages)})"
+        return f"InMemoryChatMemoryStore(memory_ids={len(self._logs)})"
 
 
 @runtime_checkable
 class ChatMemory(Protocol):
-    """The conversation of one memory id. `add` takes one unit (a user message, a tool round, an answer)."""
+    """The conversation of one memory id. `add` takes one unit (a user message, a tool round, an answer).
+
+    A memory may also have `exclusive()`: an async context manager the agent holds for a whole invocation
+    so invocations on one memory run one after another (across processes for a shared store). Without it
+    the agent uses a lock of this process, per memory object.
+    """
 
     @property
     def id(self) -> Any:
@@ -83,15 +258,71 @@ ChatMemoryProvider = Callable[[Any], ChatMemory]
 """A function from memory id to that id's `ChatMemory` (one memory per user or conversation)."""
 
 
+class _Hold:
+    """This task's exclusive access to one memory id: the store's lease token and the version last seen."""
+
+    __slots__ = ("lease", "version")
+
+    def __init__(self, lease: str | None) -> None:
+        self.lease = lease
+        self.version: int | None = None
+
+
+_Key = tuple[int, Any]  # (id of the store, memory id)
+_holds: ContextVar[Mapping[_Key, _Hold]] = ContextVar("agentloop_memory_holds", default=MappingProxyType({}))
+_locks: dict[_Key, tuple[anyio.Lock, list[int]]] = {}
+
+
+@asynccontextmanager
+async def _local_lock(key: _Key) -> AsyncIterator[None]:
+    """A lock of this process per key, dropped when nobody holds or waits for it."""
+    entry = _locks.get(key)
+    if entry is None:
+        entry = _locks[key] = (anyio.Lock(), [0])
+    lock, users = entry
+    users[0] += 1
+    try:
+        async with lock:
+            yield
+    finally:
+        users[0] -= 1
+        if users[0] == 0:
+            del _locks[key]
+
+
+@contextmanager
+def _holding(holds: Mapping[_Key, _Hold], key: _Key, lease: str | None) -> Iterator[None]:
+    """Marks `key` held by this task (and the tasks it starts) while the block runs."""
+    reset = _holds.set(MappingProxyType({**holds, key: _Hold(lease)}))
+    try:
+        yield
+    finally:
+        _holds.reset(reset)
+
+
+def exclusive_access(memory: ChatMemory | None) -> AbstractAsyncContextManager[object]:
+    """What an invocation holds so that no other invocation on `memory` interleaves with it: the memory's
+    own `exclusive()` when it has one, else a lock of this process per memory object."""
+    if memory is None:
+        return nullcontext()
+    exclusive = getattr(memory, "exclusive", None)
+    if exclusive is not None:
+        return exclusive()  # type: ignore[no-any-return]
+    return _local_lock((id(memory), None))
+
+
 class MessageWindowChatMemory:
     """Keeps the most recent `max_messages` messages, evicting whole units from the oldest.
 
     A system message is never evicted (a newer one replaces it). A tool round is evicted as a unit, and the
     window starts with a user message, so it is valid for every provider. When the newest exchange alone is
     longer than `max_messages`, it is kept whole (with the user message that started it) rather than split.
+
+    Over a `VersionedChatMemoryStore` (every store agentloop ships) rounds are appended and the window is
+    applied when reading; over a plain `ChatMemoryStore` the windowed list is written back whole.
     """
 
-    __slots__ = ("_id", "_store", "max_messages")
+    __slots__ = ("_id", "_key", "_store", "_versioned", "max_messages")
 
     def __init__(
         self, max_messages: int = 100, *, id: Any = "default", store: ChatMemoryStore | None = None
@@ -100,29 +331,68 @@ class MessageWindowChatMemory:
             raise ValueError(f"max_messages must be at least 1, got {max_messages}")
         self.max_messages = max_messages
         self._id = id
-        self._store: ChatMemoryStore = store if store is not None else InMemoryChatMemoryStore()
+        self._store: Any = store if store is not None else InMemoryChatMemoryStore()
+        self._versioned = isinstance(self._store, VersionedChatMemoryStore)
+        self._key = (builtins.id(self._store), id)
 
     @classmethod
     def provider(
-        cls, max_messages: int = 100, *, store: ChatMemoryStore | None = None
+        cls, max_messages: int = 100, *, store: ChatMemoryStore | VersionedChatMemoryStore | None = None
     ) -> Callable[[Any], MessageWindowChatMemory]:
         """A memory provider for `Agent(memory=...)`: one window per memory id, all in one store."""
         shared = store if store is not None else InMemoryChatMemoryStore()
-        return lambda memory_id: cls(max_messages, id=memory_id, store=shared)
+        return lambda memory_id: cls(max_messages, id=memory_id, store=shared)  # type: ignore[arg-type]
 
     @property
     def id(self) -> Any:
         return self._id
 
     @property
-    def store(self) -> ChatMemoryStore:
+    def store(self) -> Any:
         return self._store
 
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Holds this memory id for the caller alone: a lock per store and memory id in this process and,
+        for a store shared between processes, the store's lease (renewed while held). Re-entrant."""
+        holds = _holds.get()
+        if self._key in holds:
+            yield
+            return
+        async with _local_lock(self._key):
+            lease = getattr(self._store, "lease", None)
+            if lease is None:
+                with _holding(holds, self._key, None):
+                    yield
+                return
+            async with lease(self._id) as token:
+                with _holding(holds, self._key, token):
+                    yield
+
     async def messages(self) -> list[ChatMessage]:
-        return await self._store.get_messages(self._id)
+        if not self._versioned:
+            return await self._store.get_messages(self._id)  # type: ignore[no-any-return]
+        loaded = await self._store.load(self._id, max_messages=self.max_messages)
+        hold = _holds.get().get(self._key)
+        if hold is not None:
+            hold.version = loaded.version
+        return _evict(loaded.messages, self.max_messages)
 
     async def add(self, messages: Sequence[ChatMessage]) -> None:
-        current = await self._store.get_messages(self._id)
+        if not self._versioned:
+            await self._replace(messages)
+            return
+        hold = _holds.get().get(self._key)
+        if hold is None:
+            async with self.exclusive():
+                await self.add(messages)
+            return
+        hold.version = await self._store.append(
+            self._id, messages, expected_version=hold.version, lease=hold.lease
+        )
+
+    async def _replace(self, messages: Sequence[ChatMessage]) -> None:
+        current: list[ChatMessage] = await self._store.get_messages(self._id)
         for message in messages:
             if isinstance(message, SystemMessage):
                 current = [m for m in current if not isinstance(m, SystemMessage)]
@@ -132,7 +402,14 @@ class MessageWindowChatMemory:
         await self._store.update_messages(self._id, _evict(current, self.max_messages))
 
     async def clear(self) -> None:
+        hold = _holds.get().get(self._key)
+        if hold is None and self._versioned:
+            async with self.exclusive():
+                await self.clear()
+            return
         await self._store.delete_messages(self._id)
+        if hold is not None:
+            hold.version = None
 
     def __repr__(self) -> str:
         return f"MessageWindowChatMemory(id={self._id!r}, max_messages={self.max_messages})"

@@ -29,6 +29,7 @@ __all__ = [
     "UserMessage",
     "decode_messages",
     "encode_messages",
+    "is_whole_object",
 ]
 
 
@@ -38,6 +39,15 @@ class ToolExecutionRequest(msgspec.Struct, frozen=True):
     id: str | None
     name: str
     arguments: str = "{}"
+
+
+def is_whole_object(arguments: str) -> bool:
+    """True when `arguments` is a complete JSON object: nothing but white space can follow it, so a tool call
+    whose arguments are whole cannot still be streaming (a cut or unfinished one is not whole)."""
+    try:
+        return isinstance(msgspec.json.decode(arguments), dict)
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep to decode
+        return False
 
 
 class SystemMessage(msgspec.Struct, frozen=True, tag="system"):
@@ -131,13 +141,15 @@ class TokenUsage(msgspec.Struct, frozen=True):
 
 
 class FinishReason(str, enum.Enum):
-    """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return."""
+    """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return;
+    `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls."""
 
     STOP = "stop"
     LENGTH = "length"
     TOOL_EXECUTION = "tool_execution"
     CONTENT_FILTER = "content_filter"
     OTHER = "other"
+    APPROVAL_REQUIRED = "approval_required"
 
 
 class ToolChoice(msgspec.Struct, frozen=True):

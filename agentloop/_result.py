@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 
 if TYPE_CHECKING:
+    from ._approval import PendingApproval
     from ._execution import ToolExecution
 
 __all__ = ["Result"]
@@ -21,7 +22,9 @@ class Result(Generic[T]):
     """The outcome of `Agent.chat()` or a finished `TokenStream`.
 
     `content` is the final answer, or None when an immediate-return tool ended the invocation (then
-    `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`).
+    `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`), or when tool
+    calls wait for a person (then `finish_reason` is `FinishReason.APPROVAL_REQUIRED` and `pending` holds
+    them; `Agent.resume(result.pending, ...)` goes on).
     """
 
     content: T | None
@@ -34,6 +37,8 @@ class Result(Generic[T]):
     """The messages this invocation added to the conversation: user message, tool rounds, final answer."""
     memory_id: Any = None
     invocation_id: str = ""
+    pending: PendingApproval | None = None
+    """The paused round, when tool calls wait for approval (`finish_reason` is `APPROVAL_REQUIRED`)."""
 
     @property
     def returned_immediately(self) -> bool:

@@ -22,6 +22,7 @@ import anyio
 
 from ._errors import AgentLoopError
 from ._events import (
+    ApprovalRequired,
     BeforeToolExecution,
     CompleteResponse,
     IntermediateResponse,
@@ -65,7 +66,8 @@ class TokenStream:
         self._ignore_errors = False
         self._consumed = False
         self._result: Result[str] | None = None
-        self._task: _Producer | None = None
+        self._task: _Producer | None = None  # the producer of `async for` / `events()`
+        self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -92,6 +94,10 @@ class TokenStream:
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
         return self._add(ToolExecuted, callback, lambda e: e.execution)
+
+    def on_approval_required(self, callback: Callback[ApprovalRequired]) -> TokenStream:
+        """Calls `callback(event)` when the invocation pauses because tool calls wait for approval."""
+        return self._add(ApprovalRequired, callback)
 
     def on_complete_response(self, callback: Callback[ChatResponse]) -> TokenStream:
         """Calls `callback(response)` with the final response once the invocation finished."""
@@ -136,9 +142,13 @@ class TokenStream:
         `start()` returns None. An exception raised by a callback is a failure like any other.
         """
         self._claim()
+        driver = self._driver = _Driver()
         try:
-            result = self._result = await self._runner(_Callbacks(self._dispatch))
-            await self._dispatch(_complete(result))
+            with driver.scope:
+                result = self._result = await self._runner(_Callbacks(self._dispatch))
+                await self._dispatch(_complete(result))
+            if driver.scope.cancelled_caught:
+                return None  # stopped by aclose()
         except Exception as error:
             if self._on_error is not None:
                 outcome = self._on_error(error)
@@ -149,6 +159,8 @@ class TokenStream:
                 logger.warning("TokenStream failed; error ignored: %r", error)
                 return None
             raise
+        finally:
+            driver.finished.set()
         return self._result
 
     def __aiter__(self) -> AsyncIterator[str]:
@@ -182,12 +194,19 @@ class TokenStream:
     @property
     def done(self) -> bool:
         """True once the invocation finished, failed or was cancelled."""
-        return self._result is not None or (self._task is not None and self._task.finished.is_set())
+        running = self._task or self._driver
+        return self._result is not None or (running is not None and running.finished.is_set())
 
     async def aclose(self) -> None:
-        """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it."""
+        """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it.
+
+        Works from any task; a `start()` stopped this way returns None. Called from a callback of the stream
+        itself, it stops the invocation once the callback returns (waiting there would wait for itself).
+        """
         if self._task is not None:
             await self._task.stop()
+        elif self._driver is not None:
+            await self._driver.stop()
 
     async def __aenter__(self) -> TokenStream:
         return self
@@ -298,9 +317,9 @@ class _Producer:
         except anyio.BrokenResourceError:
             pass  # the consumer went away
         except BaseException as error:
-            if not isinstance(error, Exception):
+            if isinstance(error, anyio.get_cancelled_exc_class()):
                 raise  # cancellation from outside (event loop shutting down)
-            self.error = error
+            self.error = error  # KeyboardInterrupt, SystemExit...: raised again in the consumer's task
         finally:
             self.stream = self.dispatch = None
             self.closed = True
@@ -352,6 +371,23 @@ class _Producer:
     async def stop(self) -> None:
         self.abandon()
         if self.started:
+            with anyio.CancelScope(shield=True):
+                await self.finished.wait()
+
+
+class _Driver:
+    """The cancel scope `start()` runs the invocation in, so `aclose()` can stop it from another task."""
+
+    __slots__ = ("finished", "scope", "task")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.finished = anyio.Event()
+        self.task = anyio.get_current_task().id
+
+    async def stop(self) -> None:
+        self.scope.cancel()
+        if anyio.get_current_task().id != self.task:
             with anyio.CancelScope(shield=True):
                 await self.finished.wait()
 

@@ -16,7 +16,7 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, Union, overload
 
 import anyio
 import anyio.to_thread
@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+ApprovalRule = Union[Literal[True], Callable[..., Any], None]
+"""A tool's `requires_approval` as stored: None (never), True (always), or a predicate `(request, ctx)`."""
 _C = TypeVar("_C", bound="classmethod[Any, Any, Any]")
 _ATTR = "__agentloop_tool__"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -130,6 +132,7 @@ class Tool:
         "_is_async",
         "_signature",
         "name",
+        "requires_approval",
         "result_converter",
         "return_behavior",
         "source",
@@ -144,6 +147,8 @@ class Tool:
     result_converter: Callable[[Any], str] | None
     source: str
     """Where the tool came from, for error messages (e.g. "function app.tools.get_weather")."""
+    requires_approval: ApprovalRule
+    """None, True, or `(ToolApprovalRequest, ToolContext) -> bool`: whether a call waits for a person."""
 
     def __init__(
         self,
@@ -154,6 +159,7 @@ class Tool:
         timeout: float | None = None,
         result_converter: Callable[[Any], str] | None = None,
         source: str | None = None,
+        requires_approval: ApprovalRule | bool = None,
     ) -> None:
         if not isinstance(specification, ToolSpecification):
             raise IllegalConfigurationError(
@@ -173,6 +179,7 @@ class Tool:
             check_timeout(timeout, f"Tool {specification.name!r}: timeout"),
             _check_converter(result_converter, specification.name),
             source or f"programmatic tool {specification.name!r} ({_qualname(executor)})",
+            check_approval_rule(requires_approval, f"Tool {specification.name!r}"),
         )
 
     @classmethod
@@ -193,6 +200,7 @@ class Tool:
             definition.timeout,
             definition.result_converter,
             source,
+            definition.requires_approval,
         )
         return self
 
@@ -205,8 +213,10 @@ class Tool:
         timeout: float | None,
         result_converter: Callable[[Any], str] | None,
         source: str,
+        requires_approval: ApprovalRule = None,
     ) -> None:
         self.name = specification.name
+        self.requires_approval = requires_approval
         self.specification = specification
         self.return_behavior = return_behavior
         self.timeout = timeout
@@ -285,6 +295,7 @@ class _ToolDefinition:
     timeout: float | None
     result_converter: Callable[[Any], str] | None
     localns: Mapping[str, Any] | None
+    requires_approval: ApprovalRule = None
     _compiled: dict[bool, tuple[Signature, ToolSpecification]] = field(default_factory=dict)
 
     def compiled(self, skip_first: bool) -> tuple[Signature, ToolSpecification]:
@@ -324,6 +335,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
+    requires_approval: ApprovalRule | bool = None,
 ) -> _ToolDecorator: ...
 
 
@@ -336,6 +348,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
+    requires_approval: ApprovalRule | bool = None,
 ) -> _ToolDecorator: ...
 
 
@@ -350,6 +363,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
+    requires_approval: ApprovalRule | bool = None,
 ) -> _F: ...
 
 
@@ -364,6 +378,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
+    requires_approval: ApprovalRule | bool = None,
 ) -> _C: ...
 
 
@@ -375,14 +390,16 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
+    requires_approval: ApprovalRule | bool = None,
 ) -> Any:
     """Marks a function or method as a tool a model can call; the function itself stays unchanged.
 
     Forms: `@tool`, `@tool("description")`, `@tool("line 1", "line 2")` (joined with newlines), and
-    `@tool(name=, description=, return_behavior=, metadata={...}, timeout=, result_converter=)`.
-    Works on functions, methods, static and class methods, sync or async. The name defaults to the
-    function's; the description to its docstring. `timeout` (seconds) bounds each call; `result_converter`
-    turns the result into the text the model reads.
+    `@tool(name=, description=, return_behavior=, metadata={...}, timeout=, result_converter=,
+    requires_approval=)`. Works on functions, methods, static and class methods, sync or async. The name
+    defaults to the function's; the description to its docstring. `timeout` (seconds) bounds each call;
+    `result_converter` turns the result into the text the model reads; `requires_approval` (True, or
+    `(ToolApprovalRequest, ToolContext) -> bool`) makes a call wait for a person's yes (docs/approval.md).
     """
     if args and not isinstance(args[0], str):
         if len(args) > 1:
@@ -408,6 +425,7 @@ def tool(
             timeout=timeout,
             result_converter=result_converter,
             localns=_definition_namespace(_depth),
+            requires_approval=requires_approval,
         )
         return _decorate(target, definition)
 
@@ -452,6 +470,7 @@ def _definition(
     timeout: float | None,
     result_converter: Callable[[Any], str] | None,
     localns: Mapping[str, Any] | None,
+    requires_approval: ApprovalRule | bool = None,
 ) -> _ToolDefinition:
     if inspect.ismethod(func):
         raise IllegalConfigurationError(
@@ -483,6 +502,7 @@ def _definition(
         timeout=check_timeout(timeout, f"Tool {tool_name!r}: timeout"),
         result_converter=_check_converter(result_converter, tool_name),
         localns=localns,
+        requires_approval=check_approval_rule(requires_approval, f"Tool {tool_name!r}"),
     )
 
 
@@ -494,6 +514,17 @@ def _check_return_behavior(value: ReturnBehavior | str, name: str) -> ReturnBeha
         raise IllegalConfigurationError(
             f"Tool {name!r}: return_behavior {value!r} is not one of {choices}"
         ) from None
+
+
+def check_approval_rule(value: ApprovalRule | bool, what: str) -> ApprovalRule:
+    """`requires_approval` as stored: None (never), True (always) or a predicate; `what` names its owner."""
+    if value is None or value is False:
+        return None
+    if value is True or callable(value):
+        return value
+    raise IllegalConfigurationError(
+        f"{what}: requires_approval must be True, False or a callable `(request, ctx) -> bool`, got {value!r}"
+    )
 
 
 def check_timeout(value: float | None, what: str) -> float | None:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-EXAMPLES = ["manual_loop.py", "immediate_return.py", "agents_as_tools.py", "testing_with_fakes.py"]
+EXAMPLES = [
+    "manual_loop.py",
+    "immediate_return.py",
+    "agents_as_tools.py",
+    "testing_with_fakes.py",
+    "approval.py",
+]
 # The quickstart runs the embedded model: included when its extra is installed.
 try:
     import xllamacpp  # noqa: F401
@@ -16,6 +25,16 @@ try:
     EXAMPLES.insert(0, "quickstart.py")
 except ImportError:
     print("note: quickstart.py skipped (pip install -e '.[local]' to run it)")
+# Two web workers sharing one Redis: needs redis-server (apt-get install redis-server) and the redis extra.
+if shutil.which("redis-server") and importlib.util.find_spec("redis"):
+    EXAMPLES.append("multi_worker.py")
+else:
+    print("note: multi_worker.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
+# Durable execution: needs the dbos extra.
+if importlib.util.find_spec("dbos"):
+    EXAMPLES.append("durable_dbos.py")
+else:
+    print("note: durable_dbos.py skipped (pip install -e '.[dbos]')")
 
 
 def main() -> int:
@@ -23,7 +42,9 @@ def main() -> int:
     for name in EXAMPLES:
         start = time.perf_counter()
         print(f"=== {name}", flush=True)
-        code = subprocess.call([sys.executable, str(HERE / name)])
+        # approval.py asks a person: here its answers are given up front, and nothing waits on stdin.
+        env = {**os.environ, "APPROVAL_ANSWERS": "y,y,n"}
+        code = subprocess.call([sys.executable, str(HERE / name)], env=env, stdin=subprocess.DEVNULL)
         print(
             f"=== {name}: {'ok' if code == 0 else f'FAILED ({code})'} "
             f"in {time.perf_counter() - start:.1f} s\n"

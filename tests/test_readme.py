@@ -35,7 +35,9 @@ async def test_readme_snippets_run() -> None:
     assert "The square root of 475695037565 is 689706.486532." in printed
     assert "Let me compute that. 2 + 3 = 5." in printed
     assert "Booking 123-456 cancelled" in printed
+    assert "Rent paid. Sent 1200 EUR to landlord" in printed
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
+    assert "4 messages stored for bob" in printed
     assert "sk-..." not in printed  # provider reprs never show keys
     assert "tool calls, in a script" in printed and "tool calls, blocking" in printed

@@ -33,6 +33,7 @@ from agentloop._messages import (
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
+    is_whole_object,
 )
 from agentloop._spec import ToolSpecification
 
@@ -590,7 +591,7 @@ class _StreamState:
             if call.id and known.id and call.id != known.id:
                 position = None  # same index, another id: a new call (some servers never advance the index)
         if position is None:
-            self._complete_all(events)  # a new call starts: the earlier ones are whole
+            self._complete_whole(events)  # a new call starts: earlier ones may be done
             position = len(self.calls)
             self.wire_index[wire] = position
             new = _Call(call.id, name)
@@ -604,9 +605,17 @@ class _StreamState:
             known.id = call.id
         if known.name is None and name:
             known.name = name
-        if piece:
+        if piece and not (known.complete and piece.isspace()):  # white space after a whole object: nothing
             known.parts.append(piece)
             events.append(ToolCallDelta(position, None, None, piece))
+
+    def _complete_whole(self, events: list[ModelEvent]) -> None:
+        """Reports the earlier calls whose arguments are a whole JSON object. Servers may interleave the
+        pieces of several calls, so a call whose arguments are still open waits for the end."""
+        for position, call in enumerate(self.calls):
+            if not call.complete and call.parts and is_whole_object("".join(call.parts)):
+                call.complete = True
+                events.append(ToolCallComplete(position, call.request()))
 
     def _complete_all(self, events: list[ModelEvent]) -> None:
         for position, call in enumerate(self.calls):

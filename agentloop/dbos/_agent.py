@@ -1,0 +1,280 @@
+"""`DBOSAgent`: an `Agent` whose invocations run as DBOS workflows, so a crashed worker's run finishes
+elsewhere and no finished tool call runs twice.
+
+One invocation is one workflow; inside it every model call is a step, every tool call is a step (the
+calls of one response still run concurrently), and the memory's read and each committed round are steps. A
+replayed workflow gets each finished step's recorded output instead of running it again, so the model is not
+asked twice, tools do not run twice and a round is committed once.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import msgspec
+from dbos import DBOS, SetWorkflowID
+from dbos._core import StepOptions
+
+from .. import _codec
+from .._agent import Agent
+from .._errors import IllegalConfigurationError
+from .._execution import ToolExecution
+from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
+from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
+from .._result import Result
+from ..models import ChatModel, ModelEvent
+
+__all__ = ["DBOSAgent"]
+
+
+class DBOSAgent:
+    """Runs `agent`'s invocations as DBOS workflows named `agentloop.<name>` (asyncio only, like DBOS).
+
+    Create it before `DBOS.launch()` (DBOS registers workflows before it recovers them) and with the same
+    `name` in every process that may recover its runs. `model_step` and `tool_step` are DBOS step options
+    (`retries_allowed`, `max_attempts`, ...); by default steps are not retried by DBOS, since the providers
+    already retry what is safe to retry.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str | None = None,
+        model_step: StepOptions | None = None,
+        tool_step: StepOptions | None = None,
+    ) -> None:
+        self.agent = agent
+        self.name = name or agent.name
+        if not self.name:
+            raise IllegalConfigurationError(
+                "DBOSAgent needs a stable name (DBOSAgent(agent, name=...) or Agent(name=...)): after a "
+                "restart DBOS finds a run's workflow by it"
+            )
+        self._model_step: StepOptions = {"retries_allowed": False, **(model_step or {})}
+        self._tool_step: StepOptions = {"retries_allowed": False, **(tool_step or {})}
+
+        async def workflow(message: str, memory_id: Any, context: dict[str, Any] | None) -> bytes:
+            return await self._run(message, memory_id, context)
+
+        self._workflow = DBOS.workflow(name=f"agentloop.{self.name}")(workflow)
+
+    async def chat(
+        self,
+        message: str,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        workflow_id: str | None = None,
+    ) -> Result[str]:
+        """Runs one invocation as a workflow and returns its `Result`.
+
+        With `workflow_id`, the call is idempotent: a second call with the same id (in this or another
+        process) returns the first run's result, waiting for it if it still runs, and runs nothing again.
+        """
+        _check_asyncio()
+        args = (message, memory_id, dict(context) if context else None)
+        if workflow_id is None:
+            handle = await DBOS.start_workflow_async(self._workflow, *args)
+        else:
+            with SetWorkflowID(workflow_id):
+                handle = await DBOS.start_workflow_async(self._workflow, *args)
+        return decode_result(await handle.get_result())
+
+    async def ask(
+        self,
+        message: str,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        workflow_id: str | None = None,
+    ) -> str:
+        """Like `chat()`, returning only the answer text ("" when there is none)."""
+        result = await self.chat(message, memory_id=memory_id, context=context, workflow_id=workflow_id)
+        return result.content or ""
+
+    async def result(self, workflow_id: str) -> Result[str]:
+        """The `Result` of the run `workflow_id`, waiting for it to finish (e.g. after another executor
+        recovered it)."""
+        _check_asyncio()
+        handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
+        return decode_result(await handle.get_result())
+
+    async def take_over(self, workflow_id: str) -> Result[str]:
+        """Resumes the run `workflow_id` in this process (one left PENDING by a crashed executor on another
+        machine) from its last finished step, and returns its `Result`."""
+        _check_asyncio()
+        handle: Any = await DBOS.resume_workflow_async(workflow_id)
+        return decode_result(await handle.get_result())
+
+    # -- inside the workflow ------------------------------------------------------------------------------
+
+    async def _run(self, message: str, memory_id: Any, context: dict[str, Any] | None) -> bytes:
+        workflow_id = DBOS.workflow_id
+        assert workflow_id is not None
+        durable = copy.copy(self.agent)
+        durable.model = _StepModel(self.agent.model, f"{self.name}.model", self._model_step)
+        durable.options = dataclasses.replace(self.agent.options, tool_runner=self._run_tool)
+        durable.id_factory = lambda: workflow_id
+        durable._memories = {}
+        if self.agent.memory is not None:
+            original = self.agent
+
+            def memory_for(key: Any) -> ChatMemory:
+                inner = original._memory_for(key)
+                assert inner is not None
+                return _StepMemory(inner, f"{self.name}.memory")
+
+            durable.memory = memory_for
+        result = await durable.chat(message, memory_id=memory_id, context=context)
+        return encode_result(result)
+
+    async def _run_tool(
+        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
+    ) -> ToolExecution:
+        async def step() -> bytes:
+            return _codec.encode(await run(), "tool_execution")
+
+        options: StepOptions = {"name": f"{self.name}.tool.{request.name}", **self._tool_step}
+        recorded = await DBOS.run_step_async(options, step)
+        execution: ToolExecution = _codec.decode(recorded, "tool_execution")
+        return execution
+
+    def __repr__(self) -> str:
+        return f"DBOSAgent(name={self.name!r}, agent={self.agent!r})"
+
+
+class _StepModel:
+    """A model whose `chat()` runs as a DBOS step: a replay gets the recorded response."""
+
+    def __init__(self, model: ChatModel, name: str, options: StepOptions) -> None:
+        self._model = model
+        self._options: StepOptions = {"name": name, **options}
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        async def step() -> bytes:
+            return _codec.encode(await self._model.chat(request), "chat_response")
+
+        response: ChatResponse = _codec.decode(
+            await DBOS.run_step_async(self._options, step), "chat_response"
+        )
+        return response
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        raise IllegalConfigurationError(
+            "A DBOSAgent calls its model whole (chat()); streaming is not durable"
+        )
+
+
+class _StepMemory:
+    """A memory whose read and writes run as DBOS steps, so a replayed run sees the conversation as it was
+    when the run first read it and commits each round once.
+
+    Over a versioned store (every store agentloop ships) a commit is exactly once even when the worker died
+    after the store committed but before DBOS recorded the step: the store's version is recorded before the
+    commit, and the invocation holds the memory id alone, so a version that moved on is this commit's own.
+    """
+
+    def __init__(self, inner: ChatMemory, name: str) -> None:
+        self._inner = inner
+        self._name = name
+
+    @property
+    def id(self) -> Any:
+        return self._inner.id
+
+    def exclusive(self) -> AbstractAsyncContextManager[object]:
+        return exclusive_access(self._inner)
+
+    async def messages(self) -> list[ChatMessage]:
+        async def step() -> bytes:
+            return _codec.encode(await self._inner.messages(), "messages")
+
+        recorded = await DBOS.run_step_async({"name": f"{self._name}.read"}, step)
+        messages: list[ChatMessage] = _codec.decode(recorded, "messages")
+        return messages
+
+    async def add(self, messages: Sequence[ChatMessage]) -> None:
+        version = await DBOS.run_step_async({"name": f"{self._name}.version"}, self._version)
+
+        async def step() -> None:
+            if version is not None and await self._version() != version:
+                return  # this commit reached the store before the worker died: not again
+            await self._inner.add(messages)
+
+        await DBOS.run_step_async({"name": f"{self._name}.commit"}, step)
+
+    async def _version(self) -> int | None:
+        store = getattr(self._inner, "store", None)
+        if not isinstance(store, VersionedChatMemoryStore):
+            return None
+        return (await store.load(self._inner.id, max_messages=1)).version
+
+    async def clear(self) -> None:
+        await DBOS.run_step_async({"name": f"{self._name}.clear"}, self._inner.clear)
+
+
+# -- the Result as a workflow's output -----------------------------------------------------------------------
+
+
+class _StoredResult(msgspec.Struct, frozen=True):
+    content: str | None
+    tool_executions: msgspec.Raw
+    token_usage: TokenUsage | None
+    finish_reason: FinishReason | None
+    intermediate_responses: list[msgspec.Raw]
+    final_response: msgspec.Raw  # null when there is none
+    messages: msgspec.Raw
+    memory_id: Any
+    invocation_id: str
+
+
+def encode_result(result: Result[str]) -> bytes:
+    """A `Result` as JSON, its parts in agentloop's storage format (see `agentloop._codec`)."""
+    final = result.final_response
+    return msgspec.json.encode(
+        _StoredResult(
+            content=result.content,
+            tool_executions=msgspec.Raw(_codec.encode(list(result.tool_executions), "tool_executions")),
+            token_usage=result.token_usage,
+            finish_reason=result.finish_reason,
+            intermediate_responses=[
+                msgspec.Raw(_codec.encode(r, "chat_response")) for r in result.intermediate_responses
+            ],
+            final_response=msgspec.Raw(b"null" if final is None else _codec.encode(final, "chat_response")),
+            messages=msgspec.Raw(_codec.encode(list(result.messages), "messages")),
+            memory_id=result.memory_id,
+            invocation_id=result.invocation_id,
+        )
+    )
+
+
+def decode_result(data: bytes) -> Result[str]:
+    """Reads what `encode_result` wrote."""
+    stored = msgspec.json.decode(data, type=_StoredResult)
+    final = None if bytes(stored.final_response) == b"null" else stored.final_response
+    return Result(
+        content=stored.content,
+        tool_executions=_codec.decode(stored.tool_executions, "tool_executions"),
+        token_usage=stored.token_usage,
+        finish_reason=stored.finish_reason,
+        intermediate_responses=[_codec.decode(r, "chat_response") for r in stored.intermediate_responses],
+        final_response=None if final is None else _codec.decode(final, "chat_response"),
+        messages=tuple(_codec.decode(stored.messages, "messages")),
+        memory_id=stored.memory_id,
+        invocation_id=stored.invocation_id,
+    )
+
+
+def _check_asyncio() -> None:
+    import sniffio
+
+    if sniffio.current_async_library() != "asyncio":
+        raise IllegalConfigurationError(
+            "DBOSAgent runs on asyncio only (DBOS's workflows and steps are asyncio code); run this part of "
+            "your program with asyncio.run() or anyio.run(..., backend='asyncio')"
+        )

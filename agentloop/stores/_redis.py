@@ -1,0 +1,356 @@
+"""`RedisChatMemoryStore`: conversations in Redis, shared by every worker on every machine.
+
+Each step is one Lua script, so it is atomic on the server: an append checks the lease and the version,
+pushes the round and bumps the version together. On asyncio the steps go through `redis.asyncio`; on trio
+(which `redis.asyncio` does not support) through the sync client in anyio worker threads. Handing each
+step to a thread costs more than the loopback round trip itself when the machine is busy (measured in
+benchmarks/RESULTS.md), so the native client is used where it exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import sniffio
+
+from .._codec import FORMAT, CodecError, decode_messages, encode_messages
+from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
+from .._memory import StoredMemory, split_round
+from .._messages import ChatMessage, UserMessage
+from ._lease import hold_lease
+
+__all__ = ["RedisChatMemoryStore"]
+
+T = TypeVar("T")
+
+# Rows are "<format> <size> <starts with user 0|1> <json>"; the system message is "<format> <json>".
+_LOAD = """
+local head = redis.call('HMGET', KEYS[2], 'version', 'system')
+local out = {tonumber(head[1] or '0'), head[2] or ''}
+local max = tonumber(ARGV[1])
+local i = redis.call('LLEN', KEYS[1])
+local count, saw_user = 0, false
+while i > 0 and (max == nil or count < max or not saw_user) do
+  local low = math.max(0, i - 32)
+  local part = redis.call('LRANGE', KEYS[1], low, i - 1)
+  for j = #part, 1, -1 do
+    if max ~= nil and count >= max and saw_user then break end
+    local size, user = string.match(part[j], '^%d+ (%d+) (%d) ')
+    count = count + tonumber(size)
+    saw_user = saw_user or user == '1'
+    out[#out + 1] = part[j]
+    i = i - 1
+  end
+  if low == 0 then break end
+end
+return out
+"""
+
+_APPEND = """
+local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
+if ARGV[6] ~= '' and redis.call('HGET', KEYS[2], 'last_write') == ARGV[6] then return {2, version} end
+if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[2] then return {-1, version} end
+if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= version then return {-2, version} end
+if ARGV[5] ~= '' then redis.call('RPUSH', KEYS[1], ARGV[5]) end
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'system', ARGV[4]) end
+version = version + 1
+redis.call('HSET', KEYS[2], 'version', version, 'last_write', ARGV[6])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {1, version}
+"""
+
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+local first = redis.call('GET', KEYS[2])
+if (holder and holder ~= ARGV[1]) or (first and first ~= ARGV[1]) then
+  if not first or first == ARGV[1] then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) end
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if first then redis.call('DEL', KEYS[2]) end
+return 1
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return 1
+"""
+
+_DELETE = "return redis.call('DEL', unpack(KEYS))"
+
+_SAVE_PENDING = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+"""
+
+_TAKE_PENDING = """
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+if record == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return record
+"""
+
+_SCRIPTS = {
+    "load": _LOAD,
+    "append": _APPEND,
+    "acquire": _ACQUIRE,
+    "renew": _RENEW,
+    "release": _RELEASE,
+    "delete": _DELETE,
+    "save_pending": _SAVE_PENDING,
+    "take_pending": _TAKE_PENDING,
+}
+
+
+class RedisChatMemoryStore:
+    """Chat memory in Redis (`pip install 'agentloop[redis]'`): one conversation, any number of workers.
+
+    `url` is a redis URL (`redis://host:6379/0`, `rediss://...`, `unix://...`); `ttl` (seconds) makes every
+    key the store writes expire that long after its last write; keys are named `{prefix}:{memory id}:...`.
+    `lease_ttl` is how long a crashed worker keeps a memory id blocked (renewed every third of it while
+    held). Close it with `close()` / `async with` when done.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        ttl: float | None = None,
+        prefix: str = "agentloop",
+        lease_ttl: float = 10.0,
+        timeout: float = 5.0,
+    ) -> None:
+        try:
+            import redis
+            from redis.backoff import ExponentialBackoff
+            from redis.retry import Retry
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
+            ) from None
+        if ttl is not None and ttl <= 0:
+            raise ValueError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
+        if lease_ttl <= 0 or timeout <= 0:
+            raise ValueError("lease_ttl and timeout must be positive")
+        self.url = _without_password(url)
+        self.ttl = ttl
+        self.prefix = prefix
+        self.lease_ttl = lease_ttl
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError,)
+        self._connection_errors: tuple[type[BaseException], ...] = (
+            redis.ConnectionError,
+            redis.TimeoutError,
+        )
+        options: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(ExponentialBackoff(cap=0.25, base=0.02), 3),
+            "health_check_interval": 30,
+        }
+        self._url = url
+        self._options = options
+        self._client = redis.Redis.from_url(url, **options)
+        self._scripts = {name: self._client.register_script(code) for name, code in _SCRIPTS.items()}
+        self._native: tuple[object, Any, dict[str, Any]] | None = None  # (event loop, client, scripts)
+
+    def _key(self, memory_id: Any, part: str) -> str:
+        # The braces make every key of one memory id hash to one Redis Cluster slot (scripts need that).
+        return f"{self.prefix}:{{{memory_id}}}:{part}"
+
+    # -- the versioned store protocol ---------------------------------------------------------------------
+
+    async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
+        reply = await self._run("load", keys, ["" if max_messages is None else max_messages])
+        version, system, *rows = reply
+        try:
+            messages: list[ChatMessage] = []
+            if system:
+                format, body = system.split(b" ", 1)
+                messages += decode_messages(body, int(format))
+            for row in reversed(rows):
+                format, _size, _user, body = row.split(b" ", 3)
+                messages += decode_messages(body, int(format))
+        except (CodecError, ValueError) as error:
+            raise ChatMemoryStoreError(
+                f"{self!r}: a stored round of memory {memory_id!r} cannot be read ({error}); it was written "
+                "by a newer release or damaged",
+                store=repr(self),
+            ) from None
+        return StoredMemory(messages, int(version))
+
+    async def append(
+        self,
+        memory_id: Any,
+        messages: Sequence[ChatMessage],
+        *,
+        expected_version: int | None = None,
+        lease: str | None = None,
+    ) -> int:
+        system, rest = split_round(messages)
+        row = b""
+        if rest:
+            user = int(isinstance(rest[0], UserMessage))
+            row = b"%d %d %d " % (FORMAT, len(rest), user) + encode_messages(rest)
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "lease")]
+        args = [
+            "" if expected_version is None else expected_version,
+            lease or "",
+            0 if self.ttl is None else int(self.ttl * 1000),
+            b"" if system is None else b"%d " % FORMAT + encode_messages([system]),
+            row,
+            uuid.uuid4().hex,  # makes a retried append (reply lost on the way back) count once
+        ]
+        status, version = await self._run("append", keys, args)
+        if status == -1:
+            raise ChatMemoryConflictError(
+                f"{self!r}: the lease on memory {memory_id!r} was lost (it expired and another worker took "
+                "it); this round was not stored",
+                store=repr(self),
+            )
+        if status == -2:
+            raise ChatMemoryConflictError(
+                f"{self!r}: memory {memory_id!r} is at version {version}, not {expected_version}: another "
+                "writer appended since it was read; this round was not stored",
+                store=repr(self),
+            )
+        return int(version)
+
+    async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
+        """Every stored message of `memory_id` (system message first)."""
+        return (await self.load(memory_id)).messages
+
+    async def delete_messages(self, memory_id: Any) -> None:
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "pending")]
+        await self._run("delete", keys, [])
+
+    # -- rounds waiting for approval (docs/approval.md) ------------------------------------------------------
+
+    async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
+        """Records a paused round's check record, for a resume in any worker (`ttl` applies)."""
+        ttl = 0 if self.ttl is None else int(self.ttl * 1000)
+        await self._run("save_pending", [self._key(memory_id, "pending")], [pending_id, record, ttl])
+
+    async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
+        """The recorded check record (None if none), deleted atomically when it equals `record`: of several
+        workers resuming one paused round, exactly one gets it."""
+        found = await self._run("take_pending", [self._key(memory_id, "pending")], [pending_id, record])
+        return None if found is None else (found.decode() if isinstance(found, bytes) else str(found))
+
+    def lease(self, memory_id: Any) -> Any:
+        """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md)."""
+        return hold_lease(self, memory_id, self.lease_ttl, repr(self))
+
+    # -- lease steps ----------------------------------------------------------------------------------------
+
+    def _lease_keys(self, memory_id: Any) -> list[str]:
+        return [self._key(memory_id, "lease"), self._key(memory_id, "next")]
+
+    async def try_acquire(self, memory_id: Any, token: str, ttl: float) -> bool:
+        return bool(await self._run("acquire", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
+
+    async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
+        return bool(await self._run("renew", self._lease_keys(memory_id)[:1], [token, int(ttl * 1000)]))
+
+    async def release(self, memory_id: Any, token: str) -> None:
+        await self._run("release", self._lease_keys(memory_id), [token])
+
+    # -- plumbing -----------------------------------------------------------------------------------------
+
+    async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Runs one of the store's scripts: natively on asyncio, through a worker thread elsewhere."""
+        if sniffio.current_async_library() == "asyncio":
+            scripts = self._native_scripts()
+            try:
+                return await scripts[script](keys=keys, args=args)
+            except self._errors as error:
+                raise self._error(error) from None
+        sync = self._scripts[script]
+        return await anyio.to_thread.run_sync(self._translated, lambda: sync(keys=keys, args=args))
+
+    def _native_scripts(self) -> dict[str, Any]:
+        """The `redis.asyncio` client of the running event loop (made on first use in each loop)."""
+        import asyncio
+
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._native is None or self._native[0] is not loop:
+            client = redis.asyncio.Redis.from_url(self._url, **self._options)
+            scripts = {name: client.register_script(code) for name, code in _SCRIPTS.items()}
+            self._native = (loop, client, scripts)
+        return self._native[2]
+
+    def _translated(self, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        except self._errors as error:
+            raise self._error(error) from None
+
+    def _error(self, error: BaseException) -> ChatMemoryStoreError:
+        if isinstance(error, self._connection_errors):
+            return ChatMemoryStoreError(
+                f"{self!r}: cannot reach Redis ({type(error).__name__}: {_safe(error)}): check that the "
+                "server is running and reachable from here, and the URL",
+                store=repr(self),
+            )
+        return ChatMemoryStoreError(
+            f"{self!r}: Redis refused the request ({type(error).__name__}: {_safe(error)}): check the "
+            "URL's credentials and database, and that the server allows Lua scripts",
+            store=repr(self),
+        )
+
+    def close(self) -> None:
+        """Closes the connections (those of `redis.asyncio` are dropped; `aclose()` closes them too)."""
+        self._client.close()
+        self._native = None
+
+    async def aclose(self) -> None:
+        """Closes every connection."""
+        native, self._native = self._native, None
+        if native is not None:
+            await native[1].aclose()
+        await anyio.to_thread.run_sync(self._client.close)
+
+    async def __aenter__(self) -> RedisChatMemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"RedisChatMemoryStore({self.url!r})"
+
+
+def _without_password(url: str) -> str:
+    """The URL as shown in errors and reprs: any password replaced by ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable redis URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def _safe(error: BaseException) -> str:
+    """An error's text without anything that looks like a credential (redis echoes AUTH arguments rarely)."""
+    return str(error).split(" AUTH ", 1)[0][:300]

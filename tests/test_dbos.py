@@ -1,0 +1,325 @@
+"""`agentloop.dbos`: invocations as DBOS workflows on a real system database (SQLite in the ordinary run, a
+throwaway PostgreSQL cluster for the two-executor test), recovered after `kill -9` with no finished tool
+call run again and every round committed once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+if not os.environ.get("CI"):
+    pytest.importorskip("dbos", reason="needs the dbos extra: pip install -e '.[dbos]'")
+
+from dbos import DBOS
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    IllegalConfigurationError,
+    MessageWindowChatMemory,
+    ToolExecutionResultMessage,
+    UserMessage,
+    tool,
+)
+from agentloop.dbos import DBOSAgent, decode_result
+from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
+from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
+from tests.runtime_helpers import assert_valid_for_provider, calls
+
+from .store_servers import redis_url  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTION = "Ship order 7 and tell me the weather"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # DBOS's workflows and steps are asyncio code
+
+
+@pytest.fixture
+def dbos_sqlite(tmp_path: Path) -> Iterator[None]:
+    DBOS(
+        config={
+            "name": "agentloop-tests",
+            "system_database_url": f"sqlite:///{tmp_path / 'dbos.sqlite'}",
+            "log_level": "WARNING",
+        }
+    )
+    yield
+    DBOS.destroy(destroy_registry=True)
+
+
+ran: list[str] = []
+
+
+@tool
+async def weather(city: str) -> str:
+    """Weather of a city."""
+    ran.append(f"weather:{city}")
+    return f"{city}: 21 C"
+
+
+@tool
+def double(n: int) -> int:
+    """Doubles n (sync, in a worker thread)."""
+    ran.append(f"double:{n}")
+    return 2 * n
+
+
+def script() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        [calls(("weather", {"city": "Paris"}), ("double", {"n": 21})), "Paris: 21 C; 42."]
+    )
+
+
+async def test_an_invocation_runs_as_a_workflow_of_steps(dbos_sqlite: None) -> None:
+    ran.clear()
+    model = script()
+    memory = MessageWindowChatMemory.provider(50)
+    durable = DBOSAgent(Agent(model, name="helper", tools=[weather, double], memory=memory))
+    DBOS.launch()
+    result = await durable.chat("weather and double", memory_id="u1", workflow_id="wf-1")
+    assert result.content == "Paris: 21 C; 42."
+    assert [e.result for e in result.tool_executions] == ["Paris: 21 C", "42"]
+    assert result.invocation_id == "wf-1"
+    assert sorted(ran) == ["double:21", "weather:Paris"]
+    steps = [s["function_name"] for s in await DBOS.list_workflow_steps_async("wf-1")]
+    assert steps.count("helper.model") == 2
+    assert sorted(s for s in steps if ".tool." in s) == ["helper.tool.double", "helper.tool.weather"]
+    assert steps.count("helper.memory.read") == 1
+    assert steps.count("helper.memory.commit") == 2  # the tool round, then the answer
+
+
+async def test_the_same_workflow_id_returns_the_first_result_and_runs_nothing_again(
+    dbos_sqlite: None,
+) -> None:
+    ran.clear()
+    model = script()
+    durable = DBOSAgent(Agent(model, name="idem", tools=[weather, double]))
+    DBOS.launch()
+    first = await durable.chat("go", workflow_id="same")
+    again = await durable.chat("go", workflow_id="same")
+    assert again == first
+    assert len(model.requests) == 2
+    assert sorted(ran) == ["double:21", "weather:Paris"]
+
+
+def test_a_dbos_agent_needs_a_name() -> None:
+    with pytest.raises(IllegalConfigurationError, match="stable name"):
+        DBOSAgent(Agent(script()))
+
+
+def test_on_trio_a_clear_error_says_dbos_runs_on_asyncio(tmp_path: Path) -> None:
+    DBOS(config={"name": "agentloop-tests", "system_database_url": f"sqlite:///{tmp_path / 'x.sqlite'}"})
+    try:
+        durable = DBOSAgent(Agent(script(), name="on_trio"))
+
+        async def main() -> None:
+            with pytest.raises(IllegalConfigurationError, match="asyncio only"):
+                await durable.chat("hi")
+
+        anyio.run(main, backend="trio")
+    finally:
+        DBOS.destroy(destroy_registry=True)
+
+
+# -- recovery after kill -9 ---------------------------------------------------------------------------------
+
+
+def worker(
+    mode: str, db: str, tmp: Path, base_url: str, *extra: str, memory: str = ""
+) -> subprocess.Popen[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "tests.dbos_worker",
+        mode,
+        "--db",
+        db,
+        "--memory",
+        memory or str(tmp / "memory.sqlite"),
+        "--base-url",
+        base_url,
+        "--effects",
+        str(tmp / "effects.txt"),
+        "--workflow-id",
+        "order-7",
+        *extra,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def effects(tmp: Path) -> list[str]:
+    path = tmp / "effects.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def wait_for(condition: Any, what: str, process: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    """Polls a file-based condition set by another process (no event to wait on across processes)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            raise AssertionError(
+                f"the worker exited ({process.returncode}) before {what}: {process.stderr.read()}"
+            )  # type: ignore[union-attr]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def finish(process: subprocess.Popen[str]) -> Any:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return decode_result(out.strip().splitlines()[-1].encode())
+
+
+def script_server() -> FakeOpenAIServer:
+    calls_message = calls(("fast_a", {"city": "Paris"}), ("fast_b", {"amount": 21}), ("slow", {"order": "7"}))
+    return FakeOpenAIServer([calls_message, "Order 7 shipped; Paris is 21 C."])
+
+
+def crash_mid_round(db: str, tmp: Path, server: FakeOpenAIServer, *extra: str, memory: str = "") -> None:
+    """Starts the run; once both fast calls are checkpointed and the slow one runs, kill -9."""
+    process = worker("run", db, tmp, server.base_url, "--crash", *extra, memory=memory)
+    wait_for(lambda: "slow waiting" in effects(tmp), "two calls checkpointed, the slow one running", process)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert "slow done" not in effects(tmp)
+
+
+def check_recovered(
+    result: Any, tmp: Path, server: FakeOpenAIServer, reference: Any, memory: str = ""
+) -> None:
+    lines = effects(tmp)
+    assert lines.count("fast_a done") == 1 and lines.count("fast_b done") == 1  # not run again
+    assert lines.count("slow start") == 2 and lines.count("slow done") == 1  # the unfinished call re-ran
+    assert len(server.requests) == 2  # the first model call was not made again
+    assert result.content == reference.content
+    assert [(e.request, e.result, e.is_error) for e in result.tool_executions] == [
+        (e.request, e.result, e.is_error) for e in reference.tool_executions
+    ]
+    assert list(result.messages) == list(reference.messages)
+
+    async def stored() -> list[Any]:
+        store: Any = RedisChatMemoryStore(memory) if memory else SQLiteChatMemoryStore(tmp / "memory.sqlite")
+        async with store:
+            return await MessageWindowChatMemory(100, id="alice", store=store).messages()
+
+    messages = anyio.run(stored)
+    assert_valid_for_provider(messages)
+    assert [type(m) for m in messages] == [
+        UserMessage,
+        AiMessage,
+        ToolExecutionResultMessage,
+        ToolExecutionResultMessage,
+        ToolExecutionResultMessage,
+        AiMessage,
+    ]  # every round committed exactly once
+    assert messages == list(reference.messages)
+
+
+def uninterrupted(db: str, tmp: Path) -> Any:
+    with script_server() as server:
+        return finish(worker("run", db, tmp, server.base_url))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_run_killed_mid_round_finishes_on_restart_without_rerunning_finished_tools(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    memory = request.getfixturevalue("redis_url") if store == "redis" else ""
+    reference = uninterrupted(f"sqlite:///{tmp_path / 'ref.sqlite'}", _fresh(tmp_path / "ref"))
+    tmp = _fresh(tmp_path / "crash")
+    db = f"sqlite:///{tmp / 'dbos.sqlite'}"
+    with script_server() as server:
+        crash_mid_round(db, tmp, server, memory=memory)
+        result = finish(worker("recover", db, tmp, server.base_url, memory=memory))
+        check_recovered(result, tmp, server, reference, memory)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (initdb / pg_ctl), for the two-executor test."""
+    bindir = _postgres_bin()
+    if bindir is None:
+        if os.environ.get("CI"):
+            raise AssertionError("PostgreSQL is not installed (apt-get install postgresql)")
+        pytest.skip("needs PostgreSQL's server binaries: apt-get install postgresql")
+    root = Path(tempfile.mkdtemp(prefix="agentloop-pg-"))
+    data = root / "data"
+    user = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
+    if user:
+        shutil.chown(root, "postgres")
+    port = _free_port()
+    subprocess.run(
+        [*user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *user,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            f"-p {port} -k {root} -h 127.0.0.1",
+            "-w",
+            "start",
+            "-l",
+            str(root / "log"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/agentloop_dbos"
+    finally:
+        subprocess.run(
+            [*user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_another_executor_takes_over_a_crashed_run_on_postgres(tmp_path: Path, postgres: str) -> None:
+    reference = uninterrupted(f"sqlite:///{tmp_path / 'ref.sqlite'}", _fresh(tmp_path / "ref"))
+    tmp = _fresh(tmp_path / "crash")
+    with script_server() as server:
+        crash_mid_round(postgres, tmp, server, "--executor", "machine-a")
+        result = finish(worker("take-over", postgres, tmp, server.base_url, "--executor", "machine-b"))
+        check_recovered(result, tmp, server, reference)
+
+
+def _fresh(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    return versions[-1] if versions else None
