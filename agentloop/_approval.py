@@ -519,8 +519,8 @@ async def _claim(memory: object, pending: PendingApproval) -> None:
         if stored is None:
             raise ApprovalError(
                 f"Paused round {pending.id} is not recorded in the memory store of memory id "
-                f"{pending.memory_id!r}: it was already resumed, or it paused with another store (an "
-                "in-process store is not shared between processes); nothing ran",
+                f"{pending.memory_id!r}: it was already resumed, its memory was deleted, or it paused with "
+                "another store (an in-process store is not shared between processes); nothing ran",
                 pending_id=pending.id,
             )
         where = "the memory store"

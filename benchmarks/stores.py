@@ -9,8 +9,9 @@ a temp directory. Measures, per store:
    one after another: p50 / p99 of the round trip;
 2. session: a whole invocation with memory on (`Agent.chat`, an offline model calling one tool, then
    answering: a load, two committed rounds, the lease taken and given back), one at a time, and with
-   `--sessions` in flight on distinct memory ids: p50 / p99 of the invocation, and the cost per committed
-   round over the in-memory store.
+   `--sessions` in flight on distinct memory ids: p50 / p99 of the invocation, the cost per committed
+   round over the in-memory store, and the process's CPU time per session (with 50 in flight on 2 cores
+   the latency is mostly queueing: about 50 x the CPU per session).
 
 Then, for the record of why the Redis store uses the sync client in worker threads: the same append script
 through `redis.asyncio` (asyncio only) against the sync client in a thread.
@@ -185,21 +186,24 @@ async def main(args: argparse.Namespace) -> None:
             "| store | append p50 / p99 ms | session p50 / p99 ms (one at a time) | + per round p50 ms |",
             end="",
         )
-        print(f" session p50 / p99 ms ({args.sessions} in flight) | + per round p50 ms |")
-        print("|---|---:|---:|---:|---:|---:|")
-        base_one = base_many = 0.0
+        print(f" session p50 / p99 ms ({args.sessions} in flight) | + per round p50 ms |", end="")
+        print(" CPU ms a session (+ a round) |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        base_one = base_many = base_cpu = 0.0
         for name, store in stores.items():
             append_times = await appends(store, args.invocations)
             await sessions(store, 100, 1, "warm")
             one = await sessions(store, args.invocations, 1, "one")
+            cpu = time.process_time()
             many = await sessions(store, args.invocations, args.sessions, "many")
+            cpu = (time.process_time() - cpu) / args.invocations * 1000
             if name == "in-memory":
-                base_one, base_many = statistics.median(one), statistics.median(many)
+                base_one, base_many, base_cpu = statistics.median(one), statistics.median(many), cpu
             extra_one = (statistics.median(one) - base_one) / 2 * 1000  # two committed rounds a session
             extra_many = (statistics.median(many) - base_many) / 2 * 1000
             print(
                 f"| {name} | {ms(append_times)} | {ms(one)} | {extra_one:+.3f} | {ms(many)} "
-                f"| {extra_many:+.3f} |"
+                f"| {extra_many:+.3f} | {cpu:.3f} ({(cpu - base_cpu) / 2:+.3f}) |"
             )
         for store in stores.values():
             close = getattr(store, "aclose", None)

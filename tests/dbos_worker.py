@@ -63,6 +63,12 @@ def build(effects: Path, crash: bool, base_url: str, memory: str, workflow_id: s
         note("slow done")
         return f"order {order} shipped"
 
+    @tool(requires_approval=True)
+    async def refund(order: str, amount: float) -> str:
+        """Refunds an order (a person approves it first)."""
+        note(f"refund {order} {amount}")
+        return f"refunded {amount}"
+
     model = OpenAIChatModel("gpt-4o-mini", base_url=base_url, api_key="test", max_retries=0)
     store: Any = (
         RedisChatMemoryStore(memory, lease_ttl=3.0)
@@ -72,7 +78,7 @@ def build(effects: Path, crash: bool, base_url: str, memory: str, workflow_id: s
     agent = Agent(
         model,
         name="shop",
-        tools=[fast_a, fast_b, slow],
+        tools=[fast_a, fast_b, slow, refund],
         memory=MessageWindowChatMemory.provider(100, store=store),
     )
     return DBOSAgent(agent)

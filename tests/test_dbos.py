@@ -27,8 +27,10 @@ from dbos import DBOS
 from agentloop import (
     Agent,
     AiMessage,
+    Denied,
     IllegalConfigurationError,
     MessageWindowChatMemory,
+    PendingApproval,
     ToolExecutionResultMessage,
     UserMessage,
     tool,
@@ -115,6 +117,63 @@ async def test_the_same_workflow_id_returns_the_first_result_and_runs_nothing_ag
     assert again == first
     assert len(model.requests) == 2
     assert sorted(ran) == ["double:21", "weather:Paris"]
+
+
+@tool(requires_approval=True)
+async def refund(order: str) -> str:
+    """Refunds an order."""
+    ran.append(f"refund:{order}")
+    return f"refunded {order}"
+
+
+async def test_an_approval_is_a_durable_wait_answered_by_a_message(dbos_sqlite: None) -> None:
+    ran.clear()
+    model = ScriptedChatModel(
+        [calls(("refund", {"order": "7"}), ("weather", {"city": "Oslo"})), "Refunded; Oslo: 21 C."]
+    )
+    durable = DBOSAgent(
+        Agent(model, name="refunds", tools=[refund, weather], memory=MessageWindowChatMemory(50))
+    )
+    DBOS.launch()
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(await durable.chat("refund order 7", workflow_id="refund-7"))
+
+        tg.start_soon(run)
+        pending = await durable.pending("refund-7")
+        assert pending is not None
+        assert [(r.tool_name, r.arguments) for r in pending.requests] == [("refund", '{"order": "7"}')]
+        assert ran == ["weather:Oslo"]  # the ungated sibling ran; the gated call waits
+        await durable.approve("refund-7", {pending.requests[0].call_id: True})
+    (result,) = outcome
+    assert result.content == "Refunded; Oslo: 21 C."
+    assert sorted(ran) == ["refund:7", "weather:Oslo"]
+    assert [e.result for e in result.tool_executions] == ["refunded 7", "Oslo: 21 C"]
+    assert await durable.pending("refund-7", timeout=0.1) is None
+
+
+async def test_a_denied_call_gets_its_reason_and_the_run_goes_on(dbos_sqlite: None) -> None:
+    ran.clear()
+    model = ScriptedChatModel([calls(("refund", {"order": "8"})), "Not refunded."])
+    durable = DBOSAgent(Agent(model, name="denials", tools=[refund]))
+    DBOS.launch()
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(await durable.chat("refund order 8", workflow_id="refund-8"))
+
+        tg.start_soon(run)
+        pending = await durable.pending("refund-8")
+        assert pending is not None
+        await durable.approve("refund-8", {pending.requests[0].call_id: Denied("over the limit")})
+    (result,) = outcome
+    assert ran == []
+    (execution,) = result.tool_executions
+    assert execution.is_error and "over the limit" in execution.result
+    assert "over the limit" in str(model.requests[1].messages[-1])
 
 
 def test_a_dbos_agent_needs_a_name() -> None:
@@ -251,6 +310,34 @@ def test_a_run_killed_mid_round_finishes_on_restart_without_rerunning_finished_t
         crash_mid_round(db, tmp, server, memory=memory)
         result = finish(worker("recover", db, tmp, server.base_url, memory=memory))
         check_recovered(result, tmp, server, reference, memory)
+
+
+def test_a_paused_run_survives_a_restart_and_resumes_when_the_decision_arrives(tmp_path: Path) -> None:
+    from dbos import DBOSClient
+
+    from agentloop.dbos import APPROVAL_TOPIC, PENDING_EVENT, encode_decisions
+
+    tmp = _fresh(tmp_path / "paused")
+    db = f"sqlite:///{tmp / 'dbos.sqlite'}"
+    answer = "Refunded 5.0; Paris is 21 C."
+    script = [calls(("fast_a", {"city": "Paris"}), ("refund", {"order": "7", "amount": 5.0})), answer]
+    with FakeOpenAIServer(script) as server:
+        process = worker("run", db, tmp, server.base_url)
+        client = DBOSClient(system_database_url=db)
+        try:
+            data = client.get_event("order-7", PENDING_EVENT, timeout_seconds=60)
+            assert data, process.stderr
+            pending = PendingApproval.from_json(data)
+            process.send_signal(signal.SIGKILL)  # the worker dies while the run waits for a person
+            process.wait(timeout=30)
+            assert effects(tmp) == ["fast_a start", "fast_a done"]
+            client.send("order-7", encode_decisions({pending.requests[0].call_id: True}), APPROVAL_TOPIC)
+        finally:
+            client.destroy()
+        result = finish(worker("recover", db, tmp, server.base_url))
+    assert result.content == answer
+    assert effects(tmp) == ["fast_a start", "fast_a done", "refund 7 5.0"]  # nothing ran twice
+    assert len(server.requests) == 2
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from agentloop import (
     AiMessage,
     ChatMessage,
     InMemoryChatMemoryStore,
+    InvocationTimeoutError,
     MessageWindowChatMemory,
     SystemMessage,
     ToolExecutionRequest,
@@ -190,6 +191,17 @@ async def test_two_agents_on_one_store_and_id_never_interleave(make_store: Any) 
     assert sorted(exchanges(await memory.messages())) == [f"m{i}" for i in range(6)]
 
 
+@stores
+async def test_a_timed_out_invocation_stores_nothing_and_frees_the_id_at_once(make_store: Any) -> None:
+    slow = agent_on(make_store(lease_ttl=30.0), tool_seconds=5.0)
+    with pytest.raises(InvocationTimeoutError):
+        await slow.chat("too slow", memory_id="t", timeout=0.3)
+    with anyio.fail_after(3):  # far less than the lease's 30 s: it was given back, not left to expire
+        await agent_on(make_store(lease_ttl=30.0)).chat("next", memory_id="t")
+    memory = MessageWindowChatMemory(100, id="t", store=make_store())
+    assert exchanges(await memory.messages()) == ["next"]
+
+
 class SlowDictStore:
     """A user-written store of the simple protocol (get/update/delete) that awaits on every call."""
 
@@ -237,10 +249,25 @@ async def test_a_crashed_holder_blocks_the_id_only_until_its_lease_expires(make_
 
 
 @shared_stores
+async def test_a_late_renewal_keeps_the_lease_only_if_nobody_took_it(make_store: Any) -> None:
+    store = make_store()
+    assert await store.try_acquire("late", "paused", 0.2)
+    await anyio.sleep(0.3)  # the holder was paused past its lease (GC, a blocked event loop)
+    assert await store.renew("late", "paused", 5.0)  # nobody took it: still the holder
+    assert not await store.try_acquire("late", "other", 5.0)  # waits, first in line
+    await store.release("late", "paused")
+    assert not await store.try_acquire("late", "third", 5.0)  # the first in line goes first
+    assert await store.try_acquire("late", "other", 0.2)
+    await anyio.sleep(0.3)
+    assert await store.try_acquire("late", "third", 5.0)  # expired, and taken by the next in line
+    assert not await store.renew("late", "other", 5.0)
+
+
+@shared_stores
 async def test_a_slow_invocation_keeps_its_lease(make_store: Any) -> None:
     """A tool slower than three lease lifetimes: the lease is renewed, nobody else writes meanwhile."""
-    slow = agent_on(make_store(lease_ttl=0.3), tool_seconds=1.0)
-    fast = agent_on(make_store(lease_ttl=0.3))
+    slow = agent_on(make_store(lease_ttl=0.75), tool_seconds=2.5)
+    fast = agent_on(make_store(lease_ttl=0.75))
     order: list[str] = []
 
     async def run(agent: Agent, text: str) -> None:
@@ -263,9 +290,8 @@ async def test_losing_the_lease_stops_the_invocation_and_stores_nothing_of_it(ma
     thief = make_store(lease_ttl=0.3)
 
     async def steal() -> None:
-        await anyio.sleep(0.1)
-        await store.release("victim", await _holder(store, "victim"))  # as if it had expired
-        assert await thief.try_acquire("victim", "thief", 5.0)
+        await anyio.sleep(0.1)  # the victim's tool is running
+        await _take_over(store, "victim", "thief")  # as if the lease had expired and another took it
 
     errors: list[BaseException] = []
 
@@ -283,14 +309,13 @@ async def test_losing_the_lease_stops_the_invocation_and_stores_nothing_of_it(ma
     assert await thief.load("victim") == ([], 0)
 
 
-async def _holder(store: Any, memory_id: str) -> str:
-    """The token holding `memory_id`'s lease (read behind the store's back)."""
+async def _take_over(store: Any, memory_id: str, token: str) -> None:
+    """Gives `memory_id`'s lease to `token`, behind the store's back (another worker after an expiry)."""
     if isinstance(store, SQLiteChatMemoryStore):
         with sqlite3.connect(store.path) as connection:
-            row = connection.execute("SELECT token FROM agentloop_lease WHERE memory_id = ?", (memory_id,))
-            return str(row.fetchone()[0])
-    token = await anyio.to_thread.run_sync(store._client.get, store._key(memory_id, "lease"))
-    return token.decode()  # type: ignore[no-any-return]
+            connection.execute("UPDATE agentloop_lease SET token = ? WHERE memory_id = ?", (token, memory_id))
+        return
+    await anyio.to_thread.run_sync(store._client.set, store._key(memory_id, "lease"), token)
 
 
 # -- errors -----------------------------------------------------------------------------------------------
@@ -365,6 +390,17 @@ def test_imports_stay_lazy() -> None:
         "agentloop.stores.RedisChatMemoryStore\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+    without_redis = (
+        "import sys; sys.modules['redis'] = None\n"  # as if the extra were not installed
+        "from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore\n"
+        "try:\n"
+        "    RedisChatMemoryStore('redis://127.0.0.1:1/0')\n"
+        "except ImportError as error:\n"
+        "    assert \"pip install 'agentloop[redis]'\" in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('no ImportError')\n"
+    )
+    subprocess.run([sys.executable, "-c", without_redis], check=True)
 
 
 async def test_losing_redis_mid_invocation_stops_it_and_stores_nothing_of_it() -> None:

@@ -8,6 +8,20 @@ try:
 except ImportError as error:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError("agentloop.dbos needs the DBOS package: pip install 'agentloop[dbos]'") from error
 
-from ._agent import DBOSAgent, decode_result, encode_result
+from ._agent import (
+    APPROVAL_TOPIC,
+    PENDING_EVENT,
+    DBOSAgent,
+    decode_result,
+    encode_decisions,
+    encode_result,
+)
 
-__all__ = ["DBOSAgent", "decode_result", "encode_result"]
+__all__ = [
+    "APPROVAL_TOPIC",
+    "PENDING_EVENT",
+    "DBOSAgent",
+    "decode_result",
+    "encode_decisions",
+    "encode_result",
+]

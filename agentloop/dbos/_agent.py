@@ -21,6 +21,7 @@ from dbos._core import StepOptions
 
 from .. import _codec
 from .._agent import Agent
+from .._approval import Decision, Denied, PendingApproval
 from .._errors import IllegalConfigurationError
 from .._execution import ToolExecution
 from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
@@ -28,7 +29,14 @@ from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, To
 from .._result import Result
 from ..models import ChatModel, ModelEvent
 
-__all__ = ["DBOSAgent"]
+__all__ = [
+    "APPROVAL_TOPIC",
+    "PENDING_EVENT",
+    "DBOSAgent",
+    "decode_result",
+    "encode_decisions",
+    "encode_result",
+]
 
 
 class DBOSAgent:
@@ -47,6 +55,7 @@ class DBOSAgent:
         name: str | None = None,
         model_step: StepOptions | None = None,
         tool_step: StepOptions | None = None,
+        approval_timeout: float = 7 * 24 * 3600.0,
     ) -> None:
         self.agent = agent
         self.name = name or agent.name
@@ -55,6 +64,9 @@ class DBOSAgent:
                 "DBOSAgent needs a stable name (DBOSAgent(agent, name=...) or Agent(name=...)): after a "
                 "restart DBOS finds a run's workflow by it"
             )
+        if approval_timeout <= 0:
+            raise IllegalConfigurationError(f"approval_timeout must be > 0 seconds, got {approval_timeout!r}")
+        self.approval_timeout = approval_timeout
         self._model_step: StepOptions = {"retries_allowed": False, **(model_step or {})}
         self._tool_step: StepOptions = {"retries_allowed": False, **(tool_step or {})}
 
@@ -104,6 +116,19 @@ class DBOSAgent:
         handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
         return decode_result(await handle.get_result())
 
+    async def pending(self, workflow_id: str, *, timeout: float = 60.0) -> PendingApproval | None:
+        """The tool calls the run `workflow_id` waits for a person to approve: waits up to `timeout` seconds
+        for the run to pause, and returns None when it did not (or no longer waits)."""
+        _check_asyncio()
+        data = await DBOS.get_event_async(workflow_id, PENDING_EVENT, timeout_seconds=timeout)
+        return PendingApproval.from_json(data) if data else None
+
+    async def approve(self, workflow_id: str, decisions: Mapping[str, Decision]) -> None:
+        """Sends the decisions `{call_id: True | False | Denied(reason)}` to the paused run `workflow_id`,
+        from any process connected to DBOS; the run goes on where it stopped (after a restart too)."""
+        _check_asyncio()
+        await DBOS.send_async(workflow_id, encode_decisions(decisions), APPROVAL_TOPIC)
+
     async def take_over(self, workflow_id: str) -> Result[str]:
         """Resumes the run `workflow_id` in this process (one left PENDING by a crashed executor on another
         machine) from its last finished step, and returns its `Result`."""
@@ -131,7 +156,24 @@ class DBOSAgent:
 
             durable.memory = memory_for
         result = await durable.chat(message, memory_id=memory_id, context=context)
+        while result.finish_reason is FinishReason.APPROVAL_REQUIRED and result.pending is not None:
+            result = await self._wait_for_approval(durable, result.pending, context)
         return encode_result(result)
+
+    async def _wait_for_approval(
+        self, durable: Agent, pending: PendingApproval, context: dict[str, Any] | None
+    ) -> Result[str]:
+        """A durable wait: the paused round is published as an event and the decisions arrive as a message
+        (`approve()`); a restart in between waits on. No decision within `approval_timeout` denies all."""
+        await DBOS.set_event_async(PENDING_EVENT, pending.to_json())
+        message = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=self.approval_timeout)
+        await DBOS.set_event_async(PENDING_EVENT, b"")
+        if message is None:
+            reason = f"No decision arrived within {self.approval_timeout:g} s"
+            decisions: dict[str, Decision] = {r.call_id: Denied(reason) for r in pending.requests}
+        else:
+            decisions = _decode_decisions(message)
+        return await durable.resume(pending, decisions, context=context)
 
     async def _run_tool(
         self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
@@ -187,6 +229,11 @@ class _StepMemory:
     def id(self) -> Any:
         return self._inner.id
 
+    @property
+    def store(self) -> Any:
+        """The inner memory's store (paused rounds are recorded there)."""
+        return getattr(self._inner, "store", None)
+
     def exclusive(self) -> AbstractAsyncContextManager[object]:
         return exclusive_access(self._inner)
 
@@ -216,6 +263,37 @@ class _StepMemory:
 
     async def clear(self) -> None:
         await DBOS.run_step_async({"name": f"{self._name}.clear"}, self._inner.clear)
+
+
+# -- decisions as a workflow message -------------------------------------------------------------------------
+
+PENDING_EVENT = "agentloop.pending_approval"
+"""The workflow event holding a paused run's `PendingApproval.to_json()` (empty once decided)."""
+APPROVAL_TOPIC = "agentloop.approval"
+"""The topic a paused run receives its decisions on (`encode_decisions`)."""
+
+
+def encode_decisions(decisions: Mapping[str, Decision]) -> bytes:
+    """Decisions as the message a paused run waits for on `APPROVAL_TOPIC` (for senders such as a
+    `dbos.DBOSClient` in a process that runs no workflows)."""
+    encoded: dict[str, Any] = {}
+    for call_id, decision in decisions.items():
+        if isinstance(decision, Denied):
+            encoded[call_id] = {"denied": decision.reason}
+        elif decision is True or decision is False:
+            encoded[call_id] = decision
+        else:
+            raise IllegalConfigurationError(
+                f"The decision for call {call_id!r} must be True, False or Denied(reason), got {decision!r}"
+            )
+    return msgspec.json.encode(encoded)
+
+
+def _decode_decisions(data: bytes) -> dict[str, Decision]:
+    decisions: dict[str, Decision] = {}
+    for call_id, value in msgspec.json.decode(data, type=dict[str, Any]).items():
+        decisions[call_id] = Denied(value.get("denied")) if isinstance(value, dict) else bool(value)
+    return decisions
 
 
 # -- the Result as a workflow's output -----------------------------------------------------------------------

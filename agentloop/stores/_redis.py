@@ -80,7 +80,13 @@ return 1
 """
 
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not holder and not redis.call('GET', KEYS[2]) then
+  -- expired while nobody took it nor waits for it: no one else wrote meanwhile, so it is still ours
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 return 0
 """
 
@@ -139,7 +145,7 @@ class RedisChatMemoryStore:
             import redis
             from redis.backoff import ExponentialBackoff
             from redis.retry import Retry
-        except ImportError:  # pragma: no cover - depends on the environment
+        except ImportError:
             raise ImportError(
                 "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
             ) from None
@@ -265,7 +271,7 @@ class RedisChatMemoryStore:
         return bool(await self._run("acquire", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return bool(await self._run("renew", self._lease_keys(memory_id)[:1], [token, int(ttl * 1000)]))
+        return bool(await self._run("renew", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
 
     async def release(self, memory_id: Any, token: str) -> None:
         await self._run("release", self._lease_keys(memory_id), [token])
