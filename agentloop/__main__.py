@@ -1,4 +1,4 @@
-"""Command line: `python -m agentloop demo [question] [--model MODEL]`, `--version`, `--help`.
+"""Command line: `python -m agentloop demo [question] [--model MODEL] [--threads N]`, `--version`, `--help`.
 
 Each command lives in its own module with a `main(argv) -> int` that builds its own argparse parser (see
 `_demo.py`); failures print one line and exit 1 (`--verbose`: the traceback too), through `_cli.run_command`.

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -31,6 +31,8 @@ from ._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
+from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
@@ -68,6 +70,12 @@ class Agent:
     For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
     `ToolExecuted` events in call order instead of completion order.
+
+    `instrument`: True traces this agent with OpenTelemetry (`agentloop[otel]`), an
+    `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
+    `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
+    `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
+    None (default) uses genai-prices when it is installed (`agentloop[prices]`).
     """
 
     def __init__(
@@ -96,6 +104,8 @@ class Agent:
         id_factory: Callable[[], str] | None = None,
         requires_approval: Any = None,
         approval_handler: Callable[..., Any] | None = None,
+        instrument: Any = None,
+        pricing: PricingLike = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -129,6 +139,10 @@ class Agent:
         self.ordered_events = ordered_events
         self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
+        self._instrument = instrument
+        self._observer: Observer | None = _observer_for(instrument)
+        self._pricing = resolve_pricing(pricing)
+        self._provider, self._model_name = provider_of(model), model_name_of(model)
         self._memories: dict[Any, ChatMemory] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
@@ -319,8 +333,16 @@ class Agent:
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
                 approval=ApprovalGate(self.approval, resume),
+                agent_name=self.name,
+                observer=default_observer() if self._instrument is None else self._observer,
             )
-            return await run_invocation(invocation, emit)
+            result = await run_invocation(invocation, emit)
+        if self._pricing is None:
+            return result
+        load_prices(self._pricing)
+        # The Result was made for this call alone: setting the field in place spares a copy of it.
+        object.__setattr__(result, "price_source", (self._pricing, self._provider, self._model_name))
+        return result
 
     # -- memory -------------------------------------------------------------------------------------------
 
@@ -417,6 +439,21 @@ class Agent:
         if self.memory is not None:
             parts.append(f"memory={self.memory!r}")
         return f"Agent({', '.join(parts)})"
+
+
+def _observer_for(instrument: Any) -> Observer | None:
+    """The observer an `Agent(instrument=...)` setting asks for (None also for "follow
+    agentloop.instrument()", which is looked up at each invocation)."""
+    if instrument is None or instrument is False:
+        return None
+    if instrument is True:
+        return new_instrumentation(None, None, None)
+    if not (hasattr(instrument, "invocation") and hasattr(instrument, "tool_call")):
+        raise IllegalConfigurationError(
+            "instrument must be True, False, None or an agentloop.otel.Instrumentation, got "
+            f"{type(instrument).__name__}"
+        )
+    return cast(Observer, instrument)
 
 
 def _agent_answer(result: Any) -> str:

@@ -14,11 +14,10 @@ import fnmatch
 import hashlib
 import inspect
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Union
 
 import anyio
@@ -345,7 +344,7 @@ def _paused(
     carried: list[ChatMessage],
 ) -> PendingApproval:
     state = _State(
-        uuid.uuid4().hex,
+        _pending_id(inv.invocation_id, round),
         inv.invocation_id,
         inv.memory_id,
         round,
@@ -357,6 +356,12 @@ def _paused(
     )
     state = msgspec.structs.replace(state, check=_check_of(state))
     return PendingApproval._from_state(state, tuple(finished))
+
+
+def _pending_id(invocation_id: str, round: int) -> str:
+    """The id of a round paused in an invocation: the same whenever that invocation pauses at that round (a
+    replayed durable run records and claims the round under the same id)."""
+    return hashlib.sha256(f"{invocation_id}\x00{round}".encode()).hexdigest()[:32]
 
 
 def _by_index(request: ToolApprovalRequest) -> int:
@@ -573,7 +578,7 @@ class Resume:
         self._finished = {e.index: e for e in pending.executions}
         self._waiting = {r.index: r for r in pending.requests}
 
-    def settle(self, index: int, toolset: Toolset) -> Settled | None:
+    def settle(self, index: int, toolset: Toolset, clock: Callable[[], datetime]) -> Settled | None:
         finished = self._finished.get(index)
         if finished is not None:
             return Settled(finished, False)  # ran before the pause: never again
@@ -581,7 +586,7 @@ class Resume:
         decision = self.decisions[request.call_id]
         if decision is True:
             return None
-        return Settled(_denied(request, toolset.get(request.tool_name), decision), True)
+        return Settled(_denied(request, toolset.get(request.tool_name), decision, clock), True)
 
 
 class ApprovalGate:
@@ -608,7 +613,7 @@ class ApprovalGate:
         """None when the call runs now; else what became of it (denied, or waiting for a person)."""
         resumed = self.resumed
         if resumed is not None and round == resumed.pending.round:
-            return resumed.settle(index, toolset)
+            return resumed.settle(index, toolset, inv.options.now)
         tool = toolset.get(request.name)
         if tool is None:
             return None  # an unknown tool runs nothing: the hallucination rules answer it
@@ -628,7 +633,7 @@ class ApprovalGate:
         if answer is Defer or isinstance(answer, Defer):
             self._waiting.append(asked)
             return _WAITS
-        return Settled(_denied(asked, tool, answer), True)
+        return Settled(_denied(asked, tool, answer, inv.options.now), True)
 
     async def _needs_approval(self, tool: Tool, request: ToolApprovalRequest, context: ToolContext) -> bool:
         rule = tool.requires_approval
@@ -704,11 +709,14 @@ class ApprovalGate:
 
 
 def _denied(
-    request: ToolApprovalRequest, tool: Tool | None, decision: bool | Denied | Defer | type[Defer]
+    request: ToolApprovalRequest,
+    tool: Tool | None,
+    decision: bool | Denied | Defer | type[Defer],
+    clock: Callable[[], datetime],
 ) -> ToolExecution:
     reason = decision.reason if isinstance(decision, Denied) else None
     text = reason or f"The user denied this call of tool {request.tool_name!r}; it did not run."
-    now = datetime.now(timezone.utc)
+    now = clock()
     return ToolExecution(
         request.request,
         text,

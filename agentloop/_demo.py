@@ -79,8 +79,28 @@ def _parser() -> argparse.ArgumentParser:
         help="'local' (embedded, default), 'openai:gpt-4o-mini', 'anthropic:...', 'ollama:qwen3'",
     )
     parser.add_argument("--max-tool-rounds", type=int, default=5)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for the local model (default: physical cores not busy with other work)",
+    )
     add_common_arguments(parser)
     return parser
+
+
+def demo_model(model: str, threads: int | None) -> ChatModel | str:
+    """The model to run: `model` as given, or a `LocalChatModel` with `threads` for a local one."""
+    if threads is None:
+        return model
+    prefix, _, path = model.partition(":")
+    if prefix != "local":
+        raise SystemExit(f"--threads applies to the local model only, not {model!r}")
+    if threads < 1:
+        raise SystemExit(f"--threads must be at least 1, got {threads}")
+    from .models import LocalChatModel
+
+    return LocalChatModel(path or None, n_threads=threads)
 
 
 async def run_demo(
@@ -151,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     args = _parser().parse_args(argv)
-    return run_command(
-        "agentloop demo",
-        lambda: anyio.run(lambda: run_demo(args.question, args.model, max_tool_rounds=args.max_tool_rounds)),
-        verbose=args.verbose,
-    )
+
+    def run() -> None:
+        model = demo_model(args.model, args.threads)
+        anyio.run(lambda: run_demo(args.question, model, max_tool_rounds=args.max_tool_rounds))
+
+    return run_command("agentloop demo", run, verbose=args.verbose)

@@ -55,7 +55,11 @@ ToolRunner = Callable[
 ]
 """`(request, run) -> record`: every call an agent runs goes through it; `run()` runs the call in this
 process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
-call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed."""
+call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
+
+A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
+and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
+an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
 
 OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]
@@ -328,8 +332,12 @@ async def _stops_the_invocation(error: BaseException) -> bool:
     if not isinstance(error, anyio.get_cancelled_exc_class()):
         return False
     task = _current_asyncio_task()
-    if task is not None and getattr(task, "cancelling", lambda: 0)():
-        return True  # asyncio's own Task.cancel(), outside any anyio scope
+    if task is not None:
+        cancelling = getattr(task, "cancelling", None)
+        if cancelling is None:
+            return True  # Python 3.10 cannot tell asyncio's own Task.cancel() from a tool's: propagate
+        if cancelling():
+            return True  # asyncio's own Task.cancel(), outside any anyio scope
     try:
         await anyio.lowlevel.checkpoint_if_cancelled()  # raises again iff an enclosing scope was cancelled
     except anyio.get_cancelled_exc_class():

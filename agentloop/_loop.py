@@ -52,6 +52,7 @@ from ._messages import (
     UserMessage,
     is_whole_object,
 )
+from ._observe import Observer, log_model_call, log_tool_call
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
@@ -99,11 +100,20 @@ class Invocation:
     ordered_events: bool = False
     approval: ApprovalGate | None = None
     """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
+    agent_name: str | None = None
+    observer: Observer | None = None
+    """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[str]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
+    if inv.observer is not None:
+        return await inv.observer.invocation(inv, emit, _invoke)
+    return await _invoke(inv, emit)
+
+
+async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
     try:
         return await _run(inv, emit)
     except BaseExceptionGroup as group:
@@ -141,6 +151,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[str]:
                 response = await inv.model.chat(request)
             else:
                 response = await _stream_model(inv.model, request, round, emit, typed, calls)
+            log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
                 if response.finish_reason is FinishReason.LENGTH:
@@ -243,6 +254,7 @@ class _Calls:
         "_limiter",
         "_reported",
         "_round",
+        "_silent",
         "_tg",
         "_toolset",
         "_used",
@@ -272,6 +284,7 @@ class _Calls:
         self._executions: dict[int, ToolExecution] = {}
         self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
         self._reported = 0  # ordered_events: the next index to report
+        self._silent: set[int] = set()  # calls reported before a pause: not again when resumed
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
@@ -327,8 +340,11 @@ class _Calls:
             execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
             self._executions[index] = execution
             if self._emit is not None:
-                self._tg.start_soon(self._report, execution)
+                self._tg.start_soon(self._report, execution, index)
             return
+        reserve = getattr(self._inv.options.tool_runner, "reserve", None)
+        if reserve is not None:
+            reserve(request)  # in call order, before any call runs (see ToolRunner)
         self._tg.start_soon(self._run, index, request)
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
@@ -337,10 +353,12 @@ class _Calls:
         if gate is not None and gate.concerns(request.name, self._toolset):
             settled = await gate.settle(request, index, self._round, self._toolset, inv)
             if settled is not None:  # denied, waiting for a person, or finished before a pause
+                if settled.execution is None or not settled.report:
+                    self._silent.add(index)  # waits for a person, or was reported before the pause
                 if settled.execution is not None:
                     self._executions[index] = settled.execution
-                    if settled.report and emit is not None:
-                        await self._report(settled.execution)
+                if emit is not None:
+                    await self._report(settled.execution, index)
                 return
         on_start = None
         if emit is not None:
@@ -364,22 +382,30 @@ class _Calls:
             on_start=on_start,
         )
         runner = inv.options.tool_runner
-        execution = await (run() if runner is None else runner(request, run))
+        call = run() if runner is None else runner(request, run)
+        observer = inv.observer
+        execution = await (
+            call if observer is None else observer.tool_call(call, request, index, self._round)
+        )
+        log_tool_call(execution)
         self._executions[index] = execution
         if emit is not None:
-            await self._report(execution)
+            await self._report(execution, index)
 
-    async def _report(self, execution: ToolExecution) -> None:
-        """Emits `ToolExecuted`: as each call completes, or in call order with `ordered_events`."""
+    async def _report(self, execution: ToolExecution | None, index: int) -> None:
+        """Emits `ToolExecuted` for call `index` (None: it waits for a person): as each call completes, or in
+        call order with `ordered_events`. Calls in `_silent` are not reported."""
         assert self._emit is not None
         if not self._inv.ordered_events:
-            await self._emit(ToolExecuted(execution))
+            if execution is not None and index not in self._silent:
+                await self._emit(ToolExecuted(execution))
             return
         if self._in_order is None:
             self._in_order = anyio.Lock()
         async with self._in_order:  # the call that completes a prefix reports it, in order
-            while self._reported in self._executions:
-                await self._emit(ToolExecuted(self._executions[self._reported]))
+            while self._reported in self._executions or self._reported in self._silent:
+                if self._reported not in self._silent:
+                    await self._emit(ToolExecuted(self._executions[self._reported]))
                 self._reported += 1
 
 
@@ -391,8 +417,10 @@ def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
             raise ResponseTruncatedError(
                 f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
                 f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
-                "it cannot run; nothing of this response ran or was stored. Raise the model's max_tokens "
-                "(e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool arguments."
+                "it cannot run and nothing of this response was stored (calls that started early while it "
+                "streamed were cancelled; their side effects up to then may have happened). Raise the "
+                "model's max_tokens (e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool "
+                "arguments."
             )
 
 

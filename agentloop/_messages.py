@@ -112,11 +112,20 @@ def decode_messages(data: bytes | str) -> list[ChatMessage]:
 
 
 class TokenUsage(msgspec.Struct, frozen=True):
-    """Tokens one model call (or, summed with `+`, a whole invocation) consumed."""
+    """Tokens one model call (or, summed with `+`, a whole invocation) consumed.
+
+    `input_tokens` counts every prompt token, cached ones included; `output_tokens` every generated token,
+    reasoning included. The details are None when the provider did not report them:
+    `cache_read_tokens` (prompt tokens served from the provider's cache), `cache_write_tokens` (prompt tokens
+    written to it, Anthropic's cache creation) and `reasoning_tokens` (output tokens spent thinking).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.total_tokens is None:
@@ -131,6 +140,9 @@ class TokenUsage(msgspec.Struct, frozen=True):
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             (self.total_tokens or 0) + (other.total_tokens or 0),
+            _plus(self.cache_read_tokens, other.cache_read_tokens),
+            _plus(self.cache_write_tokens, other.cache_write_tokens),
+            _plus(self.reasoning_tokens, other.reasoning_tokens),
         )
 
     def __radd__(self, other: TokenUsage | int | None) -> TokenUsage:
@@ -138,6 +150,13 @@ class TokenUsage(msgspec.Struct, frozen=True):
         if other is None or other == 0:
             return self
         return NotImplemented
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A detail summed over calls: None only when no call reported it."""
+    if a is None:
+        return b
+    return a if b is None else a + b
 
 
 class FinishReason(str, enum.Enum):

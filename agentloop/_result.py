@@ -11,6 +11,7 @@ from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 if TYPE_CHECKING:
     from ._approval import PendingApproval
     from ._execution import ToolExecution
+    from ._pricing import PriceSource
 
 __all__ = ["Result"]
 
@@ -39,6 +40,18 @@ class Result(Generic[T]):
     invocation_id: str = ""
     pending: PendingApproval | None = None
     """The paused round, when tool calls wait for approval (`finish_reason` is `APPROVAL_REQUIRED`)."""
+    price_source: PriceSource | None = field(default=None, repr=False, compare=False)
+    """How `cost` is worked out (set by the agent from its `pricing=`); None: no cost."""
+
+    @property
+    def cost(self) -> float | None:
+        """What the invocation's model calls cost in US dollars, worked out on each read from their usage;
+        None when no price source is set or a call's price is unknown."""
+        if self.price_source is None:
+            return None
+        from ._pricing import cost_of
+
+        return cost_of([*self.intermediate_responses, self.final_response], self.price_source)
 
     @property
     def returned_immediately(self) -> bool:

@@ -68,6 +68,7 @@ class TokenStream:
         self._result: Result[str] | None = None
         self._task: _Producer | None = None  # the producer of `async for` / `events()`
         self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
+        self._closed = False  # aclose() came before anything consumed it
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -142,6 +143,8 @@ class TokenStream:
         `start()` returns None. An exception raised by a callback is a failure like any other.
         """
         self._claim()
+        if self._closed:
+            return None
         driver = self._driver = _Driver()
         try:
             with driver.scope:
@@ -172,8 +175,11 @@ class TokenStream:
 
     def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
         self._claim()
-        self._task = _Producer(self, tokens_only)
-        return _Iterator(self._task)
+        producer = self._task = _Producer(self, tokens_only)
+        if self._closed:  # closed before it started: iterating ends at once
+            producer.started = producer.closed = True
+            producer.finished.set()
+        return _Iterator(producer)
 
     def _claim(self) -> None:
         if self._consumed:
@@ -202,11 +208,14 @@ class TokenStream:
 
         Works from any task; a `start()` stopped this way returns None. Called from a callback of the stream
         itself, it stops the invocation once the callback returns (waiting there would wait for itself).
+        Before the stream started, it makes sure it never does: `start()` returns None, iterating ends.
         """
         if self._task is not None:
             await self._task.stop()
         elif self._driver is not None:
             await self._driver.stop()
+        else:
+            self._closed = True  # not started yet: it never will
 
     async def __aenter__(self) -> TokenStream:
         return self

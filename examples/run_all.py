@@ -17,6 +17,7 @@ EXAMPLES = [
     "agents_as_tools.py",
     "testing_with_fakes.py",
     "approval.py",
+    "tracing.py",
 ]
 # The quickstart runs the embedded model: included when its extra is installed.
 try:
@@ -35,6 +36,11 @@ if importlib.util.find_spec("dbos"):
     EXAMPLES.append("durable_dbos.py")
 else:
     print("note: durable_dbos.py skipped (pip install -e '.[dbos]')")
+# An MCP server's tools in an agent: needs the mcp extra.
+if importlib.util.find_spec("mcp"):
+    EXAMPLES.append("mcp_tools.py")
+else:
+    print("note: mcp_tools.py skipped (pip install -e '.[mcp]')")
 
 
 def main() -> int:

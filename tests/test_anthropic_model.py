@@ -307,8 +307,9 @@ async def test_usage_counts_cache_tokens_as_input(server: FakeAnthropicServer) -
     async with model_for(server) as model:
         streamed = final(await collect(model.stream(QUESTION)))
         whole = await model.chat(QUESTION)
-    assert streamed.token_usage == TokenUsage(1107, 9)
-    assert whole.token_usage == TokenUsage(1107, 9)
+    expected = TokenUsage(1107, 9, cache_read_tokens=1000, cache_write_tokens=100)
+    assert streamed.token_usage == expected
+    assert whole.token_usage == expected
 
 
 async def test_message_delta_usage_updates_input_tokens_too(server: FakeAnthropicServer) -> None:

@@ -176,6 +176,95 @@ async def test_a_denied_call_gets_its_reason_and_the_run_goes_on(dbos_sqlite: No
     assert "over the limit" in str(model.requests[1].messages[-1])
 
 
+async def test_a_replay_pairs_each_call_with_its_own_record_whatever_order_calls_start_in(
+    dbos_sqlite: None,
+) -> None:
+    """Approval checks finish in any order (here an async predicate answers call #0 slowly the first time
+    and call #1 slowly on replay): steps are numbered in call order, so each call replays its own record."""
+    ran.clear()
+    slow = {"index": 0}
+
+    async def needs_approval(request: Any, ctx: Any) -> bool:
+        await anyio.sleep(0.2 if request.index == slow["index"] else 0)
+        return False
+
+    model = ScriptedChatModel([calls(("weather", {"city": "Rome"}), ("double", {"n": 4})), "done"])
+    durable = DBOSAgent(Agent(model, name="order", tools=[weather, double], requires_approval=needs_approval))
+    DBOS.launch()
+    first = await durable.chat("go", workflow_id="order-1")
+    slow["index"] = 1
+    handle = await DBOS.fork_workflow_async("order-1", 100)  # replays every recorded step
+    replay = decode_result(await handle.get_result())
+    assert [(e.request.id, e.result) for e in replay.tool_executions] == [
+        (e.request.id, e.result) for e in first.tool_executions
+    ]
+    assert sorted(ran) == ["double:4", "weather:Rome"]  # each ran once: the replay ran nothing
+
+
+async def test_a_run_that_waited_for_approval_returns_the_result_of_an_uninterrupted_run(
+    dbos_sqlite: None,
+) -> None:
+    def two_rounds() -> ScriptedChatModel:
+        return ScriptedChatModel(
+            [calls(("weather", {"city": "Oslo"})), calls(("refund", {"order": "9"})), "Refunded."]
+        )
+
+    plain = await Agent(two_rounds(), tools=[weather, refund], approval_handler=lambda r: True).chat("go")
+    durable = DBOSAgent(Agent(two_rounds(), name="whole", tools=[weather, refund]))
+    DBOS.launch()
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(await durable.chat("go", workflow_id="whole-1"))
+
+        tg.start_soon(run)
+        pending = await durable.pending("whole-1")
+        assert pending is not None
+        await durable.approve("whole-1", {pending.requests[0].call_id: True})
+    (result,) = outcome
+    assert [(e.request, e.result) for e in result.tool_executions] == [
+        (e.request, e.result) for e in plain.tool_executions
+    ]
+    assert list(result.messages) == list(plain.messages)
+    assert result.token_usage == plain.token_usage
+    assert len(result.intermediate_responses) == len(plain.intermediate_responses) == 2
+
+
+async def test_decisions_that_do_not_answer_the_paused_round_are_refused_and_the_run_waits_on(
+    dbos_sqlite: None,
+) -> None:
+    from agentloop import ApprovalError
+    from agentloop.dbos import APPROVAL_TOPIC, encode_decisions
+
+    ran.clear()
+    model = ScriptedChatModel([calls(("refund", {"order": "5"})), "Refunded 5."])
+    durable = DBOSAgent(Agent(model, name="typos", tools=[refund]))
+    DBOS.launch()
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def run() -> None:
+            outcome.append(await durable.chat("go", workflow_id="typos-1"))
+
+        tg.start_soon(run)
+        pending = await durable.pending("typos-1")
+        assert pending is not None
+        with pytest.raises(ApprovalError, match="no call 'C1'"):
+            await durable.approve("typos-1", {"C1": True})  # refused at once, nothing sent
+        await DBOS.send_async("typos-1", encode_decisions({"C1": True}), APPROVAL_TOPIC)  # sent anyway
+        await DBOS.send_async("typos-1", encode_decisions({"x": True}, "another-round"), APPROVAL_TOPIC)
+        await durable.approve("typos-1", {pending.requests[0].call_id: True})
+    (result,) = outcome
+    assert result.content == "Refunded 5."
+    assert ran == ["refund:5"]
+
+
+def test_a_dbos_agent_refuses_an_inline_approval_handler() -> None:
+    with pytest.raises(IllegalConfigurationError, match="durable wait"):
+        DBOSAgent(Agent(script(), name="inline", approval_handler=lambda request: True))
+
+
 def test_a_dbos_agent_needs_a_name() -> None:
     with pytest.raises(IllegalConfigurationError, match="stable name"):
         DBOSAgent(Agent(script()))

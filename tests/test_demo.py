@@ -39,6 +39,21 @@ async def test_demo_prints_tokens_tool_events_and_summary() -> None:
     assert "model calls: 2" in printed
 
 
+def test_threads_option_builds_a_local_model_with_that_count() -> None:
+    from agentloop._demo import demo_model
+    from agentloop.models import LocalChatModel
+
+    assert demo_model("local", None) == "local"
+    model = demo_model("local:/models/other.gguf", 1)
+    assert isinstance(model, LocalChatModel) and model.n_threads == 1
+    assert str(model.model_path) == "/models/other.gguf"
+    assert isinstance(demo_model("local", 3), LocalChatModel)
+    with pytest.raises(SystemExit, match="local model only"):
+        demo_model("openai:gpt-4o-mini", 2)
+    with pytest.raises(SystemExit, match="at least 1"):
+        demo_model("local", 0)
+
+
 def test_capital_lookup_error_names_known_countries() -> None:
     with pytest.raises(ValueError, match="known: france"):
         capital_of("Atlantis")

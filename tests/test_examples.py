@@ -11,7 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
-@pytest.mark.parametrize("name", ["manual_loop", "immediate_return", "agents_as_tools", "testing_with_fakes"])
+@pytest.mark.parametrize(
+    "name", ["manual_loop", "immediate_return", "agents_as_tools", "testing_with_fakes", "tracing"]
+)
 async def test_example_runs(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     module = importlib.import_module(name)
     await module.main()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 import time
@@ -32,9 +33,13 @@ from agentloop import (
     UserMessage,
 )
 from agentloop.models import ChatModel, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
-from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff
+from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff, default_threads
 from agentloop.models._local_tools import (
+    _ANSWER_TAIL,
+    _MUST_CALL,
     ToolCallScanner,
+    answered_calls,
+    call_key,
     offered_tools,
     render_plain,
     render_protocol,
@@ -187,10 +192,30 @@ def test_plain_rendering_turns_tool_rounds_into_notes() -> None:
         {"role": "system", "content": "Be brief."},
         {
             "role": "user",
-            "content": 'What is 1234 + 4321?\n\nTool results:\n- add({"a": 1234, "b": 4321}) returned: 5555',
+            "content": "What is 1234 + 4321?\n\nTool results:\n"
+            + '- add({"a": 1234, "b": 4321}) returned: 5555\n\n'
+            + _ANSWER_TAIL,
         },
     ]
     assert "tool_calls" not in json.dumps(wire)
+    assert "one or two plain sentences" in _ANSWER_TAIL and "No code" in _ANSWER_TAIL
+
+
+def test_protocol_rendering_says_when_a_tool_must_be_called() -> None:
+    auto = render_protocol([UserMessage("x")], [ADD], allow_no_call=True)[0]["content"]
+    assert auto.endswith(_MUST_CALL) and "never work out, recall or guess" in _MUST_CALL
+    required = render_protocol([UserMessage("x")], [ADD], allow_no_call=False)[0]["content"]
+    assert _MUST_CALL not in required  # nothing to decide: a call is the only reply allowed
+
+
+def test_answered_calls_are_this_turns_calls_with_results() -> None:
+    again = ToolExecutionRequest("call_2", "add", '{"b":4321, "a":1234}')
+    other = ToolExecutionRequest("call_3", "add", '{"a": 1, "b": 2}')
+    assert call_key(again) == call_key(CALL)  # key order and spacing do not matter
+    assert answered_calls(ROUND) == {call_key(CALL)}
+    unanswered = [*ROUND, AiMessage(tool_execution_requests=[other])]
+    assert answered_calls(unanswered) == {call_key(CALL)}
+    assert answered_calls([*ROUND, UserMessage("And now?")]) == frozenset()  # a new turn may ask again
 
 
 # -- reading the streamed reply ----------------------------------------------------------------------------
@@ -237,6 +262,32 @@ def test_construction_is_cheap_and_validates() -> None:
     for bad in ({"n_ctx": 10}, {"n_threads": 0}, {"max_tokens": 0}, {"max_tool_calls": 0}):
         with pytest.raises(IllegalConfigurationError, match=next(iter(bad))):
             LocalChatModel(**bad)  # type: ignore[arg-type]
+
+
+def test_default_threads_leave_out_the_cores_other_processes_keep_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentloop.models import _local
+
+    monkeypatch.setattr(_local, "_physical_cores", lambda cpus: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    for load, threads in ((0.0, 4), (4.2, 4), (5.6, 2), (7.4, 1), (30.0, 1)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert default_threads() == threads, load
+
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert default_threads() == 4  # no load figure (Windows): every physical core
+
+
+def test_physical_cores_count_hyperthreads_once() -> None:
+    from agentloop.models._local import _physical_cores
+
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    assert 1 <= _physical_cores(cpus) <= len(cpus)
+    assert _physical_cores([10**6]) == 1  # no topology in /sys: every listed cpu counts
 
 
 async def test_a_missing_model_file_is_a_clear_error() -> None:
@@ -378,6 +429,7 @@ def test_loads_from_the_verified_cache(model: LocalChatModel) -> None:
     stamp = json.loads(Path(f"{path}.verified").read_text())
     assert stamp["sha256"] == DEFAULT_WEIGHTS.sha256 and stamp["mtime_ns"] == path.stat().st_mtime_ns
     assert not [name for name in sys.modules if name.startswith("pandas_sns")]
+    assert model.n_threads is None and model.threads_in_use is not None and model.threads_in_use >= 1
 
 
 @pytest.mark.local_model

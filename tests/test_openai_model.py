@@ -372,7 +372,7 @@ async def test_fixture_parallel_calls_with_usage_chunk_and_crlf() -> None:
     # The first call is complete as soon as the second starts.
     assert events.index(completes[0]) < events.index(ToolCallDelta(1, "call_67890abc", "get_weather", ""))
     response = final(events)
-    assert response.token_usage == TokenUsage(82, 47, 129)
+    assert response.token_usage == TokenUsage(82, 47, 129, cache_read_tokens=0, reasoning_tokens=0)
     assert response.model == "gpt-4o-mini-2024-07-18"
     assert response.ai_message.tool_execution_requests == (paris, bogota)
 
@@ -385,7 +385,7 @@ async def test_fixture_deepseek_reasoning_stream() -> None:
         events = await collect(model)
     response = final(events)
     assert response.ai_message == AiMessage("9.8 is greater.", thinking="9.11 vs 9.8: compare decimals.")
-    assert response.token_usage == TokenUsage(18, 10, 28)
+    assert response.token_usage == TokenUsage(18, 10, 28, reasoning_tokens=6)
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["ThinkingDelta"] * 6 + ["TextDelta"] * 4 + ["ResponseComplete"]
 
@@ -400,7 +400,7 @@ async def test_fixture_non_streaming_function_call() -> None:
             None,
             [ToolExecutionRequest("call_abc123", "get_current_weather", '{\n"location": "Boston, MA"\n}')],
         ),
-        TokenUsage(82, 17, 99),
+        TokenUsage(82, 17, 99, reasoning_tokens=0),
         FinishReason.TOOL_EXECUTION,
         "gpt-4o-mini",
         "chatcmpl-abc123",

@@ -39,5 +39,6 @@ async def test_readme_snippets_run() -> None:
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
     assert "4 messages stored for bob" in printed
+    assert "21.5 21.5 °C" in printed  # the MCP section
     assert "sk-..." not in printed  # provider reprs never show keys
     assert "tool calls, in a script" in printed and "tool calls, blocking" in printed

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -22,12 +24,15 @@ from dbos._core import StepOptions
 from .. import _codec
 from .._agent import Agent
 from .._approval import Decision, Denied, PendingApproval
-from .._errors import IllegalConfigurationError
-from .._execution import ToolExecution
+from .._approval import _decisions as checked_decisions
+from .._errors import ApprovalError, IllegalConfigurationError
+from .._execution import ToolExecution, ToolRunner
 from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
 from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._result import Result
 from ..models import ChatModel, ModelEvent
+
+logger = logging.getLogger("agentloop.dbos")
 
 __all__ = [
     "APPROVAL_TOPIC",
@@ -58,15 +63,21 @@ class DBOSAgent:
         approval_timeout: float = 7 * 24 * 3600.0,
     ) -> None:
         self.agent = agent
-        self.name = name or agent.name
-        if not self.name:
+        name = name or agent.name
+        if not name:
             raise IllegalConfigurationError(
                 "DBOSAgent needs a stable name (DBOSAgent(agent, name=...) or Agent(name=...)): after a "
                 "restart DBOS finds a run's workflow by it"
             )
+        self.name: str = name
         if approval_timeout <= 0:
             raise IllegalConfigurationError(f"approval_timeout must be > 0 seconds, got {approval_timeout!r}")
         self.approval_timeout = approval_timeout
+        if agent.approval.handler is not None:
+            raise IllegalConfigurationError(
+                "A DBOSAgent makes approval a durable wait (pending() / approve()): build its agent without "
+                "approval_handler (an inline handler would be asked again when a run is replayed)"
+            )
         self._model_step: StepOptions = {"retries_allowed": False, **(model_step or {})}
         self._tool_step: StepOptions = {"retries_allowed": False, **(tool_step or {})}
 
@@ -125,9 +136,15 @@ class DBOSAgent:
 
     async def approve(self, workflow_id: str, decisions: Mapping[str, Decision]) -> None:
         """Sends the decisions `{call_id: True | False | Denied(reason)}` to the paused run `workflow_id`,
-        from any process connected to DBOS; the run goes on where it stopped (after a restart too)."""
-        _check_asyncio()
-        await DBOS.send_async(workflow_id, encode_decisions(decisions), APPROVAL_TOPIC)
+        from any process connected to DBOS; the run goes on where it stopped (after a restart too).
+
+        Raises `ApprovalError` (and sends nothing) when the run does not wait, or the decisions do not
+        answer exactly the calls it waits for."""
+        pending = await self.pending(workflow_id, timeout=0)
+        if pending is None:
+            raise ApprovalError(f"Run {workflow_id!r} does not wait for an approval; nothing was sent")
+        checked_decisions(pending, decisions)
+        await DBOS.send_async(workflow_id, encode_decisions(decisions, pending.id), APPROVAL_TOPIC)
 
     async def take_over(self, workflow_id: str) -> Result[str]:
         """Resumes the run `workflow_id` in this process (one left PENDING by a crashed executor on another
@@ -143,7 +160,8 @@ class DBOSAgent:
         assert workflow_id is not None
         durable = copy.copy(self.agent)
         durable.model = _StepModel(self.agent.model, f"{self.name}.model", self._model_step)
-        durable.options = dataclasses.replace(self.agent.options, tool_runner=self._run_tool)
+        runner = _StepRunner(self.name, self._tool_step, self.agent.options.tool_runner)
+        durable.options = dataclasses.replace(self.agent.options, tool_runner=runner)
         durable.id_factory = lambda: workflow_id
         durable._memories = {}
         if self.agent.memory is not None:
@@ -157,7 +175,8 @@ class DBOSAgent:
             durable.memory = memory_for
         result = await durable.chat(message, memory_id=memory_id, context=context)
         while result.finish_reason is FinishReason.APPROVAL_REQUIRED and result.pending is not None:
-            result = await self._wait_for_approval(durable, result.pending, context)
+            resumed = await self._wait_for_approval(durable, result.pending, context)
+            result = _joined(result, result.pending, resumed)
         return encode_result(result)
 
     async def _wait_for_approval(
@@ -166,28 +185,51 @@ class DBOSAgent:
         """A durable wait: the paused round is published as an event and the decisions arrive as a message
         (`approve()`); a restart in between waits on. No decision within `approval_timeout` denies all."""
         await DBOS.set_event_async(PENDING_EVENT, pending.to_json())
-        message = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=self.approval_timeout)
+        started = await DBOS.run_step_async({"name": f"{self.name}.approval.wait"}, time.time)
+        decisions: dict[str, Decision] | None = None
+        while decisions is None:
+            left = self.approval_timeout - (time.time() - started)
+            message = await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=max(left, 0.0))
+            if message is None:
+                reason = f"No decision arrived within {self.approval_timeout:g} s"
+                decisions = {r.call_id: Denied(reason) for r in pending.requests}
+            else:
+                decisions = _decisions_for(pending, message)  # None: not for this round, wait on
         await DBOS.set_event_async(PENDING_EVENT, b"")
-        if message is None:
-            reason = f"No decision arrived within {self.approval_timeout:g} s"
-            decisions: dict[str, Decision] = {r.call_id: Denied(reason) for r in pending.requests}
-        else:
-            decisions = _decode_decisions(message)
         return await durable.resume(pending, decisions, context=context)
-
-    async def _run_tool(
-        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
-    ) -> ToolExecution:
-        async def step() -> bytes:
-            return _codec.encode(await run(), "tool_execution")
-
-        options: StepOptions = {"name": f"{self.name}.tool.{request.name}", **self._tool_step}
-        recorded = await DBOS.run_step_async(options, step)
-        execution: ToolExecution = _codec.decode(recorded, "tool_execution")
-        return execution
 
     def __repr__(self) -> str:
         return f"DBOSAgent(name={self.name!r}, agent={self.agent!r})"
+
+
+class _StepRunner:
+    """Runs each tool call as a DBOS step, numbered in call order when the loop takes the call on (so a
+    replay pairs every call with its own record, whatever order the calls reach the runner in)."""
+
+    def __init__(self, name: str, options: StepOptions, inner: ToolRunner | None) -> None:
+        self._name = name
+        self._options = options
+        self._inner = inner
+        self._reserved: dict[str | None, Any] = {}
+
+    def reserve(self, request: ToolExecutionRequest) -> None:
+        self._reserved[request.id] = DBOS.reserve_step()
+
+    async def __call__(
+        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
+    ) -> ToolExecution:
+        async def step() -> bytes:
+            inner = self._inner
+            return _codec.encode(await (run() if inner is None else inner(request, run)), "tool_execution")
+
+        options: StepOptions = {"name": f"{self._name}.tool.{request.name}", **self._options}
+        reservation = self._reserved.pop(request.id, None)
+        if reservation is None:
+            recorded = await DBOS.run_step_async(options, step)
+        else:
+            recorded = await reservation.run_async(options, step)
+        execution: ToolExecution = _codec.decode(recorded, "tool_execution")
+        return execution
 
 
 class _StepModel:
@@ -273,9 +315,10 @@ APPROVAL_TOPIC = "agentloop.approval"
 """The topic a paused run receives its decisions on (`encode_decisions`)."""
 
 
-def encode_decisions(decisions: Mapping[str, Decision]) -> bytes:
+def encode_decisions(decisions: Mapping[str, Decision], pending_id: str | None = None) -> bytes:
     """Decisions as the message a paused run waits for on `APPROVAL_TOPIC` (for senders such as a
-    `dbos.DBOSClient` in a process that runs no workflows)."""
+    `dbos.DBOSClient` in a process that runs no workflows). With `pending_id` (`PendingApproval.id`), a run
+    applies them only to that paused round."""
     encoded: dict[str, Any] = {}
     for call_id, decision in decisions.items():
         if isinstance(decision, Denied):
@@ -286,14 +329,30 @@ def encode_decisions(decisions: Mapping[str, Decision]) -> bytes:
             raise IllegalConfigurationError(
                 f"The decision for call {call_id!r} must be True, False or Denied(reason), got {decision!r}"
             )
-    return msgspec.json.encode(encoded)
+    return msgspec.json.encode({"pending": pending_id, "decisions": encoded})
 
 
-def _decode_decisions(data: bytes) -> dict[str, Decision]:
-    decisions: dict[str, Decision] = {}
-    for call_id, value in msgspec.json.decode(data, type=dict[str, Any]).items():
-        decisions[call_id] = Denied(value.get("denied")) if isinstance(value, dict) else bool(value)
-    return decisions
+def _decisions_for(pending: PendingApproval, data: Any) -> dict[str, Decision] | None:
+    """The decisions of a message if they answer exactly `pending`'s waiting calls; else None, logged (a
+    late message for an earlier round, a mistyped call id): the run waits on rather than failing."""
+    try:
+        message = msgspec.json.decode(data, type=dict[str, Any])
+        if message.get("pending") not in (None, pending.id):
+            raise ApprovalError(f"the decisions are for paused round {message.get('pending')}")
+        decisions: dict[str, Decision] = {
+            call_id: Denied(value.get("denied")) if isinstance(value, dict) else bool(value)
+            for call_id, value in dict(message["decisions"]).items()
+        }
+        return checked_decisions(pending, decisions)
+    except (ApprovalError, msgspec.DecodeError, KeyError, TypeError, AttributeError, ValueError) as error:
+        logger.warning(
+            "Run %s ignored a message on %s that does not answer paused round %s (%s); it waits on",
+            DBOS.workflow_id,
+            APPROVAL_TOPIC,
+            pending.id,
+            error,
+        )
+        return None
 
 
 # -- the Result as a workflow's output -----------------------------------------------------------------------
@@ -346,6 +405,30 @@ def decode_result(data: bytes) -> Result[str]:
         memory_id=stored.memory_id,
         invocation_id=stored.invocation_id,
     )
+
+
+def _joined(paused: Result[str], pending: PendingApproval, resumed: Result[str]) -> Result[str]:
+    """One Result for a run that paused and went on, as an uninterrupted run's would be: the paused part's
+    earlier rounds, then the resumed part (which lists the paused round whole), usage summed."""
+    paused_ai = pending.response.ai_message
+    return dataclasses.replace(
+        resumed,
+        tool_executions=[e for e in paused.tool_executions if e.round != pending.round]
+        + list(resumed.tool_executions),
+        intermediate_responses=[r for r in paused.intermediate_responses if r.ai_message != paused_ai]
+        + list(resumed.intermediate_responses),
+        token_usage=paused.token_usage + resumed.token_usage if paused.token_usage else resumed.token_usage,
+        messages=(*paused.messages, *resumed.messages[_overlap(paused.messages, resumed.messages) :]),
+    )
+
+
+def _overlap(before: Sequence[ChatMessage], after: Sequence[ChatMessage]) -> int:
+    """How many of `after`'s first messages repeat `before`'s last ones (a resume carries the messages its
+    memory did not hold: without memory, the whole invocation so far)."""
+    for size in range(min(len(before), len(after)), 0, -1):
+        if list(before[-size:]) == list(after[:size]):
+            return size
+    return 0
 
 
 def _check_asyncio() -> None:

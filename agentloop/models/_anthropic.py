@@ -245,6 +245,11 @@ class AnthropicChatModel:
         """The API root (requests go to `{base_url}/v1/messages`)."""
         return self._http.base_url
 
+    @property
+    def provider(self) -> str:
+        """The provider name used in errors, traces and prices ("anthropic")."""
+        return self._http.provider
+
     def __repr__(self) -> str:
         return f"AnthropicChatModel(model={self.model!r}, base_url={self._http.base_url!r})"
 
@@ -686,12 +691,13 @@ def _portable(parameters: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _token_usage(usage: _Usage | None) -> TokenUsage | None:
-    """Usage with `input_tokens` counting cached tokens too (Anthropic reports those apart)."""
+    """Usage with `input_tokens` counting cached tokens too (Anthropic reports those apart), the cache reads
+    and writes kept as details."""
     if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
         return None
-    prompt = (usage.input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
-    prompt += usage.cache_read_input_tokens or 0
-    return TokenUsage(prompt, usage.output_tokens or 0)
+    read, written = usage.cache_read_input_tokens, usage.cache_creation_input_tokens
+    prompt = (usage.input_tokens or 0) + (read or 0) + (written or 0)
+    return TokenUsage(prompt, usage.output_tokens or 0, cache_read_tokens=read, cache_write_tokens=written)
 
 
 def _finish_reason(stop_reason: str | None) -> FinishReason | None:

@@ -74,6 +74,7 @@ from agentloop._errors import (
     ServerError,
     ToolsNotSupportedError,
 )
+from agentloop._observe import retry_listener
 
 from ._sse import ServerSentEvent, SSEDecoder
 
@@ -893,6 +894,9 @@ class ProviderClient:
             self.retry.max_retries + 1,
             exc.error.message if isinstance(exc, _Retryable) else exc,
         )
+        listener = retry_listener.get()
+        if listener is not None and exc is not None:
+            listener(state.attempt_number, wait, exc.error if isinstance(exc, _Retryable) else exc)
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         try:  # the first try needs no retry machinery (most requests succeed at once)

@@ -42,7 +42,15 @@ import msgspec
 from .._errors import BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
 from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from ._base import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
-from ._local_tools import ToolCallScanner, offered_tools, render_plain, render_protocol, tool_calls_schema
+from ._local_tools import (
+    ToolCallScanner,
+    answered_calls,
+    call_key,
+    offered_tools,
+    render_plain,
+    render_protocol,
+    tool_calls_schema,
+)
 from ._weights import DEFAULT_WEIGHTS, LocalModelWeightsError, ensure_weights
 
 if TYPE_CHECKING:
@@ -188,6 +196,8 @@ class LocalChatModel:
             self._progress = progress
         self._server: Any = None
         self._loaded_path: Path | None = None
+        self.threads_in_use: int | None = None
+        """Threads llama.cpp runs with, once loaded: `n_threads`, or what `default_threads()` chose."""
         self._closed = False
         self._load_lock = threading.Lock()
 
@@ -268,10 +278,10 @@ class LocalChatModel:
             # 56 tokens/s on this project's 2-core machine under load).
             params.cpuparams.poll = 0
             params.cpuparams_batch.poll = 0
-            if self.n_threads is not None:
-                params.cpuparams.n_threads = self.n_threads
-                params.cpuparams_batch.n_threads = self.n_threads
-            self._progress(f"loading {path.name} (n_ctx={self.n_ctx})")
+            threads = self.n_threads if self.n_threads is not None else default_threads()
+            params.cpuparams.n_threads = threads
+            params.cpuparams_batch.n_threads = threads
+            self._progress(f"loading {path.name} (n_ctx={self.n_ctx}, n_threads={threads})")
             started = time.perf_counter()
             try:
                 server = xllamacpp.Server(params)
@@ -283,6 +293,7 @@ class LocalChatModel:
             self._progress(f"loaded in {time.perf_counter() - started:.1f}s")
             self._server = server
             self._loaded_path = path
+            self.threads_in_use = threads
             return server
 
     # -- ChatModel ----------------------------------------------------------------------------------------
@@ -318,10 +329,15 @@ class LocalChatModel:
             }
             scanner = ToolCallScanner()
             calls: list[ToolExecutionRequest] = []
+            # A small model may repeat a call it already has the result of, round after round: with the
+            # answer option open, such a repeat is dropped and, if nothing else is called, the model answers.
+            answered = answered_calls(request.messages) if allow_no_call else frozenset()
             decided = _Pass()
             async with contextlib.aclosing(self._generate(server, payload, decided)) as pieces:
                 async for piece in pieces:
                     for call in scanner.feed(piece):
+                        if call_key(call) in answered:
+                            continue
                         index = len(calls)
                         calls.append(call)
                         yield ToolCallDelta(index, call.id, call.name, call.arguments)
@@ -509,6 +525,40 @@ def _poster() -> Callable[[Callable[[], object]], bool]:
 
 def _noop() -> None:
     pass
+
+
+def default_threads() -> int:
+    """The thread count for `n_threads=None`: the physical cores this process may use, less those other
+    processes keep busy (the 1-minute load average, rounded), and at least 1.
+
+    llama.cpp's threads meet at a barrier after every operation, so one thread descheduled by a competing
+    process stalls them all: on a busy 2-core machine 2 threads generated 0.3 tokens/s where 1 thread made
+    3.3 (docs/local-model.md has the measurements). On an idle machine every physical core is used.
+    """
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        allowed = list(range(os.cpu_count() or 1))
+    cores = _physical_cores(allowed)
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows
+        return cores
+    return max(1, min(cores, int(len(allowed) - busy + 0.5)))
+
+
+def _physical_cores(cpus: list[int]) -> int:
+    """Distinct (package, core) pairs among `cpus` (hyperthreads share a core), else the number of cpus."""
+    pairs = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            core = (topology / "core_id").read_text().strip()
+        except OSError:
+            return len(cpus)
+        pairs.add((package, core))
+    return len(pairs) or len(cpus)
 
 
 def _model_error(error: BaseException) -> ModelError:

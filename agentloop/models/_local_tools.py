@@ -36,6 +36,8 @@ from .._spec import ToolSpecification
 
 __all__ = [
     "ToolCallScanner",
+    "answered_calls",
+    "call_key",
     "offered_tools",
     "render_plain",
     "render_protocol",
@@ -48,6 +50,16 @@ Wire = dict[str, str]
 _RESULTS_TAIL = (
     "These are the results of your calls. If they are enough to answer my request, reply with "
     '{"tool_calls": [], "answer": ...}; call a function again only for information you do not have yet.'
+)
+
+_MUST_CALL = (
+    "When a function can provide the answer or part of it (a calculation, a conversion, live data, a "
+    "lookup), call it: never work out, recall or guess its result yourself. Call every function the request "
+    "needs at once."
+)
+_ANSWER_TAIL = (
+    "Answer my request from these results in one or two plain sentences, stating the results exactly as "
+    "given. No code, no working, nothing the results do not say."
 )
 
 _encode = msgspec.json.Encoder().encode
@@ -199,6 +211,7 @@ def render_protocol(
             'back in the next message), or {"tool_calls": [], "answer": <text>} when no function fits the '
             "request or the function results you already have answer it."
         )
+        lines.append(_MUST_CALL)
     else:
         lines.append(f"Reply with a JSON object: {form} listing the function calls the request needs.")
     tools_prompt = "\n".join(lines)
@@ -252,7 +265,7 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
             results.append(f"- {call} {verb}: {message.text}")
             continue
         if results:
-            _append(out, "user", "Tool results:\n" + "\n".join(results))
+            _append(out, "user", "Tool results:\n" + "\n".join(results) + "\n\n" + _ANSWER_TAIL)
             results = []
         if isinstance(message, UserMessage):
             _append(out, "user", message.text)
@@ -263,8 +276,29 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
             if message.text:
                 _append(out, "assistant", message.text)
     if results:
-        _append(out, "user", "Tool results:\n" + "\n".join(results))
+        _append(out, "user", "Tool results:\n" + "\n".join(results) + "\n\n" + _ANSWER_TAIL)
     return out
+
+
+def call_key(request: ToolExecutionRequest) -> tuple[str, str]:
+    """A call's name and arguments in a canonical form (key order and spacing do not matter)."""
+    arguments = _arguments_value(request.arguments)
+    return request.name, json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+
+
+def answered_calls(messages: Sequence[ChatMessage]) -> frozenset[tuple[str, str]]:
+    """The `call_key`s of the calls made and answered since the user's last message (this turn's rounds)."""
+    answered: set[tuple[str, str]] = set()
+    requests: dict[str, ToolExecutionRequest] = {}
+    for message in messages:
+        if isinstance(message, UserMessage):
+            answered.clear()
+            requests.clear()
+        elif isinstance(message, AiMessage):
+            requests.update((r.id, r) for r in message.tool_execution_requests if r.id is not None)
+        elif isinstance(message, ToolExecutionResultMessage) and message.id in requests:
+            answered.add(call_key(requests[message.id]))
+    return frozenset(answered)
 
 
 def _system_text(messages: Sequence[ChatMessage]) -> str:

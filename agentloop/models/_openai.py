@@ -87,10 +87,20 @@ class _Choice(msgspec.Struct, gc=False):
     finish_reason: str | None = None
 
 
+class _PromptDetails(msgspec.Struct, gc=False):
+    cached_tokens: int | None = None
+
+
+class _CompletionDetails(msgspec.Struct, gc=False):
+    reasoning_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
 
 
 class _Completion(msgspec.Struct, gc=False):
@@ -129,9 +139,18 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _usage(usage: _Usage | None) -> TokenUsage | None:
+    """Usage as the API reports it: `prompt_tokens` include the cached ones, `completion_tokens` the reasoning
+    ones (OpenAI, llama.cpp and vLLM send the details; servers that do not leave them None)."""
     if usage is None:
         return None
-    return TokenUsage(usage.prompt_tokens or 0, usage.completion_tokens or 0, usage.total_tokens)
+    prompt, completion = usage.prompt_tokens_details, usage.completion_tokens_details
+    return TokenUsage(
+        usage.prompt_tokens or 0,
+        usage.completion_tokens or 0,
+        usage.total_tokens,
+        cache_read_tokens=prompt.cached_tokens if prompt is not None else None,
+        reasoning_tokens=completion.reasoning_tokens if completion is not None else None,
+    )
 
 
 def _arguments(value: str | dict[str, Any] | None) -> str:
@@ -413,13 +432,16 @@ class OpenAIChatModel:
         if isinstance(content, list):
             content = "".join(part.text or "" for part in content if part.type in (None, "text"))
         text = content if content else (message.refusal or content)
+        tool_calls = message.tool_calls or ()
+        cut = len(tool_calls) - 1 if choice.finish_reason == "length" else -1  # the call a cut may be in
         calls = tuple(
             ToolExecutionRequest(
                 call.id,
                 (call.function.name if call.function else None) or "",
-                _arguments(call.function.arguments if call.function else None),
+                _arguments(arguments) if arguments or position != cut else "",  # cut before its arguments
             )
-            for call in message.tool_calls or ()
+            for position, call in enumerate(tool_calls)
+            for arguments in [call.function.arguments if call.function else None]
         )
         ai_message = AiMessage(text, calls, message.reasoning_content or message.reasoning)
         return ChatResponse(
@@ -512,8 +534,11 @@ class _Call:
         self.parts: list[str] = []
         self.complete = False
 
-    def request(self) -> ToolExecutionRequest:
-        return ToolExecutionRequest(self.id, self.name or "", "".join(self.parts) or "{}")
+    def request(self, cut: bool = False) -> ToolExecutionRequest:
+        """The call; empty arguments mean `{}` (a tool without parameters) unless the response was `cut`
+        by its token limit right there (then they stay empty, so the call is refused, not run)."""
+        arguments = "".join(self.parts)
+        return ToolExecutionRequest(self.id, self.name or "", arguments if arguments or cut else "{}")
 
 
 class _StreamState:
@@ -621,12 +646,16 @@ class _StreamState:
         for position, call in enumerate(self.calls):
             if not call.complete:
                 call.complete = True
-                events.append(ToolCallComplete(position, call.request()))
+                events.append(ToolCallComplete(position, call.request(self._cut(position))))
+
+    def _cut(self, position: int) -> bool:
+        """Whether the call at `position` may have been cut by the token limit (the last one, then)."""
+        return self.finish_reason == "length" and position == len(self.calls) - 1
 
     def finish(self) -> list[ModelEvent]:
         events: list[ModelEvent] = []
         self._complete_all(events)
-        requests = tuple(call.request() for call in self.calls)
+        requests = tuple(call.request(self._cut(position)) for position, call in enumerate(self.calls))
         message = AiMessage(
             "".join(self.text) if self.text else None,
             requests,

@@ -215,12 +215,7 @@ class FakeAnthropicServer(FakeServer):
             "content": content,
             "stop_reason": self._stop_reason(response),
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": usage.input_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": usage.output_tokens,
-            },
+            "usage": {**_input_usage(usage), "output_tokens": usage.output_tokens},
         }
 
     def _events(self, response: ChatResponse, body: dict[str, Any], *, finished: bool = True) -> list[bytes]:
@@ -234,12 +229,7 @@ class FakeAnthropicServer(FakeServer):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": usage.input_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "output_tokens": 1,
-            },
+            "usage": {**_input_usage(usage), "output_tokens": 1},
         }
         events = [encode_sse({"type": "message_start", "message": start}, event="message_start")]
         index = 0
@@ -290,6 +280,18 @@ class FakeAnthropicServer(FakeServer):
             events.append(encode_sse(delta, event="message_delta"))
             events.append(encode_sse({"type": "message_stop"}, event="message_stop"))
         return events
+
+
+def _input_usage(usage: TokenUsage) -> dict[str, int]:
+    """The input side of `usage` as Anthropic reports it: cache reads and writes apart from `input_tokens`
+    (sent when the script sets them)."""
+    read, written = usage.cache_read_tokens, usage.cache_write_tokens
+    wire = {"input_tokens": usage.input_tokens - (read or 0) - (written or 0)}
+    if written is not None:
+        wire["cache_creation_input_tokens"] = written
+    if read is not None:
+        wire["cache_read_input_tokens"] = read
+    return wire
 
 
 def _tool_id(given: str | None, n: int) -> str:

@@ -128,18 +128,22 @@ class FakeOpenAIServer(FakeServer):
         total = (
             usage.total_tokens if usage.total_tokens is not None else usage.input_tokens + usage.output_tokens
         )
-        return {
+        wire: dict[str, Any] = {
             "prompt_tokens": usage.input_tokens,
             "completion_tokens": usage.output_tokens,
             "total_tokens": total,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
+        }
+        # The details go out when the script sets them (OpenAI and llama.cpp send them; older servers don't).
+        if usage.cache_read_tokens is not None:
+            wire["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens, "audio_tokens": 0}
+        if usage.reasoning_tokens is not None:
+            wire["completion_tokens_details"] = {
+                "reasoning_tokens": usage.reasoning_tokens,
                 "audio_tokens": 0,
                 "accepted_prediction_tokens": 0,
                 "rejected_prediction_tokens": 0,
-            },
-        }
+            }
+        return wire
 
     def _finish(self, response: ChatResponse) -> str:
         if response.finish_reason is not None:

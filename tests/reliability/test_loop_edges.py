@@ -15,6 +15,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,13 @@ import pytest
 from agentloop import (
     Agent,
     AiMessage,
+    ApprovalRequired,
     ChatResponse,
+    Denied,
     FinishReason,
     MessageWindowChatMemory,
     ResponseTruncatedError,
+    ToolExecuted,
     ToolExecutionRequest,
     UserMessage,
     execute_tool_calls,
@@ -357,3 +361,112 @@ async def test_an_agent_tool_can_keep_a_sub_conversation_per_caller_memory_id() 
         await outer.chat("hi", memory_id=user)
     counts = [len(r.messages) for r in sub_model.requests]
     assert counts == [1, 1, 3]  # alice's second call sees her first exchange, bob's saw none of hers
+
+
+# -- found by review: siblings of the rules above ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_a_call_cut_before_its_arguments_is_refused_not_run_with_defaults(streamed: bool) -> None:
+    """An OpenAI response cut by the token limit right after a call's name: its empty arguments are not
+    `{}` (a call without parameters), so the call does not run with its defaults."""
+    ran: list[str] = []
+
+    @tool
+    async def purge_cache(region: str = "ALL") -> str:
+        """Purges the cache of a region (all regions by default)."""
+        ran.append(region)
+        return "purged"
+
+    call = {"index": 0, "id": "c0", "type": "function", "function": {"name": "purge_cache", "arguments": ""}}
+    if streamed:
+        reply = Reply.sse(
+            [
+                _chunk({"role": "assistant", "tool_calls": [call]}),
+                _chunk({}, "length"),
+                b"data: [DONE]\n\n",
+            ]
+        )
+    else:
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        completion = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+        }
+        reply = Reply.json(completion)
+    async with FakeOpenAIServer([reply]) as server:
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="test", max_retries=0)
+        memory = MessageWindowChatMemory(50)
+        agent = Agent(model, tools=[purge_cache], memory=memory)
+
+        async def run() -> None:
+            if streamed:
+                async for _ in agent.stream("purge eu"):
+                    pass
+            else:
+                await agent.chat("purge eu")
+
+        with pytest.raises(ResponseTruncatedError, match="0 characters of arguments"):
+            await run()
+        await model.aclose()
+    assert ran == []
+    assert await memory.messages() == []
+
+
+async def test_aclose_before_a_stream_started_means_it_never_runs() -> None:
+    model = ScriptedChatModel(["never"])
+    started = Agent(model).stream("go")
+    await started.aclose()
+    assert await started.start() is None
+    iterated = Agent(model).stream("go")
+    await iterated.aclose()
+    assert [t async for t in iterated] == []
+    assert model.requests == []
+
+
+async def test_ordered_events_report_each_call_once_across_a_pause_and_its_resume() -> None:
+    @tool
+    async def lookup(q: str) -> str:
+        """Looks up."""
+        return "found " + q
+
+    @tool(requires_approval=True)
+    async def pay(n: int) -> str:
+        """Pays."""
+        return "paid"
+
+    response = calls(("lookup", {"q": "a"}, "c0"), ("pay", {"n": 1}, "c1"), ("lookup", {"q": "b"}, "c2"))
+    for ordered in (False, True):
+        agent = Agent(ScriptedChatModel([response, "ok"]), tools=[lookup, pay], ordered_events=ordered)
+        paused = [e async for e in agent.stream("go").events()]
+        pending = next(e for e in paused if isinstance(e, ApprovalRequired)).pending
+        resumed = [e async for e in agent.resume_stream(pending, {"c1": True}).events()]
+
+        def reported(events: list[Any]) -> list[str | None]:
+            return [e.execution.request.id for e in events if isinstance(e, ToolExecuted)]
+
+        assert sorted(reported(paused) + reported(resumed)) == ["c0", "c1", "c2"]
+        assert reported(resumed) == ["c1"]
+        if ordered:
+            assert reported(paused) == ["c0", "c2"]
+
+
+async def test_denied_calls_take_their_times_from_the_agents_clock() -> None:
+    fixed = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+    @tool(requires_approval=True)
+    async def pay(n: int) -> str:
+        """Pays."""
+        return "paid"
+
+    agent = Agent(
+        ScriptedChatModel([calls(("pay", {"n": 1})), "done"]),
+        tools=[pay],
+        clock=lambda: fixed,
+        approval_handler=lambda request: Denied("no"),
+    )
+    (denied,) = (await agent.chat("go")).tool_executions
+    assert denied.is_error and denied.started_at == denied.finished_at == fixed

@@ -1,0 +1,50 @@
+"""MCP (Model Context Protocol) for agentloop: any MCP server's tools in an agent, and agentloop tools
+served over MCP. Needs the `mcp` extra: `pip install 'agentloop[mcp]'`.
+
+`MCPToolset(server, ...)` connects to a server (a URL, a command, or an in-process SDK server) and offers
+its tools; `server_from(tools)` and `serve(tools)` go the other way (also `python -m agentloop.mcp serve
+module:object`).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from .._errors import AgentLoopError
+
+__all__ = [
+    "MCPServerError",
+    "MCPToolError",
+    "MCPToolResult",
+    "MCPToolset",
+    "MissingExtraError",
+    "serve",
+    "server_from",
+]
+
+_HINT = "pip install 'agentloop[mcp]'"
+
+
+class MissingExtraError(AgentLoopError, ImportError):
+    """An optional part of agentloop was used without its extra; the message says what to install."""
+
+
+def _check_sdk() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError(f"agentloop.mcp needs the MCP SDK (the mcp package): {_HINT}") from exc
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return  # importable but not installed as a distribution (a source checkout): trust it
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) < 2:
+        raise MissingExtraError(f"agentloop.mcp needs mcp 2.x, found mcp {version}: {_HINT}")
+
+
+_check_sdk()
+
+from ._results import MCPToolError, MCPToolResult  # noqa: E402
+from ._server import serve, server_from  # noqa: E402
+from ._toolset import MCPServerError, MCPToolset  # noqa: E402

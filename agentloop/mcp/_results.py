@@ -1,0 +1,87 @@
+"""From an MCP `CallToolResult` to what agentloop records: the model's text and the result object."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from .._convert import result_to_text
+from .._errors import ToolExecutionError
+
+__all__ = ["MCPToolError", "MCPToolResult", "content_text", "result_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class MCPToolResult:
+    """What an MCP tool answered; the `result_object` of its `ToolExecution`.
+
+    `structured` is the tool's structured content, with the SDK's `{"result": x}` wrapper of a plain value
+    removed (None when the tool sent none). `text` is what the model reads. `content` holds the raw
+    content blocks (text, images, resources...) as the server sent them.
+    """
+
+    text: str
+    structured: Any = None
+    content: Sequence[types.ContentBlock] = field(default=(), repr=False)
+
+
+class MCPToolError(ToolExecutionError):
+    """An MCP tool answered with `isError`: its text goes to the model as the call's error result."""
+
+    def __init__(self, message: str, *, server: str, tool_name: str) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool_name = tool_name
+
+
+def content_text(blocks: Sequence[object]) -> str:
+    """The text of a result's content blocks, joined with newlines; other kinds become placeholders.
+
+    Images and audio: `[image: image/png, 1234 bytes]`; a resource link: `[resource: uri]`; an embedded
+    text resource: its text; an embedded binary resource: `[resource: uri, mime type, n bytes]`.
+    """
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, (types.ImageContent, types.AudioContent)):
+            kind = "image" if isinstance(block, types.ImageContent) else "audio"
+            parts.append(f"[{kind}: {block.mime_type}, {_decoded_size(block.data)} bytes]")
+        elif isinstance(block, types.ResourceLink):
+            parts.append(f"[resource: {block.uri}]")
+        elif isinstance(block, types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                parts.append(resource.text)
+            else:
+                mime = resource.mime_type or "application/octet-stream"
+                parts.append(f"[resource: {resource.uri}, {mime}, {_decoded_size(resource.blob)} bytes]")
+        else:  # a content kind newer than this code
+            parts.append(f"[{getattr(block, 'type', 'content')}]")
+    return "\n".join(parts)
+
+
+def _decoded_size(data: str) -> int:
+    """Bytes that `data` (base64) decodes to, without decoding it."""
+    padding = len(data) - len(data.rstrip("="))
+    return max(0, len(data) * 3 // 4 - padding)
+
+
+def result_of(result: types.CallToolResult, *, server: str, tool_name: str) -> MCPToolResult:
+    """The `MCPToolResult` of a successful call; raises `MCPToolError` for an `isError` one."""
+    text = content_text(result.content)
+    if result.is_error:
+        raise MCPToolError(
+            text or f"The MCP tool {tool_name!r} failed without a message",
+            server=server,
+            tool_name=tool_name,
+        )
+    structured: Any = result.structured_content
+    if isinstance(structured, dict) and len(structured) == 1 and "result" in structured:
+        structured = structured["result"]
+    if not result.content and result.structured_content is not None:
+        text = result_to_text(structured)
+    return MCPToolResult(text=text, structured=structured, content=tuple(result.content))

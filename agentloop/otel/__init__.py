@@ -1,0 +1,22 @@
+"""OpenTelemetry traces and metrics after the GenAI semantic conventions (extra `agentloop[otel]`).
+
+`agentloop.instrument()` traces every agent; `Agent(instrument=True)` or
+`Agent(instrument=Instrumentation(...))` one. Only `opentelemetry-api` is needed: the application brings the
+SDK and its exporters. Message content is recorded only when asked (`capture_content=True`, or
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+"""
+
+from __future__ import annotations
+
+try:
+    import opentelemetry.trace  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
+    raise ImportError(
+        "agentloop.otel needs the OpenTelemetry API: pip install 'agentloop[otel]'", name=exc.name
+    ) from exc
+
+from agentloop._observe import instrument, uninstrument
+
+from ._instrumentation import CONVENTIONS_VERSION, Instrumentation, capture_from_environment
+
+__all__ = ["CONVENTIONS_VERSION", "Instrumentation", "capture_from_environment", "instrument", "uninstrument"]

@@ -1,0 +1,444 @@
+"""`Instrumentation`: an `Observer` that turns invocations into OpenTelemetry spans and metrics.
+
+Spans (GenAI semantic conventions, see `CONVENTIONS_VERSION`): `invoke_agent {name}` (INTERNAL) per
+invocation, `chat {model}` (CLIENT; INTERNAL for an in-process model) per model call, `execute_tool {tool}`
+(INTERNAL) per tool call, each tool span in its call's own task, so parallel calls are siblings under the
+invocation. Metrics: `gen_ai.client.operation.duration` and `gen_ai.client.token.usage` per model call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as _metrics_api
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from agentloop._errors import AgentLoopError
+from agentloop._messages import ChatRequest, ChatResponse, TokenUsage, ToolExecutionRequest
+from agentloop._observe import model_name_of, provider_of, retry_listener
+from agentloop.models import ChatModel, ModelEvent, ResponseComplete
+
+from . import _content
+
+if TYPE_CHECKING:
+    from agentloop._execution import ToolExecution
+    from agentloop._loop import Invocation, Listener
+    from agentloop._observe import RunInvocation
+    from agentloop._result import Result
+
+__all__ = ["CONVENTIONS_VERSION", "Instrumentation"]
+
+CONVENTIONS_VERSION = "1.44.0"
+"""The OpenTelemetry semantic conventions release whose GenAI pages the spans follow (plus the later
+`gen_ai.usage.cache_write.input_tokens` name, emitted beside 1.44's `cache_creation` one)."""
+
+_NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+# The global meter provider before the application sets one (a private class of the API).
+_NO_METRICS = (
+    getattr(_metrics_api, "_ProxyMeterProvider", metrics.NoOpMeterProvider),
+    metrics.NoOpMeterProvider,
+)
+_SCHEMA_URL = f"https://opentelemetry.io/schemas/{CONVENTIONS_VERSION}"
+_CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CAPTURE_VALUES = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
+_MAX_CACHED_MODELS = 256
+
+# Bucket boundaries the conventions advise for the two histograms.
+_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+
+# Request parameters recorded as `gen_ai.request.*` (the provider's name on the left).
+_PARAMETERS = {
+    "temperature": "gen_ai.request.temperature",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "stop": "gen_ai.request.stop_sequences",
+    "stop_sequences": "gen_ai.request.stop_sequences",
+}
+
+
+def capture_from_environment() -> bool:
+    """Whether `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` asks for content (`true`, or the
+    `SPAN_ONLY` / `SPAN_AND_EVENT` values other GenAI instrumentations use)."""
+    return os.environ.get(_CAPTURE_ENV, "").strip().lower() in _CAPTURE_VALUES
+
+
+class Instrumentation:
+    """Traces and measures agents with OpenTelemetry; give it to `Agent(instrument=...)`.
+
+    `tracer_provider` / `meter_provider`: where spans and metrics go (default: the global providers, looked
+    up at each use, so a provider set later is honoured). `capture_content`: record messages, tool arguments
+    and results on the spans (default: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, else off).
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        capture_content: bool | None = None,
+    ) -> None:
+        from agentloop import __version__
+
+        self.capture_content = (
+            capture_from_environment() if capture_content is None else bool(capture_content)
+        )
+        self.tracer = trace.get_tracer("agentloop", __version__, tracer_provider, schema_url=_SCHEMA_URL)
+        meter = metrics.get_meter("agentloop", __version__, meter_provider, schema_url=_SCHEMA_URL)
+        self._duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
+        self._tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
+        self._models: dict[int, tuple[ChatModel, ChatModel]] = {}
+        # Providers given here are live; the global ones are no-ops until the application sets them.
+        self._tracer_provider, self._meter_provider = tracer_provider, meter_provider
+
+    def __repr__(self) -> str:
+        return f"Instrumentation(capture_content={self.capture_content})"
+
+    # -- the Observer protocol ------------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """False while both providers are the API's no-ops (no SDK configured): then nothing is recorded,
+        and the invocation runs as if uninstrumented."""
+        tracing = self._tracer_provider or trace.get_tracer_provider()
+        measuring = self._meter_provider or metrics.get_meter_provider()
+        return not (isinstance(tracing, _NO_TRACING) and isinstance(measuring, _NO_METRICS))
+
+    async def invocation(self, inv: Invocation, emit: Listener | None, run: RunInvocation) -> Result[Any]:
+        """Runs one invocation inside its `invoke_agent` span, its model wrapped to trace each call."""
+        if not self.enabled:
+            return await run(inv, emit)
+        model = inv.model
+        provider = provider_name(model)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": provider,
+            "agentloop.invocation.id": inv.invocation_id,
+        }
+        request_model = model_name_of(model)
+        if request_model:
+            attributes["gen_ai.request.model"] = request_model
+        if inv.agent_name:
+            attributes["gen_ai.agent.name"] = inv.agent_name
+        if inv.memory_id is not None:
+            attributes["gen_ai.conversation.id"] = str(inv.memory_id)
+        name = f"invoke_agent {inv.agent_name}" if inv.agent_name else "invoke_agent"
+        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        current = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            if self.capture_content and span.is_recording():
+                span.set_attribute("gen_ai.input.messages", _content.input_messages([inv.user_message]))
+                if inv.system_message is not None:
+                    instructions = _content.system_instructions([inv.system_message])
+                    if instructions:
+                        span.set_attribute("gen_ai.system_instructions", instructions)
+            try:
+                result = await run(dataclasses.replace(inv, model=self.wrap(model)), emit)
+            except Exception as exc:
+                _set_error(span, exc)
+                raise
+            except BaseException:
+                if inv.deadline is not None and anyio.current_time() >= inv.deadline:
+                    span.set_status(Status(StatusCode.ERROR, "the invocation's timeout expired"))
+                    span.set_attribute("error.type", "InvocationTimeoutError")
+                else:  # cancelled from outside, or a stream consumer that stopped: not an error
+                    span.set_attribute("agentloop.cancelled", True)
+                raise
+            if span.is_recording():
+                self._record_result(span, result)
+            return result
+        finally:
+            otel_context.detach(current)
+            span.end()
+
+    async def tool_call(
+        self, call: Awaitable[ToolExecution], request: ToolExecutionRequest, index: int, round: int
+    ) -> ToolExecution:
+        """Awaits one tool call inside its `execute_tool` span (current in the call's task, so spans the tool
+        opens, a sub-agent's included, nest under it)."""
+        if not self.enabled:
+            return await call
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": request.name,
+            "gen_ai.tool.type": "function",
+            "agentloop.tool.index": index,
+            "agentloop.tool.round": round,
+        }
+        if request.id:
+            attributes["gen_ai.tool.call.id"] = request.id
+        span = self.tracer.start_span(
+            f"execute_tool {request.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        current = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            capture = self.capture_content and span.is_recording()
+            if capture:
+                span.set_attribute("gen_ai.tool.call.arguments", request.arguments)
+            try:
+                execution = await call
+            except Exception as exc:
+                _set_error(span, exc, describe=capture)
+                raise
+            if execution.error is not None:
+                _set_error(span, execution.error, describe=capture)
+            if capture:
+                span.set_attribute("gen_ai.tool.call.result", execution.result)
+            return execution
+        finally:
+            otel_context.detach(current)
+            span.end()
+
+    # -- models ---------------------------------------------------------------------------------------------
+
+    def wrap(self, model: ChatModel) -> ChatModel:
+        """`model` with each call traced. A wrapper model (a fallback chain) that offers
+        `__agentloop_instrument__(wrap)` wraps its inner models instead, so each real call shows."""
+        found = self._models.get(id(model))
+        if found is not None and found[0] is model:
+            return found[1]
+        hook = getattr(model, "__agentloop_instrument__", None)
+        wrapped: ChatModel = hook(self.wrap) if hook is not None else _TracedModel(model, self)
+        if len(self._models) >= _MAX_CACHED_MODELS:
+            self._models.clear()
+        self._models[id(model)] = (model, wrapped)
+        return wrapped
+
+    def _record_result(self, span: Span, result: Result[Any]) -> None:
+        final = result.final_response
+        reason = result.finish_reason
+        attributes: dict[str, Any] = {
+            "gen_ai.response.finish_reasons": (_content.finish_reason(reason),),
+            "agentloop.tool_calls": len(result.tool_executions),
+        }
+        if reason is not None:
+            attributes["agentloop.finish_reason"] = reason.value
+        if result.token_usage is not None:  # the chat spans' sum, under names that do not count it twice
+            attributes.update(_usage_attributes(result.token_usage, "agentloop.usage."))
+        if self.capture_content and final is not None:
+            attributes["gen_ai.output.messages"] = _content.output_messages(final)
+        span.set_attributes(attributes)
+
+    def _record_call(
+        self,
+        span: Span,
+        model: _TracedModel,
+        request: ChatRequest,
+        response: ChatResponse | None,
+        error: BaseException | None,
+        started: float,
+    ) -> None:
+        """Ends a `chat` span: its response's attributes (or its error), and the call's metrics."""
+        duration = time.perf_counter() - started
+        metric = dict(model.metric_attributes)
+        if response is not None:
+            if response.model:
+                metric["gen_ai.response.model"] = response.model
+            if span.is_recording():
+                _set_response(span, response, self.capture_content)
+            self._duration.record(duration, metric)
+            usage = response.token_usage
+            if usage is not None:
+                self._tokens.record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
+                self._tokens.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
+        elif isinstance(error, Exception):
+            _set_error(span, error)
+            metric["error.type"] = _error_type(error)
+            self._duration.record(duration, metric)
+        span.end()
+
+
+class _TracedModel:
+    """A model whose every call is a `chat` span (and a sample of the two metrics)."""
+
+    def __init__(self, model: ChatModel, instrumentation: Instrumentation) -> None:
+        self.inner = model
+        self._instrumentation = instrumentation
+        self.model = model_name_of(model)
+        self.provider = provider_name(model)
+        self.span_name = f"chat {self.model}" if self.model else "chat"
+        base_url = getattr(model, "base_url", None)
+        self.kind = SpanKind.CLIENT if isinstance(base_url, str) else SpanKind.INTERNAL
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider}
+        if self.model:
+            attributes["gen_ai.request.model"] = self.model
+        if isinstance(base_url, str):
+            attributes.update(_server(base_url))
+        self.metric_attributes: Mapping[str, Any] = attributes
+        defaults = getattr(model, "defaults", None)
+        self.defaults: Mapping[str, Any] = defaults if isinstance(defaults, Mapping) else {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"traced({self.inner!r})"
+
+    def _start(self, request: ChatRequest, stream: bool) -> Span:
+        attributes = dict(self.metric_attributes)
+        attributes["gen_ai.request.stream"] = stream
+        parameters = {**self.defaults, **(request.parameters or {})}
+        for key, value in parameters.items():
+            name = _PARAMETERS.get(key)
+            if name is not None and value is not None:
+                attributes[name] = [value] if isinstance(value, str) and key.startswith("stop") else value
+        span = self._instrumentation.tracer.start_span(self.span_name, kind=self.kind, attributes=attributes)
+        if self._instrumentation.capture_content and span.is_recording():
+            span.set_attribute("gen_ai.input.messages", _content.input_messages(request.messages))
+            instructions = _content.system_instructions(request.messages)
+            if instructions:
+                span.set_attribute("gen_ai.system_instructions", instructions)
+            if request.tool_specifications:
+                span.set_attribute(
+                    "gen_ai.tool.definitions", _content.tool_definitions(request.tool_specifications)
+                )
+        return span
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        span = self._start(request, False)
+        started = time.perf_counter()
+        retries = retry_listener.set(_retry_recorder(span))
+        current = otel_context.attach(trace.set_span_in_context(span))  # HTTP client spans nest under it
+        response: ChatResponse | None = None
+        error: BaseException | None = None
+        try:
+            response = await self.inner.chat(request)
+            return response
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            otel_context.detach(current)
+            retry_listener.reset(retries)
+            self._instrumentation._record_call(span, self, request, response, error, started)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        span = self._start(request, True)
+        started = time.perf_counter()
+        # Retries happen before the first event: the listener is set only until then, and never across a
+        # yield (a generator's context is its consumer's).
+        retries: Any = retry_listener.set(_retry_recorder(span))
+        response: ChatResponse | None = None
+        error: BaseException | None = None
+        events: Any = self.inner.stream(request)
+        try:
+            async for event in events:
+                if retries is not None:
+                    retry_listener.reset(retries)
+                    retries = None
+                    span.set_attribute("gen_ai.response.time_to_first_chunk", time.perf_counter() - started)
+                if type(event) is ResponseComplete:
+                    response = event.response
+                yield event
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if retries is not None:
+                retry_listener.reset(retries)
+            try:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            finally:
+                self._instrumentation._record_call(span, self, request, response, error, started)
+
+
+# -- attribute helpers -----------------------------------------------------------------------------------
+
+
+def provider_name(model: Any) -> str:
+    """`gen_ai.provider.name`: the model's `provider` ("openai", "anthropic", ...), else its class's name."""
+    return provider_of(model) or type(model).__name__
+
+
+def _server(base_url: str) -> dict[str, Any]:
+    """`server.address` / `server.port` of a base URL (host and port only: never its user info or query)."""
+    parts = urlsplit(base_url)
+    found: dict[str, Any] = {}
+    if parts.hostname:
+        found["server.address"] = parts.hostname
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        found["server.port"] = port or (443 if parts.scheme == "https" else 80)
+    return found
+
+
+def _usage_attributes(usage: TokenUsage, prefix: str) -> dict[str, int]:
+    found = {f"{prefix}input_tokens": usage.input_tokens, f"{prefix}output_tokens": usage.output_tokens}
+    if usage.cache_read_tokens is not None:
+        found[f"{prefix}cache_read.input_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens is not None:
+        found[f"{prefix}cache_write.input_tokens"] = usage.cache_write_tokens
+        if prefix == "gen_ai.usage.":  # 1.44's name for the same count
+            found["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+    if usage.reasoning_tokens is not None:
+        found[f"{prefix}reasoning.output_tokens"] = usage.reasoning_tokens
+    return found
+
+
+def _set_response(span: Span, response: ChatResponse, capture: bool) -> None:
+    attributes: dict[str, Any] = {
+        "gen_ai.response.finish_reasons": (_content.finish_reason(response.finish_reason),)
+    }
+    if response.model:
+        attributes["gen_ai.response.model"] = response.model
+    if response.id:
+        attributes["gen_ai.response.id"] = response.id
+    if response.token_usage is not None:
+        attributes.update(_usage_attributes(response.token_usage, "gen_ai.usage."))
+    if capture:
+        attributes["gen_ai.output.messages"] = _content.output_messages(response)
+    span.set_attributes(attributes)
+
+
+def _error_type(error: BaseException) -> str:
+    return type(error).__qualname__
+
+
+def _set_error(span: Span, error: BaseException, *, describe: bool | None = None) -> None:
+    """Marks `span` failed. The description is the error's message when `describe`, by default for
+    agentloop's own errors only (they mask secrets); a tool's error (it may quote user data) is described
+    only when content is captured."""
+    if describe is None:
+        describe = isinstance(error, AgentLoopError)
+    span.set_status(Status(StatusCode.ERROR, str(error) if describe else None))
+    span.set_attribute("error.type", _error_type(error))
+
+
+def _retry_recorder(span: Span) -> Any:
+    def record(attempt: int, delay: float, error: BaseException) -> None:
+        span.add_event(
+            "agentloop.retry",
+            {
+                "agentloop.retry.attempt": attempt,
+                "agentloop.retry.delay": delay,
+                "error.type": _error_type(error),
+            },
+        )
+
+    return record

@@ -1,0 +1,169 @@
+"""An MCP server written with the mcp SDK, for the MCP tests: in process (`make_server()`), or run as
+`python tests/mcp_demo_server.py stdio [STATE_DIR]` / `... http PORT [STATE_DIR]`, with `--legacy` to answer
+like a server from before protocol 2026-07-28 (initialize handshake, HTTP sessions).
+
+STATE_DIR (a directory) gets a file `cancelled` when a `hang` call is cancelled, and holds the marker of
+`hang_once`, so tests in another process can see what the server saw.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import MCPError
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ImageContent, ToolAnnotations
+from mcp_types import METHOD_NOT_FOUND
+from pydantic import BaseModel
+
+LONG_NAME = "fetch_" + "x" * 70  # longer than the 64 characters providers accept
+
+
+class Forecast(BaseModel):
+    city: str
+    temperature: float
+
+
+class State:
+    """What the in-process server saw."""
+
+    def __init__(self, state_dir: Path | None) -> None:
+        self.dir = state_dir
+        self.cancelled = 0
+        self.hanging = 0
+        self.arrived = 0
+        self.all_arrived: anyio.Event | None = None
+
+    def mark_cancelled(self) -> None:
+        self.cancelled += 1
+        if self.dir is not None:
+            (self.dir / "cancelled").write_text(str(self.cancelled))
+
+
+async def refuse_discover(ctx: Any, call_next: Any) -> Any:
+    """Middleware that makes the server answer like one from before 2026-07-28 (initialize handshake)."""
+    if ctx.method == "server/discover":
+        raise MCPError(METHOD_NOT_FOUND, "Method not found")
+    return await call_next(ctx)
+
+
+def make_server(state_dir: Path | None = None, name: str = "demo", legacy: bool = False) -> MCPServer:
+    server = MCPServer(name, middleware=[refuse_discover] if legacy else None)
+    state = State(state_dir)
+    server.state = state  # type: ignore[attr-defined]
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False))
+    def add(a: int, b: int) -> int:
+        """Adds two integers."""
+        return a + b
+
+    @server.tool()
+    def forecast(city: str) -> Forecast:
+        """The weather forecast for a city."""
+        return Forecast(city=city, temperature=21.5)
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Echoes the text."""
+        return text
+
+    @server.tool()
+    def refuse(reason: str) -> str:
+        """Always fails, with the reason given."""
+        raise ToolError(f"refused: {reason}")
+
+    @server.tool()
+    def crash() -> str:
+        """Raises an unexpected exception."""
+        raise ValueError("secret internal detail")
+
+    @server.tool()
+    async def hang() -> str:
+        """Never answers (until cancelled)."""
+        state.hanging += 1
+        if state.dir is not None:
+            (state.dir / "hanging").write_text(str(os.getpid()))
+        try:
+            await anyio.sleep_forever()
+        finally:
+            state.mark_cancelled()
+        return "unreachable"
+
+    @server.tool()
+    async def hang_once() -> str:
+        """Hangs the first time it is called (leaving a marker in STATE_DIR), answers "done" afterwards."""
+        assert state.dir is not None
+        marker = state.dir / "hang_once"
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            await anyio.sleep_forever()
+        return "done"
+
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    @server.tool()
+    async def meet(count: int) -> int:
+        """Returns once `count` calls of meet are running at the same time (they must run concurrently)."""
+        if state.all_arrived is None:
+            state.all_arrived = anyio.Event()
+        state.arrived += 1
+        if state.arrived >= count:
+            state.all_arrived.set()
+        await state.all_arrived.wait()
+        return state.arrived
+
+    @server.tool(structured_output=False)
+    def picture() -> list[object]:
+        """A caption and a tiny image."""
+        return ["a red dot", ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png")]
+
+    @server.tool(name="files.read-v2")
+    def files_read(path: str) -> str:
+        """A tool whose name has a dot."""
+        return f"contents of {path}"
+
+    @server.tool(name=LONG_NAME)
+    def fetch_long() -> str:
+        """A tool whose name is too long for providers."""
+        return "long"
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Adds the tool `extra` and announces that the tool list changed."""
+
+        def extra() -> str:
+            """A tool added while the server runs."""
+            return "extra"
+
+        server.add_tool(extra)
+        await ctx.notify_tools_changed()  # 2026-07-28 clients listen for it
+        try:
+            await ctx.session.send_tool_list_changed()  # older clients get a notification
+        except Exception:
+            pass
+        return "grown"
+
+    return server
+
+
+if __name__ == "__main__":
+    legacy = "--legacy" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--legacy"]
+    if args[0] == "stdio":
+        state = Path(args[1]) if len(args) > 1 else None
+        make_server(state, legacy=legacy).run("stdio")
+    else:
+        import uvicorn
+
+        port = int(args[1])
+        state = Path(args[2]) if len(args) > 2 else None
+        app = make_server(state, legacy=legacy).streamable_http_app()
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
