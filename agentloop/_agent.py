@@ -1,4 +1,5 @@
-"""`Agent`: a chat model with tools, memory and a system message; `chat()`, `stream()`, `ask()`."""
+"""`Agent`: a chat model with tools, memory and a system message; `chat()`, `stream()`, `ask()` (and
+`chat_sync()`, `ask_sync()` for code without an event loop)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
+from ._sync import run_sync
 from ._tool import ReturnBehavior, Tool, ToolContext
 from ._toolset import ToolProvider, resolve_tools
 from .models import ChatModel
@@ -302,6 +304,18 @@ class Agent(Generic[OutputT]):
                 )
             return ""
         return result.content
+
+    def chat_sync(self, message: str | UserMessage, **options: Any) -> Result[str]:
+        """`chat()` for scripts and notebooks: blocks until the `Result` is there (same options as `chat()`).
+
+        Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
+        agent: its model's connections belong to the loop of the sync calls.
+        """
+        return run_sync(self.chat, message, **options)
+
+    def ask_sync(self, message: str | UserMessage, **options: Any) -> str:
+        """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
+        return run_sync(self.ask, message, **options)
 
     async def resume(
         self,

@@ -14,6 +14,7 @@ import time
 from typing import Annotated, TextIO
 
 from ._agent import Agent
+from ._cli import add_common_arguments, run_command
 from ._events import BeforeToolExecution, CompleteResponse, PartialResponse, ToolExecuted
 from ._result import Result
 from ._schema import P
@@ -84,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="CPU threads for the local model (default: physical cores not busy with other work)",
     )
+    add_common_arguments(parser)
     return parser
 
 
@@ -169,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     args = _parser().parse_args(argv)
-    model = demo_model(args.model, args.threads)
-    anyio.run(lambda: run_demo(args.question, model, max_tool_rounds=args.max_tool_rounds))
-    return 0
+
+    def run() -> None:
+        model = demo_model(args.model, args.threads)
+        anyio.run(lambda: run_demo(args.question, model, max_tool_rounds=args.max_tool_rounds))
+
+    return run_command("agentloop demo", run, verbose=args.verbose)

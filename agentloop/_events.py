@@ -1,4 +1,4 @@
-"""The typed events a `TokenStream` delivers, in the order the docs (docs/streaming.md) describe.
+"""The typed events a `TokenStream` delivers, in the order docs/runtime.md ("Event order") describes.
 
 Each event carries the tool round it belongs to: 0 for the first model call, n for the model call that
 follows the n-th round of tool executions.

@@ -123,7 +123,8 @@ async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
     try:
         return await _run(inv, emit)
     except BaseExceptionGroup as group:
-        raise _first_error(group) from None
+        error = _first_error(group)
+        raise error from error.__cause__  # the error's own cause (a transport failure), not the group
 
 
 async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
@@ -91,7 +92,7 @@ def compile_signature(
             names.append(param.name)
     model = _build_model(fn, fields, names, owner)
     return Signature(
-        parameters=_json_schema(model, owner),
+        parameters=_json_schema(model, names, owner),
         names=tuple(names),
         validate=model.__pydantic_validator__.validate_python,
         memory_id_params=tuple(memory_ids),
@@ -195,12 +196,57 @@ def _build_model(
         # Name the parameter at fault: try each field on its own.
         for (annotation, _), name in zip(fields.values(), names, strict=True):
             try:
-                pydantic.TypeAdapter(annotation)
+                with warnings.catch_warnings():  # the field's alias means nothing to a lone TypeAdapter
+                    warnings.simplefilter("ignore")
+                    pydantic.TypeAdapter(annotation)
+            except pydantic.PydanticSchemaGenerationError as field_exc:
+                raise _unsupported_type(owner, name, annotation, field_exc) from None
             except Exception as field_exc:
                 raise IllegalConfigurationError(
                     f"Tool {owner}: parameter {name!r} has a type agentloop cannot validate: {field_exc}"
                 ) from field_exc
         raise IllegalConfigurationError(f"Tool {owner}: cannot build its parameters: {exc}") from exc
+
+
+SUPPORTED_TYPES = (
+    "str, int, float, bool, None, enums, Literal, datetime/date/time/timedelta, UUID, Decimal, and lists, "
+    "tuples, sets and dicts of these, Optional/unions, pydantic models, dataclasses and TypedDicts"
+)
+"""The parameter types a tool may take (anything pydantic validates from JSON)."""
+
+
+def _unsupported_type(owner: str, name: str, annotation: Any, error: Exception) -> IllegalConfigurationError:
+    """The error for a parameter whose type pydantic cannot validate from JSON: which parameter, which type
+    (the inner one pydantic tripped on, in `list[Foo]` it is `Foo`), what is accepted, and how to pass
+    runtime objects instead (pydantic's own advice, `arbitrary_types_allowed`, is not for tool users)."""
+    culprit = str(error).partition("schema for ")[2].partition(". Set `arbitrary")[0].strip()
+    if culprit.startswith("<class '"):  # "<class 'module.Name'>"
+        culprit = culprit[8:-2].rpartition(".")[2]
+    declared = _type_name(_unannotated(annotation))
+    inner = f" (its part {culprit} is not a JSON type)" if culprit and culprit != declared else ""
+    return IllegalConfigurationError(
+        f"Tool {owner}: parameter {name!r} has type {declared}{inner}: a model sends JSON, so agentloop "
+        f"cannot fill it in. Tool parameters may be {SUPPORTED_TYPES}. To give a tool a runtime object "
+        "(a client, a lock, a connection), pass it through `Agent(context={...})` and take a `ToolContext` "
+        "parameter, or bind it in a closure or a method's `self`."
+    )
+
+
+def _type_name(annotation: Any) -> str:
+    """`list[Foo]`, not `list[mymodule.Foo]`: how the user wrote the type."""
+    args = get_args(annotation)
+    origin = get_origin(annotation)
+    if origin is not None and args:
+        base = getattr(origin, "__qualname__", None) or repr(origin).replace("typing.", "")
+        if origin in _UNION_TYPES:
+            return " | ".join(_type_name(a) for a in args)
+        inner = ", ".join(
+            _type_name(a) if not isinstance(a, list) else f"[{', '.join(map(_type_name, a))}]" for a in args
+        )
+        return f"{base}[{inner}]"
+    if isinstance(annotation, type):
+        return "None" if annotation is type(None) else annotation.__qualname__
+    return repr(annotation).replace("typing.", "").replace("collections.abc.", "")
 
 
 _DECIMAL_PATTERN = r"^-?[0-9]+(\.[0-9]+)?$"
@@ -217,10 +263,19 @@ class _SchemaGenerator(GenerateJsonSchema):
         return json_schema
 
 
-def _json_schema(model: type[pydantic.BaseModel], owner: str) -> dict[str, Any]:
+def _json_schema(model: type[pydantic.BaseModel], names: list[str], owner: str) -> dict[str, Any]:
     try:
         raw = model.model_json_schema(schema_generator=_SchemaGenerator)
     except Exception as exc:
+        for name, info in zip(names, model.model_fields.values(), strict=True):
+            try:
+                pydantic.TypeAdapter(info.annotation or Any).json_schema(schema_generator=_SchemaGenerator)
+            except Exception as field_exc:
+                reason = str(field_exc).splitlines()[0]
+                raise IllegalConfigurationError(
+                    f"Tool {owner}: parameter {name!r} has type {_type_name(info.annotation)}, which has no "
+                    f"JSON schema to show the model ({reason}). Tool parameters may be {SUPPORTED_TYPES}."
+                ) from field_exc
         raise IllegalConfigurationError(
             f"Tool {owner}: a parameter type has no JSON schema to show the model: {exc}"
         ) from exc

@@ -179,7 +179,7 @@ class TokenStream(Generic[OutputT]):
         return self._iterate(tokens_only=True)
 
     def events(self) -> AsyncIterator[StreamEvent]:
-        """Iterates every typed event of the invocation (see docs/streaming.md for their order)."""
+        """Iterates every typed event of the invocation (their order: docs/runtime.md, "Event order")."""
         return self._iterate(tokens_only=False)
 
     def outputs(self) -> AsyncIterator[OutputT]:
@@ -361,7 +361,7 @@ class _Producer:
             if self.closed or self.stopped:  # finished, or aclose() from anywhere
                 await self.finished.wait()
                 if self.error is not None:
-                    raise self.error from None
+                    raise self.error from self.error.__cause__  # its own cause, not this frame
                 raise StopAsyncIteration
             reader = self.reader
             if reader is None:

@@ -1,4 +1,4 @@
-"""Agents as tools (seed 002): a router agent forwards each request to the right expert agent.
+"""Agents as tools: a router agent forwards each request to the right expert agent.
 
 python examples/agents_as_tools.py
 """

@@ -1,4 +1,4 @@
-"""A loop you write yourself (Spring AI's user-controlled tool execution, seed 004): call the model, run
+"""A loop you write yourself (Spring AI's user-controlled tool execution): call the model, run
 its tool calls with `execute_tool_calls`, apply `should_return_immediately`, repeat.
 
     python examples/manual_loop.py

@@ -20,3 +20,11 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
         inner = getattr(getattr(obj, "hypothesis", None), "inner_test", obj)
         if inspect.iscoroutinefunction(inner):
             pytest.mark.anyio(obj)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Under pytest-xdist (`--dist loadgroup`, as `nox -s tests` runs), every local-model test goes to one
+    # worker: two llama.cpp instances on a 2-core machine would each slow the other down.
+    for item in items:
+        if item.get_closest_marker("local_model") is not None:
+            item.add_marker(pytest.mark.xdist_group("local_model"))

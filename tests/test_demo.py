@@ -4,6 +4,7 @@ test_local_model.py)."""
 from __future__ import annotations
 
 import io
+import socket
 import subprocess
 import sys
 
@@ -77,3 +78,55 @@ async def test_demo_on_the_embedded_model_calls_both_tools() -> None:
     assert calls == {"add": "5555.0", "capital_of": "Tokyo"}
     assert result.content
     assert "<- add: 5555.0" in out.getvalue()
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "agentloop", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+    )
+
+
+def test_cli_version() -> None:
+    import agentloop
+
+    done = run_cli("--version")
+    assert done.returncode == 0 and done.stdout.startswith(f"agentloop {agentloop.__version__} ")
+
+
+def test_a_missing_api_key_is_one_line_saying_what_to_set() -> None:
+    done = run_cli("demo", "--model", "openai:gpt-4o-mini")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("agentloop demo failed: ")
+    assert "set the environment variable OPENAI_API_KEY" in line
+
+
+def test_an_unreachable_server_is_one_line_naming_url_and_kind_and_verbose_shows_the_cause() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    done = run_cli("demo", "--model", "openai:m", OPENAI_BASE_URL=url)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert f"could not connect to OpenAI-compatible server at {url}" in line
+    assert "check that the server is running" in line
+    verbose = run_cli("demo", "--model", "openai:m", "--verbose", OPENAI_BASE_URL=url)
+    assert verbose.returncode == 1
+    assert "Traceback" in verbose.stderr and "ConnectError" in verbose.stderr  # the cause, chained
+    assert verbose.stderr.rstrip().splitlines()[-1] == line
+
+
+def test_an_unknown_model_string_is_one_line() -> None:
+    done = run_cli("demo", "--model", "gpt-4o")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert "did you mean 'openai:gpt-4o'?" in line

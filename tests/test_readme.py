@@ -27,6 +27,10 @@ async def test_readme_snippets_run() -> None:
             outcome = eval(code, namespace)
             if inspect.iscoroutine(outcome):
                 await outcome
+        main = namespace.pop("main", None)  # the `asyncio.run(main())` form: run its body here
+        if main is not None:
+            with contextlib.redirect_stdout(output):
+                await main()  # type: ignore[operator]
     printed = output.getvalue()
     assert "The square root of 475695037565 is 689706.486532." in printed
     assert "Let me compute that. 2 + 3 = 5." in printed
@@ -38,3 +42,4 @@ async def test_readme_snippets_run() -> None:
     assert "4 messages stored for bob" in printed
     assert "21.5 21.5 °C" in printed  # the MCP section
     assert "sk-..." not in printed  # provider reprs never show keys
+    assert "tool calls, in a script" in printed and "tool calls, blocking" in printed

@@ -9,9 +9,10 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import pytest
 from pydantic import Field
@@ -191,7 +192,7 @@ def test_a_type_defined_after_the_tool_resolves_at_first_use() -> None:
         ("def f(*args: int) -> None: ...", r"takes \*args: a model can only fill in named parameters"),
         ("def f(**kwargs: int) -> None: ...", r"takes \*\*kwargs"),
         ("def f(a: int, /) -> None: ...", "'a' is positional-only"),
-        ("def f(a: socket.socket) -> None: ...", "parameter 'a' has a type agentloop cannot validate"),
+        ("def f(a: socket.socket) -> None: ...", "parameter 'a' has type socket: a model sends JSON"),
     ],
 )
 def test_unusable_signatures_are_rejected_at_definition(definition: str, message: str) -> None:
@@ -199,6 +200,45 @@ def test_unusable_signatures_are_rejected_at_definition(definition: str, message
     exec(definition, namespace)
     with pytest.raises(IllegalConfigurationError, match=message):
         tool(namespace["f"])
+
+
+class _Client:
+    """A runtime object: not something a model can send as JSON."""
+
+
+@pytest.mark.parametrize(
+    ("annotation", "shown"),
+    [
+        (_Client, "type _Client: a model sends JSON"),
+        (list[_Client], r"type list\[_Client\] \(its part _Client is not a JSON type\)"),
+        (Optional[dict[str, _Client]], r"type dict\[str, _Client\] \| None \(its part _Client"),
+    ],
+)
+def test_an_unsupported_parameter_type_names_parameter_type_and_what_is_accepted(
+    annotation: Any, shown: str
+) -> None:
+    def f(count: int, client: Any) -> None: ...
+
+    f.__annotations__["client"] = annotation
+    with pytest.raises(IllegalConfigurationError) as caught:
+        tool(f)
+    message = str(caught.value)
+    assert re.search(rf"Tool 'f': parameter 'client' has {shown}", message), message
+    assert "Tool parameters may be str, int, float, bool" in message  # what agentloop accepts
+    assert "ToolContext" in message  # and how to hand a tool a runtime object instead
+    assert "arbitrary_types_allowed" not in message  # pydantic's advice is not for tool users
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_a_type_without_json_schema_names_the_parameter() -> None:
+    def f(callback: Callable[[int], int]) -> None: ...
+
+    with pytest.raises(
+        IllegalConfigurationError,
+        match=r"parameter 'callback' has type Callable\[\[int\], int\], "
+        "which has no JSON schema",
+    ):
+        tool(f)
 
 
 def test_an_unknown_type_name_is_reported_at_first_use() -> None:

@@ -36,10 +36,12 @@ becomes `ToolsNotSupportedError`.
     retry_statuses={408, 409, 429, 500, 502, 503, 504})`: capped exponential backoff with jitter; a
     `Retry-After` / `retry-after-ms` header replaces the backoff, and one above `max_retry_after` is not
     waited for (the error is raised at once, its `retry_after` set). `x-should-retry: true|false` wins.
-Functions: `error_from_response(status, headers, body, *, provider, secrets=(), tools=False) -> ModelError`,
+Functions: `error_from_response(status, headers, body, *, provider, secrets=(), tools=False, url=None) ->
+    ModelError`,
     `extract_provider_error(body) -> ProviderError(message, type, code)`, `parse_retry_after(headers,
     now=None) -> float | None`, `request_id_of(headers)`, `mask_secret(secret) -> str`,
-    `scrub(text, secrets) -> str`, `model_error_from_exception(exc, *, provider, secrets=()) -> ModelError`.
+    `scrub(text, secrets) -> str`, `model_error_from_exception(exc, *, provider, secrets=(), url=None) ->
+    ModelError`, `describe_server(provider, url) -> str` ("OpenAI-compatible server at http://...").
 """
 
 from __future__ import annotations
@@ -333,8 +335,10 @@ def error_from_response(
     provider: str,
     secrets: Iterable[str] = (),
     tools: bool = False,
+    url: str | None = None,
 ) -> ModelError:
     """The `ModelError` for a non-2xx answer: class by status; the provider's message, type and request id.
+    With `url` (where the request went), a 404 names it: a wrong base URL is the usual cause.
 
     400/413/422 `BadRequestError` (`ToolsNotSupportedError` when the request offered tools and the provider
     says the model cannot take them), 401/403 `AuthenticationError`, 404 `NotFoundError`, 429
@@ -360,6 +364,8 @@ def error_from_response(
     text += _details(error_type, request_id)
     if hint:
         text += f"; {hint}"
+    if url and cls is NotFoundError:
+        text += f" (the request went to {url})"
     return cls(
         scrub(text, secrets),
         provider=provider,
@@ -432,37 +438,75 @@ def _httpx_names(exc: BaseException) -> set[str]:
     }
 
 
+_OFFICIAL_HOSTS = {"api.openai.com": "the OpenAI API", "api.anthropic.com": "the Anthropic API"}
+_SERVER_KINDS = {
+    "openai": "OpenAI-compatible server",
+    "ollama": "Ollama server (OpenAI-compatible)",
+    "anthropic": "Anthropic-compatible server",
+}
+
+
+def describe_server(provider: str, url: str) -> str:
+    """Who a failed request was for, in words: "the OpenAI API at https://api.openai.com/v1",
+    "OpenAI-compatible server at http://localhost:8000/v1" (a custom base URL is not OpenAI itself)."""
+    scheme, _, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    _userinfo, at, hostport = netloc.rpartition("@")
+    host = hostport.rsplit(":", 1)[0].lower() if not hostport.startswith("[") else hostport
+    kind = _OFFICIAL_HOSTS.get(host) or _SERVER_KINDS.get(provider, f"{provider} server")
+    shown = f"{scheme}://{'***@' if at else ''}{hostport}{slash}{path}"  # never a password
+    return f"{kind} at {shown}"
+
+
+def _connect_hint(provider: str, url: str) -> str:
+    """What to check when nothing answered at `url`."""
+    if provider == "ollama":
+        return "is Ollama running (`ollama serve`)? Set OLLAMA_BASE_URL if it listens elsewhere"
+    if any(host in url for host in _OFFICIAL_HOSTS):
+        return "check the network connection and any proxy settings (HTTPS_PROXY)"
+    return "check that the server is running and listening there, and that base_url is right"
+
+
 def model_error_from_exception(
-    exc: BaseException, *, provider: str, secrets: Iterable[str] = ()
+    exc: BaseException, *, provider: str, secrets: Iterable[str] = (), url: str | None = None
 ) -> ModelError:
     """The `ModelError` for a transport failure raised by httpx or httpx2 (timeouts, refused connections).
 
-    Secrets are masked in `exc` itself too (and in its causes): it becomes the error's `__cause__`.
+    With `url` (the base URL the request went to) the message names the server and what to check. Secrets
+    are masked in `exc` itself too (and in its causes): it becomes the error's `__cause__`.
     """
     secrets = tuple(secrets)
     scrub_exception(exc, secrets)
     names = _httpx_names(exc)
     detail = scrub(str(exc) or type(exc).__name__, secrets)
+    where = f" {describe_server(provider, url)}" if url else ""
     if "TimeoutException" in names:
         phase = {
-            "ConnectTimeout": "connecting",
+            "ConnectTimeout": f"connecting to{where or ' the server'}",
             "ReadTimeout": "waiting for the response",
             "WriteTimeout": "sending the request",
             "PoolTimeout": "waiting for a free connection in the pool",
         }
         what = next((text for name, text in phase.items() if name in names), "talking to the server")
-        return ModelTimeoutError(f"{provider}: timed out {what} ({detail})", provider=provider)
+        hint = f"; {_connect_hint(provider, url)}" if url and "ConnectTimeout" in names else ""
+        return ModelTimeoutError(f"{provider}: timed out {what} ({detail}){hint}", provider=provider)
     if "DecodingError" in names:
         return BadResponseError(
             f"{provider}: could not decode the response body: {detail}", provider=provider
         )
     if names & {"UnsupportedProtocol", "InvalidURL", "LocalProtocolError"}:
         return ModelConnectionError(
-            f"{provider}: cannot send the request ({detail}); check base_url", provider=provider
+            f"{provider}: cannot send the request to{where or ' the server'} ({detail}); check base_url",
+            provider=provider,
         )
     if names & {"ConnectError", "ProxyError"}:
-        return ModelConnectionError(f"{provider}: could not connect: {detail}", provider=provider)
-    return ModelConnectionError(f"{provider}: connection failed: {detail}", provider=provider)
+        hint = f"; {_connect_hint(provider, url)}" if url else ""
+        return ModelConnectionError(
+            f"{provider}: could not connect to{where or ' the server'} ({detail}){hint}", provider=provider
+        )
+    return ModelConnectionError(
+        f"{provider}: connection to{where or ' the server'} failed ({detail})", provider=provider
+    )
 
 
 def _is_transport_error(exc: BaseException) -> bool:
@@ -845,7 +889,10 @@ class ProviderClient:
         return response
 
     def _transport_error(self, exc: BaseException, *, retryable: bool) -> Exception:
-        error = model_error_from_exception(exc, provider=self.provider, secrets=self._secrets)
+        error = model_error_from_exception(
+            exc, provider=self.provider, secrets=self._secrets, url=self.base_url
+        )
+        error.__cause__ = exc  # kept through the retry loop, which re-raises the error itself
         if retryable and not isinstance(error, BadResponseError):
             return _Retryable(error)
         return error
@@ -864,7 +911,13 @@ class ProviderClient:
                 raise
             body = b""
         error = error_from_response(
-            status, response.headers, body, provider=self.provider, secrets=self._secrets, tools=tools
+            status,
+            response.headers,
+            body,
+            provider=self.provider,
+            secrets=self._secrets,
+            tools=tools,
+            url=str(response.request.url).partition("?")[0],
         )
         should_retry = response.headers.get("x-should-retry", "").lower()
         retryable = status in self.retry.retry_statuses and not isinstance(error, ToolsNotSupportedError)
@@ -1119,7 +1172,9 @@ class SSEStream:
         if not _is_transport_error(exc):
             raise exc
         provider = self._client.provider
-        error = model_error_from_exception(exc, provider=provider, secrets=self._client._secrets)
+        error = model_error_from_exception(
+            exc, provider=provider, secrets=self._client._secrets, url=self._client.base_url
+        )
         if isinstance(error, ModelConnectionError):
             error = ModelConnectionError(
                 f"{error.message} (the stream broke before it was complete)",

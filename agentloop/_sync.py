@@ -1,0 +1,90 @@
+"""`run_sync`: an async call made blocking, for scripts and notebooks (`Agent.chat_sync`, `Agent.ask_sync`).
+
+Sync calls run on one event loop kept by a worker thread for the whole process, whichever thread calls and
+whether or not that thread already runs a loop (Jupyter, IPython): a model's pooled connections belong to the
+loop that opened them, so every sync call must use the same one. From a worker thread of a running loop (a
+sync tool, `anyio.to_thread.run_sync`), the call runs on that loop instead, so it cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import anyio.from_thread
+
+__all__ = ["run_sync"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_worker: ThreadPoolExecutor | None = None
+_loop: asyncio.AbstractEventLoop | None = None  # created and used by the worker thread only
+
+
+def run_sync(call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+    """`await call(*args, **kwargs)` from synchronous code; returns its result or raises its error."""
+
+    async def main() -> T:
+        return await call(*args, **kwargs)
+
+    if _in_loop_worker_thread():
+        return anyio.from_thread.run(main)
+    if threading.current_thread().name.startswith("agentloop-sync"):
+        raise RuntimeError("agentloop: a sync call from inside another sync call; use `await` there")
+    tasks: list[asyncio.Task[T]] = []
+    future = _worker_thread().submit(_run_on_worker_loop, main, tasks)
+    try:
+        return future.result()
+    except KeyboardInterrupt:  # Ctrl-C: cancel the call (HTTP request, tools) and let it clean up
+        loop = _loop
+        if tasks and loop is not None:
+            loop.call_soon_threadsafe(tasks[0].cancel)
+        try:
+            future.result(timeout=10)
+        except BaseException:
+            pass
+        raise
+
+
+def _in_loop_worker_thread() -> bool:
+    """Whether this is a worker thread of a running anyio loop (a sync tool, `to_thread.run_sync`)."""
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:  # anyio's NoEventLoopError: not a worker thread
+        return False
+    return True
+
+
+def _run_on_worker_loop(main: Callable[[], Coroutine[Any, Any, T]], tasks: list[asyncio.Task[T]]) -> T:
+    global _loop
+    if _loop is None:
+        _loop = asyncio.new_event_loop()
+    task = _loop.create_task(main())
+    tasks.append(task)
+    return _loop.run_until_complete(task)
+
+
+def _worker_thread() -> ThreadPoolExecutor:
+    global _worker
+    with _lock:
+        if _worker is None:
+            _worker = ThreadPoolExecutor(1, thread_name_prefix="agentloop-sync")
+        return _worker
+
+
+@atexit.register
+def _close_loop() -> None:
+    """At interpreter exit (the worker thread has stopped by then): closes the sync calls' loop, its async
+    generators first."""
+    global _loop
+    loop, _loop = _loop, None
+    if loop is not None and not loop.is_running():
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()

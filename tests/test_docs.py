@@ -1,0 +1,81 @@
+"""Every ```python snippet of docs/*.md runs, file by file, in order, as a reader would paste them.
+
+Convention: a block fenced as ```python runs (top-level `await` allowed, one namespace per page, like the
+README's); a block fenced as ```python no-run shows an API's shape rather than code to paste (a signature
+listing) and is skipped. Keep those rare: anything a user could run must run here.
+Snippets that would need a provider's API key run against agentloop's fake provider servers instead (the
+test sets dummy OPENAI_API_KEY / ANTHROPIC_API_KEY values, which only those local servers ever see).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+FENCE = re.compile(r"^```python( no-run)?\n(.*?)^```", flags=re.DOTALL | re.MULTILINE)
+PAGES = sorted(path.name for path in DOCS.glob("*.md"))
+# What each page's snippets must print: proof that they ran, not just compiled.
+EXPECTED = {
+    "durable.md": ["Paid. ['charged 9.5 for 42']"],
+    "local-model.md": ["Paris"],
+    "models.md": ["echo: Hi", "one two ", "Hello!", "retry after 1.0 s", "Bonjour!"],
+    "runtime.md": ["tokens: 2 + 3 = 5.", "tool add -> 5.0", "customer 42: Ada, tier gold"],
+    "tools.md": ["add", "get_weather"],
+}
+
+# Pages whose snippets need a server and run in their own test, with that server started.
+ELSEWHERE = {
+    "memory.md": "tests/test_docs_memory.py",  # a real redis-server
+    "approval.md": "tests/test_approval.py",
+    "mcp.md": "tests/test_mcp.py",  # MCP SDK servers
+    "observability.md": "tests/test_otel.py",  # the OpenTelemetry SDK's in-memory exporter
+}
+
+
+def snippets(page: str) -> list[tuple[bool, str]]:
+    """(runs, code) for each python block of `page`."""
+    return [(not no_run, code) for no_run, code in FENCE.findall((DOCS / page).read_text())]
+
+
+def test_every_page_is_checked_and_no_run_blocks_are_rare() -> None:
+    blocks = [block for page in PAGES for block in snippets(page)]
+    assert set(EXPECTED) | set(ELSEWHERE) == {page for page in PAGES if snippets(page)}
+    root = DOCS.parent
+    for page, test in ELSEWHERE.items():
+        source = (root / test).read_text()
+        assert f"docs/{page}" in source or f'"{page}"' in source, f"{test} does not run docs/{page}"
+    assert sum(not runs for runs, _ in blocks) <= 2  # signature listings only
+
+
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.local_model) if p == "local-model.md" else p for p in EXPECTED],
+)
+async def test_doc_snippets_run(page: str, anyio_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if page == "durable.md" and anyio_backend != "asyncio":
+        pytest.skip("DBOS runs on asyncio only, as docs/durable.md says")
+    # Pages show models configured from the environment: give them keys that only the fake servers see.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs-test")
+    for variable in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    namespace: dict[str, object] = {"__name__": f"docs_{page[:-3].replace('-', '_')}"}
+    output = io.StringIO()
+    for number, (runs, block) in enumerate(snippets(page), 1):
+        if not runs:
+            continue
+        code = compile(block, f"{page} snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        with contextlib.redirect_stdout(output):
+            outcome = eval(code, namespace)
+            if inspect.iscoroutine(outcome):
+                await outcome
+    printed = output.getvalue()
+    for expected in EXPECTED[page]:
+        assert expected in printed, f"{page}: {expected!r} not printed; got {printed!r}"
