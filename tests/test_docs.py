@@ -36,6 +36,7 @@ ELSEWHERE = {
     "approval.md": "tests/test_approval.py",
     "mcp.md": "tests/test_mcp.py",  # MCP SDK servers
     "observability.md": "tests/test_otel.py",  # the OpenTelemetry SDK's in-memory exporter
+    "output.md": "tests/test_output_docs.py",
 }
 
 
