@@ -84,9 +84,14 @@ async def test_a_sync_tool_may_call_another_agent_synchronously() -> None:
 def test_ctrl_c_cancels_the_running_call_and_raises_keyboard_interrupt() -> None:
     script = textwrap.dedent(
         """
+        import signal
         import anyio
         from agentloop import Agent, AiMessage, ToolExecutionRequest, tool
         from agentloop.testing import ScriptedChatModel
+
+        # A process started with SIGINT ignored (as some runners start their workers) keeps ignoring it;
+        # a terminal's Ctrl-C reaches Python's default handler, so install it as a terminal would.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
         @tool("Waits a long time")
         async def slow() -> str:
