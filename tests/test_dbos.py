@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,23 @@ async def test_the_same_workflow_id_returns_the_first_result_and_runs_nothing_ag
     assert sorted(ran) == ["double:21", "weather:Paris"]
 
 
+async def chat_deciding(
+    durable: DBOSAgent, message: str, workflow_id: str, decide: Callable[[PendingApproval], Awaitable[None]]
+) -> Any:
+    """Runs `durable.chat()` while `decide(pending)` answers the paused round from another task."""
+    outcome: list[Any] = []
+
+    async def run() -> None:
+        outcome.append(await durable.chat(message, workflow_id=workflow_id))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        pending = await durable.pending(workflow_id)
+        assert pending is not None
+        await decide(pending)
+    return outcome[0]
+
+
 @tool(requires_approval=True)
 async def refund(order: str) -> str:
     """Refunds an order."""
@@ -135,19 +152,13 @@ async def test_an_approval_is_a_durable_wait_answered_by_a_message(dbos_sqlite: 
         Agent(model, name="refunds", tools=[refund, weather], memory=MessageWindowChatMemory(50))
     )
     DBOS.launch()
-    async with anyio.create_task_group() as tg:
-        outcome: list[Any] = []
 
-        async def run() -> None:
-            outcome.append(await durable.chat("refund order 7", workflow_id="refund-7"))
-
-        tg.start_soon(run)
-        pending = await durable.pending("refund-7")
-        assert pending is not None
+    async def decide(pending: PendingApproval) -> None:
         assert [(r.tool_name, r.arguments) for r in pending.requests] == [("refund", '{"order": "7"}')]
         assert ran == ["weather:Oslo"]  # the ungated sibling ran; the gated call waits
         await durable.approve("refund-7", {pending.requests[0].call_id: True})
-    (result,) = outcome
+
+    result = await chat_deciding(durable, "refund order 7", "refund-7", decide)
     assert result.content == "Refunded; Oslo: 21 C."
     assert sorted(ran) == ["refund:7", "weather:Oslo"]
     assert [e.result for e in result.tool_executions] == ["refunded 7", "Oslo: 21 C"]
@@ -159,17 +170,11 @@ async def test_a_denied_call_gets_its_reason_and_the_run_goes_on(dbos_sqlite: No
     model = ScriptedChatModel([calls(("refund", {"order": "8"})), "Not refunded."])
     durable = DBOSAgent(Agent(model, name="denials", tools=[refund]))
     DBOS.launch()
-    async with anyio.create_task_group() as tg:
-        outcome: list[Any] = []
 
-        async def run() -> None:
-            outcome.append(await durable.chat("refund order 8", workflow_id="refund-8"))
-
-        tg.start_soon(run)
-        pending = await durable.pending("refund-8")
-        assert pending is not None
+    async def decide(pending: PendingApproval) -> None:
         await durable.approve("refund-8", {pending.requests[0].call_id: Denied("over the limit")})
-    (result,) = outcome
+
+    result = await chat_deciding(durable, "refund order 8", "refund-8", decide)
     assert ran == []
     (execution,) = result.tool_executions
     assert execution.is_error and "over the limit" in execution.result
@@ -212,17 +217,11 @@ async def test_a_run_that_waited_for_approval_returns_the_result_of_an_uninterru
     plain = await Agent(two_rounds(), tools=[weather, refund], approval_handler=lambda r: True).chat("go")
     durable = DBOSAgent(Agent(two_rounds(), name="whole", tools=[weather, refund]))
     DBOS.launch()
-    async with anyio.create_task_group() as tg:
-        outcome: list[Any] = []
 
-        async def run() -> None:
-            outcome.append(await durable.chat("go", workflow_id="whole-1"))
-
-        tg.start_soon(run)
-        pending = await durable.pending("whole-1")
-        assert pending is not None
+    async def decide(pending: PendingApproval) -> None:
         await durable.approve("whole-1", {pending.requests[0].call_id: True})
-    (result,) = outcome
+
+    result = await chat_deciding(durable, "go", "whole-1", decide)
     assert [(e.request, e.result) for e in result.tool_executions] == [
         (e.request, e.result) for e in plain.tool_executions
     ]
@@ -241,21 +240,15 @@ async def test_decisions_that_do_not_answer_the_paused_round_are_refused_and_the
     model = ScriptedChatModel([calls(("refund", {"order": "5"})), "Refunded 5."])
     durable = DBOSAgent(Agent(model, name="typos", tools=[refund]))
     DBOS.launch()
-    async with anyio.create_task_group() as tg:
-        outcome: list[Any] = []
 
-        async def run() -> None:
-            outcome.append(await durable.chat("go", workflow_id="typos-1"))
-
-        tg.start_soon(run)
-        pending = await durable.pending("typos-1")
-        assert pending is not None
+    async def decide(pending: PendingApproval) -> None:
         with pytest.raises(ApprovalError, match="no call 'C1'"):
             await durable.approve("typos-1", {"C1": True})  # refused at once, nothing sent
         await DBOS.send_async("typos-1", encode_decisions({"C1": True}), APPROVAL_TOPIC)  # sent anyway
         await DBOS.send_async("typos-1", encode_decisions({"x": True}, "another-round"), APPROVAL_TOPIC)
         await durable.approve("typos-1", {pending.requests[0].call_id: True})
-    (result,) = outcome
+
+    result = await chat_deciding(durable, "go", "typos-1", decide)
     assert result.content == "Refunded 5."
     assert ran == ["refund:5"]
 
