@@ -41,6 +41,7 @@ from agentloop import (
 )
 from agentloop._tool import Tool
 from agentloop.testing import ScriptedChatModel
+from tests.snippets import python_blocks, run_snippets
 
 from .approval_agent import RunLog, SharedTestStore, build_agent
 from .runtime_helpers import assert_valid_for_provider, calls
@@ -801,26 +802,10 @@ async def test_an_in_process_store_is_not_shared_with_another_process(tmp_path: 
 
 
 async def test_docs_snippets_run() -> None:
-    import ast
-    import contextlib
-    import inspect
-    import io
-    import re
-
-    text = (ROOT / "docs" / "approval.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    blocks = python_blocks(ROOT / "docs" / "approval.md")
     assert len(blocks) == 4
     namespace: dict[str, object] = {"__name__": "docs_approval"}
-    output = io.StringIO()
-    for number, block in enumerate(blocks, 1):
-        code = compile(
-            block, f"docs/approval.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        )
-        with contextlib.redirect_stdout(output):
-            outcome = eval(code, namespace)
-            if inspect.iscoroutine(outcome):
-                await outcome
-    printed = output.getvalue()
+    printed = await run_snippets(blocks, "docs/approval.md", namespace)
     assert (
         "('delete_file', 'Keep every file this week', True), ('transfer', 'sent 500 to bob', False)"
         in printed

@@ -9,14 +9,12 @@ test sets dummy OPENAI_API_KEY / ANTHROPIC_API_KEY values, which only those loca
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import inspect
-import io
 import re
 from pathlib import Path
 
 import pytest
+
+from tests.snippets import run_snippets
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^```python( no-run)?\n(.*?)^```", flags=re.DOTALL | re.MULTILINE)
@@ -68,15 +66,6 @@ async def test_doc_snippets_run(page: str, anyio_backend: str, monkeypatch: pyte
     for variable in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(variable, raising=False)
     namespace: dict[str, object] = {"__name__": f"docs_{page[:-3].replace('-', '_')}"}
-    output = io.StringIO()
-    for number, (runs, block) in enumerate(snippets(page), 1):
-        if not runs:
-            continue
-        code = compile(block, f"{page} snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        with contextlib.redirect_stdout(output):
-            outcome = eval(code, namespace)
-            if inspect.iscoroutine(outcome):
-                await outcome
-    printed = output.getvalue()
+    printed = await run_snippets([block for runs, block in snippets(page) if runs], page, namespace)
     for expected in EXPECTED[page]:
         assert expected in printed, f"{page}: {expected!r} not printed; got {printed!r}"

@@ -34,6 +34,7 @@ from agentloop.mcp import MCPServerError, MCPToolError, MCPToolResult, MCPToolse
 from agentloop.mcp._names import local_name
 from agentloop.models import OpenAIChatModel
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
+from tests.snippets import python_blocks, run_snippets
 
 from .mcp_demo_server import LONG_NAME, make_server
 
@@ -582,21 +583,8 @@ def test_serve_command_refuses_bad_targets() -> None:
 
 
 async def test_the_snippets_of_docs_mcp_md_run() -> None:
-    import ast
-    import contextlib
-    import inspect
-    import io
-
-    text = (ROOT / "docs" / "mcp.md").read_text()
-    namespace: dict[str, object] = {"__name__": "docs_mcp"}
-    output = io.StringIO()
-    for number, block in enumerate(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL), 1):
-        code = compile(block, f"docs/mcp.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        with contextlib.redirect_stdout(output):
-            outcome = eval(code, namespace)
-            if inspect.iscoroutine(outcome):
-                await outcome
-    printed = output.getvalue()
+    blocks = python_blocks(ROOT / "docs" / "mcp.md")
+    printed = await run_snippets(blocks, "docs/mcp.md", {"__name__": "docs_mcp"})
     assert "Dune is 61 years old." in printed
     assert "files_read_" in printed and "gh_search" in printed
     assert "212.0" in printed and "'celsius'" in printed
