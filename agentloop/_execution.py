@@ -337,7 +337,7 @@ async def _stops_the_invocation(error: BaseException) -> bool:
         return True
     if not isinstance(error, anyio.get_cancelled_exc_class()):
         return False
-    task = _current_asyncio_task()
+    task = current_asyncio_task()
     if task is not None:
         cancelling = getattr(task, "cancelling", None)
         if cancelling is None:
@@ -351,7 +351,8 @@ async def _stops_the_invocation(error: BaseException) -> bool:
     return False
 
 
-def _current_asyncio_task() -> asyncio.Task[Any] | None:
+def current_asyncio_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task, or None (no task, or not asyncio: trio)."""
     try:
         return asyncio.current_task()
     except RuntimeError:  # no asyncio loop running: trio

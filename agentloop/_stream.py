@@ -34,7 +34,7 @@ from ._events import (
     StreamEvent,
     ToolExecuted,
 )
-from ._execution import ToolExecution
+from ._execution import ToolExecution, current_asyncio_task
 from ._messages import ChatResponse
 from ._result import Result
 
@@ -349,7 +349,7 @@ class _Producer:
             self.closed = True
             self._wake_reader()
             self.finished.set()
-            if (task := _current_asyncio_task()) is not None:
+            if (task := current_asyncio_task()) is not None:
                 _running.discard(task)
 
     # -- the consumer's side -----------------------------------------------------------------------------
@@ -497,10 +497,3 @@ def _complete(result: Result[Any]) -> CompleteResponse:
 
 
 _running: set[asyncio.Task[None]] = set()  # keeps asyncio producer tasks referenced while they run
-
-
-def _current_asyncio_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
