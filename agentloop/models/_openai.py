@@ -630,7 +630,7 @@ class _StreamState:
                         self._call_delta(call, events)
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
-                self._complete_all(events)
+                self._complete(events)
         return events
 
     def _call_delta(self, call: _ToolCall, events: list[ModelEvent]) -> None:
@@ -652,7 +652,7 @@ class _StreamState:
             if call.id and known.id and call.id != known.id:
                 position = None  # same index, another id: a new call (some servers never advance the index)
         if position is None:
-            self._complete_whole(events)  # a new call starts: earlier ones may be done
+            self._complete(events, only_whole=True)  # a new call starts: earlier ones may be done
             position = len(self.calls)
             self.wire_index[wire] = position
             new = _Call(call.id, name)
@@ -670,19 +670,15 @@ class _StreamState:
             known.parts.append(piece)
             events.append(ToolCallDelta(position, None, None, piece))
 
-    def _complete_whole(self, events: list[ModelEvent]) -> None:
-        """Reports the earlier calls whose arguments are a whole JSON object. Servers may interleave the
-        pieces of several calls, so a call whose arguments are still open waits for the end."""
+    def _complete(self, events: list[ModelEvent], *, only_whole: bool = False) -> None:
+        """Reports the calls not reported yet: all of them at the end of the response; when a new call
+        starts, only those whose arguments are a whole JSON object (servers may interleave the pieces of
+        several calls, so a call whose arguments are still open waits for the end)."""
         for position, call in enumerate(self.calls):
-            if not call.complete and call.parts and is_whole_object("".join(call.parts)):
-                call.complete = True
-                events.append(ToolCallComplete(position, call.request()))
-
-    def _complete_all(self, events: list[ModelEvent]) -> None:
-        for position, call in enumerate(self.calls):
-            if not call.complete:
-                call.complete = True
-                events.append(ToolCallComplete(position, call.request(self._cut(position))))
+            if call.complete or (only_whole and not (call.parts and is_whole_object("".join(call.parts)))):
+                continue
+            call.complete = True
+            events.append(ToolCallComplete(position, call.request(self._cut(position))))
 
     def _cut(self, position: int) -> bool:
         """Whether the call at `position` may have been cut by the token limit (the last one, then)."""
@@ -690,7 +686,7 @@ class _StreamState:
 
     def finish(self) -> list[ModelEvent]:
         events: list[ModelEvent] = []
-        self._complete_all(events)
+        self._complete(events)
         requests = tuple(call.request(self._cut(position)) for position, call in enumerate(self.calls))
         message = AiMessage(
             "".join(self.text) if self.text else None,
