@@ -44,6 +44,16 @@ from agentloop.testing._fake_server import Reply, encode_sse
 from tests.runtime_helpers import assert_valid_for_provider, calls
 
 
+async def answer(agent: Agent, message: str, *, streamed: bool) -> Any:
+    """One invocation through `stream()` (read to its end) or `chat()`; its Result."""
+    if not streamed:
+        return await agent.chat(message)
+    stream = agent.stream(message)
+    async for _ in stream:
+        pass
+    return stream.result
+
+
 class ToolsOwnError(BaseException):
     """A BaseException a library might raise out of a tool (not a cancellation of anything)."""
 
@@ -254,15 +264,8 @@ async def test_a_tool_call_cut_by_max_tokens_is_a_clear_error_and_nothing_is_sto
         memory = MessageWindowChatMemory(50)
         agent = Agent(model, tools=[book], memory=memory)
 
-        async def run() -> None:
-            if mode == "chat":
-                await agent.chat("book two")
-            else:
-                async for _ in agent.stream("book two"):
-                    pass
-
         with pytest.raises(ResponseTruncatedError) as caught:
-            await run()
+            await answer(agent, "book two", streamed=mode == "stream")
         assert "output token limit" in str(caught.value) and "max_tokens" in str(caught.value)
         assert "#1 'book'" in str(caught.value)
         assert await memory.messages() == []
@@ -402,15 +405,8 @@ async def test_a_call_cut_before_its_arguments_is_refused_not_run_with_defaults(
         memory = MessageWindowChatMemory(50)
         agent = Agent(model, tools=[purge_cache], memory=memory)
 
-        async def run() -> None:
-            if streamed:
-                async for _ in agent.stream("purge eu"):
-                    pass
-            else:
-                await agent.chat("purge eu")
-
         with pytest.raises(ResponseTruncatedError, match="0 characters of arguments"):
-            await run()
+            await answer(agent, "purge eu", streamed=streamed)
         await model.aclose()
     assert ran == []
     assert await memory.messages() == []
