@@ -22,7 +22,9 @@ _WHITESPACE = frozenset(" \t\r\n")
 _LITERALS = {"true": True, "false": False, "null": None}
 _NUMBER_CHARS = frozenset("0123456789+-.eE")
 _STRING_STOP = re.compile(r'["\\]')
-_PARTIAL_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{0,3})?$")
+_PARTIAL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:u[0-9a-fA-F]{0,3})?$")
+"""A string's unfinished last escape: a backslash (and the start of a \\uXXXX) not itself escaped, after any
+number of whole escaped backslashes (kept, group 1)."""
 _decode = msgspec.json.decode
 
 # What the parser expects next.
@@ -231,4 +233,4 @@ def _decode_partial(raw: str) -> str:
     """A string that is still being written: drop a trailing escape that is not whole yet."""
     if "\\" not in raw:
         return raw
-    return _decode_string(_PARTIAL_ESCAPE.sub("", raw))
+    return _decode_string(_PARTIAL_ESCAPE.sub(r"\1", raw))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentloop._partial_json import PartialJSON
@@ -41,6 +41,7 @@ def is_prefix_of(partial: Any, whole: Any) -> bool:
 
 @settings(max_examples=300, deadline=None)
 @given(documents, st.lists(st.integers(1, 9), min_size=1, max_size=40), st.booleans())
+@example({"": "\x1f\\"}, [1], False)  # a cut right after an escaped backslash that ends the string
 def test_every_prefix_is_a_growing_prefix_of_the_document(doc: Any, cuts: list[int], indent: bool) -> None:
     text = json.dumps(doc, indent=2 if indent else None, ensure_ascii=False)
     parser = PartialJSON()
