@@ -67,7 +67,7 @@ class _Lease(MemoryLease):
         self.renewal = anyio.CancelScope()
         self.released = False
         self._stopped = False
-        self._turn = anyio.Lock()  # a renewal and the release never overlap in the store
+        self._turn = anyio.Lock(fast_acquire=True)  # a renewal and the release never overlap in the store
 
     async def renew(self, ttl: float) -> bool | None:
         """One renewal, unless the lease is being given back (None)."""
