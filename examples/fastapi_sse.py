@@ -164,9 +164,6 @@ class PausedRuns:
     def was_decided(self, run_id: str) -> bool:
         return run_id in self._decided
 
-    def __len__(self) -> int:
-        return len(self._waiting)
-
 
 def _trim(entries: OrderedDict[str, Any], limit: int) -> None:
     while len(entries) > limit:
@@ -304,7 +301,7 @@ def create_app(agent: Agent, *, cors_origins: Sequence[str] = (), runs: PausedRu
             if paused.was_decided(run_id):
                 return refusal(409, "AlreadyDecided", "This run was already decided; nothing ran again.")
             return refusal(
-                404, "UnknownRun", "No run waits for a decision under this id (unknown, or forgotten)."
+                404, "UnknownRun", "No run waits for a decision under this id (unknown, or forgotten); ask again."
             )
         try:
             # Checks the state and that every waiting call, and only those, has a decision; runs nothing.
