@@ -301,7 +301,9 @@ def create_app(agent: Agent, *, cors_origins: Sequence[str] = (), runs: PausedRu
             if paused.was_decided(run_id):
                 return refusal(409, "AlreadyDecided", "This run was already decided; nothing ran again.")
             return refusal(
-                404, "UnknownRun", "No run waits for a decision under this id (unknown, or forgotten); ask again."
+                404,
+                "UnknownRun",
+                "No run waits for a decision under this id (unknown or forgotten); ask again.",
             )
         try:
             # Checks the state and that every waiting call, and only those, has a decision; runs nothing.
