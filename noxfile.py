@@ -13,7 +13,8 @@ PYTHON = "3"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, every async test on asyncio and on trio (the local-model tests included)."""
-    session.install("-e", ".[test,local,redis,dbos,mcp]")
+    # local-1-5b: the opt-in larger model's parts (1.1 GB), so its tests run too.
+    session.install("-e", ".[test,local,local-1-5b,redis,dbos,mcp]")
     # Two pytest-xdist workers: measured 29% less wall time on 2 cores (see README). The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
     # -- -n 0` runs in one process; pytest's own progress shows per file, [ %] at the end of each line.
