@@ -492,7 +492,9 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], outcomes: Sequence[O
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--model", default="local", help="'local' (the embedded default), 'local:qwen2.5-coder-1.5b' or 'local:<gguf path>'"
+        "--model",
+        default="local",
+        help="'local' (the embedded default), 'local:qwen2.5-coder-1.5b' or 'local:<gguf path>'",
     )
     parser.add_argument("--threads", type=int, default=None, help="n_threads (default: the model's default)")
     parser.add_argument("--only", default="", help="comma-separated kinds: one,parallel,none,args")
