@@ -26,6 +26,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -50,14 +51,17 @@ class _Drop(SpanExporter):
 
 
 def _sdk(
-    processor: Callable[[SpanExporter], SpanProcessor] | None = BatchSpanProcessor, sampler: Any = None
+    processor: Callable[[SpanExporter], SpanProcessor] | None = BatchSpanProcessor,
+    sampler: Any = None,
+    metrics: bool = True,
 ) -> Callable[[], Instrumentation]:
     def make() -> Instrumentation:
         tracer_provider = TracerProvider(sampler=sampler)
         if processor is not None:
             tracer_provider.add_span_processor(processor(_Drop()))
-        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-        return Instrumentation(tracer_provider, meter_provider)
+        if metrics:
+            return Instrumentation(tracer_provider, MeterProvider(metric_readers=[InMemoryMetricReader()]))
+        return Instrumentation(tracer_provider, NoOpMeterProvider())
 
     return make
 
@@ -120,6 +124,7 @@ VARIANTS: dict[str, Callable[[], Any]] = {
     "on, SDK as above (Batch), 10% of traces sampled": _sdk(
         BatchSpanProcessor, ParentBased(TraceIdRatioBased(0.1))
     ),
+    "on, SDK spans (Batch), metrics off (`NoOpMeterProvider()`)": _sdk(BatchSpanProcessor, metrics=False),
     "on, API only (no SDK configured)": lambda: True,
 }
 
