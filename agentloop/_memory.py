@@ -22,6 +22,7 @@ __all__ = [
     "ChatMemory",
     "ChatMemoryStore",
     "InMemoryChatMemoryStore",
+    "MemoryLease",
     "MessageWindowChatMemory",
     "PendingApprovalStore",
     "StoredMemory",
@@ -63,8 +64,9 @@ class VersionedChatMemoryStore(Protocol):
 
     The window is applied when reading, so concurrent writers never overwrite each other; a write carries the
     version it was based on and is refused (`ChatMemoryConflictError`) when the memory moved on. A store
-    shared between processes also has `lease(memory_id)`: an async context manager yielding a lease token
-    that serialises invocations on one memory id across processes (see docs/memory.md).
+    shared between processes also has `lease(memory_id, *, read=False, max_messages=None)`: an async context
+    manager yielding a `MemoryLease` that serialises invocations on one memory id across processes (see
+    docs/memory.md).
     """
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
@@ -88,6 +90,31 @@ class VersionedChatMemoryStore(Protocol):
     async def delete_messages(self, memory_id: Any) -> None:
         """Forgets `memory_id`."""
         ...
+
+
+class MemoryLease:
+    """What a shared store's `lease()` yields while this worker holds a memory id: the `token` its writes
+    carry, and (with `lease(..., read=True)`) the window read in the same step that took the lease.
+
+    A store that can also append a round and give the lease back in one step overrides `append_and_release`;
+    this default says it cannot, and the memory appends and releases as two steps.
+    """
+
+    __slots__ = ("loaded", "token")
+
+    def __init__(self, token: str, loaded: StoredMemory | None = None) -> None:
+        self.token = token
+        self.loaded = loaded
+
+    async def append_and_release(
+        self, messages: Sequence[ChatMessage], *, expected_version: int | None
+    ) -> int | None:
+        """Appends `messages` as one round (as `append(..., lease=token)`) and gives the lease back, in one
+        atomic step; returns the new version, or None when the store cannot (nothing was done)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(token={self.token!r})"
 
 
 @runtime_checkable
@@ -233,7 +260,9 @@ class ChatMemory(Protocol):
 
     A memory may also have `exclusive()`: an async context manager the agent holds for a whole invocation
     so invocations on one memory run one after another (across processes for a shared store). Without it
-    the agent uses a lock of this process, per memory object.
+    the agent uses a lock of this process, per memory object. And it may have `add_final(messages)`, which
+    the runtime calls instead of `add` for the last unit an invocation writes (its answer), inside
+    `exclusive()`: a memory over a shared store stores it and gives the hold back in one step.
     """
 
     @property
@@ -259,13 +288,31 @@ ChatMemoryProvider = Callable[[Any], ChatMemory]
 
 
 class _Hold:
-    """This task's exclusive access to one memory id: the store's lease token and the version last seen."""
+    """This task's exclusive access to one memory id: the store's lease, the version last seen, the window
+    read with the lease (until a read uses it), how deep `exclusive()` is nested, and whether the lease was
+    already given back with the invocation's last round."""
 
-    __slots__ = ("lease", "version")
+    __slots__ = ("depth", "lease", "preloaded", "released", "version")
 
-    def __init__(self, lease: str | None) -> None:
+    def __init__(self, lease: MemoryLease | None, max_messages: int | None) -> None:
         self.lease = lease
         self.version: int | None = None
+        loaded = None if lease is None else lease.loaded
+        self.preloaded = None if loaded is None else (max_messages, loaded)
+        self.depth = 0
+        self.released = False
+
+    def take_preloaded(self, max_messages: int) -> StoredMemory | None:
+        """The window read with the lease, once, if it was read for `max_messages`."""
+        preloaded, self.preloaded = self.preloaded, None
+        return preloaded[1] if preloaded is not None and preloaded[0] == max_messages else None
+
+    def check_writable(self, memory_id: Any) -> None:
+        if self.released:
+            raise ChatMemoryConflictError(
+                f"Memory {memory_id!r}: this invocation already wrote its last round (add_final) and gave "
+                "the memory id back, so this write was refused; write every other round before it, with add()"
+            )
 
 
 _Key = tuple[int, Any]  # (id of the store, memory id)
@@ -291,9 +338,9 @@ async def _local_lock(key: _Key) -> AsyncIterator[None]:
 
 
 @contextmanager
-def _holding(holds: Mapping[_Key, _Hold], key: _Key, lease: str | None) -> Iterator[None]:
+def _holding(holds: Mapping[_Key, _Hold], key: _Key, hold: _Hold) -> Iterator[None]:
     """Marks `key` held by this task (and the tasks it starts) while the block runs."""
-    reset = _holds.set(MappingProxyType({**holds, key: _Hold(lease)}))
+    reset = _holds.set(MappingProxyType({**holds, key: hold}))
     try:
         yield
     finally:
@@ -351,44 +398,73 @@ class MessageWindowChatMemory:
     def store(self) -> Any:
         return self._store
 
-    @asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
+    def exclusive(self) -> AbstractAsyncContextManager[None]:
         """Holds this memory id for the caller alone: a lock per store and memory id in this process and,
         for a store shared between processes, the store's lease (renewed while held). Re-entrant."""
+        return self._exclusive(read=True)
+
+    @asynccontextmanager
+    async def _exclusive(self, *, read: bool) -> AsyncIterator[None]:
+        """`exclusive()`; with `read`, a shared store reads the window in the step that takes the lease."""
         holds = _holds.get()
-        if self._key in holds:
-            yield
+        held = holds.get(self._key)
+        if held is not None:
+            held.depth += 1
+            try:
+                yield
+            finally:
+                held.depth -= 1
             return
         async with _local_lock(self._key):
             lease = getattr(self._store, "lease", None)
             if lease is None:
-                with _holding(holds, self._key, None):
+                with _holding(holds, self._key, _Hold(None, None)):
                     yield
                 return
-            async with lease(self._id) as token:
-                with _holding(holds, self._key, token):
+            window = self.max_messages
+            async with lease(self._id, read=read and self._versioned, max_messages=window) as token:
+                with _holding(holds, self._key, _Hold(token, window)):
                     yield
 
     async def messages(self) -> list[ChatMessage]:
         if not self._versioned:
             return await self._store.get_messages(self._id)  # type: ignore[no-any-return]
-        loaded = await self._store.load(self._id, max_messages=self.max_messages)
         hold = _holds.get().get(self._key)
+        loaded = hold.take_preloaded(self.max_messages) if hold is not None else None
+        if loaded is None:
+            loaded = await self._store.load(self._id, max_messages=self.max_messages)
         if hold is not None:
             hold.version = loaded.version
         return _evict(loaded.messages, self.max_messages)
 
     async def add(self, messages: Sequence[ChatMessage]) -> None:
+        await self._add(messages, final=False)
+
+    async def add_final(self, messages: Sequence[ChatMessage]) -> None:
+        """`add` for the last unit of an invocation (the runtime calls it for the answer): over a shared
+        store it is appended and the lease given back in one step. Nothing may be added after it in the
+        same hold."""
+        await self._add(messages, final=True)
+
+    async def _add(self, messages: Sequence[ChatMessage], *, final: bool) -> None:
         if not self._versioned:
             await self._replace(messages)
             return
         hold = _holds.get().get(self._key)
-        if hold is None:
-            async with self.exclusive():
-                await self.add(messages)
+        if hold is None:  # outside an invocation: hold the id for this one write
+            async with self._exclusive(read=False):
+                await self._add(messages, final=True)
             return
+        hold.check_writable(self._id)
+        hold.preloaded = None
+        if final and hold.lease is not None and hold.depth == 0:
+            version = await hold.lease.append_and_release(messages, expected_version=hold.version)
+            if version is not None:
+                hold.version, hold.released = version, True
+                return
+        lease = None if hold.lease is None else hold.lease.token
         hold.version = await self._store.append(
-            self._id, messages, expected_version=hold.version, lease=hold.lease
+            self._id, messages, expected_version=hold.version, lease=lease
         )
 
     async def _replace(self, messages: Sequence[ChatMessage]) -> None:
@@ -404,9 +480,12 @@ class MessageWindowChatMemory:
     async def clear(self) -> None:
         hold = _holds.get().get(self._key)
         if hold is None and self._versioned:
-            async with self.exclusive():
+            async with self._exclusive(read=False):
                 await self.clear()
             return
+        if hold is not None:
+            hold.check_writable(self._id)
+            hold.preloaded = None
         await self._store.delete_messages(self._id)
         if hold is not None:
             hold.version = None

@@ -3,6 +3,7 @@ answer from their results?
 
     python benchmarks/local_eval.py                      # the embedded default, every prompt
     python benchmarks/local_eval.py --only parallel,none --threads 2
+    python benchmarks/local_eval.py --model local:qwen2.5-coder-1.5b    # the opt-in larger model
     python benchmarks/local_eval.py --model local:/path/to/other.gguf
     nox -s eval
 
@@ -491,7 +492,9 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], outcomes: Sequence[O
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--model", default="local", help="'local' (the embedded default) or 'local:<gguf path>'"
+        "--model",
+        default="local",
+        help="'local' (the embedded default), 'local:qwen2.5-coder-1.5b' or 'local:<gguf path>'",
     )
     parser.add_argument("--threads", type=int, default=None, help="n_threads (default: the model's default)")
     parser.add_argument("--only", default="", help="comma-separated kinds: one,parallel,none,args")

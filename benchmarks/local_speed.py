@@ -4,6 +4,7 @@ counts against each other, on the same GGUF file, side by side.
     python benchmarks/local_speed.py                       # embedded vs server, default threads, 6 rounds
     python benchmarks/local_speed.py --threads 1,2         # embedded only: thread counts against each other
     python benchmarks/local_speed.py --threads 1 --server  # embedded vs server at n_threads=1
+    python benchmarks/local_speed.py --model qwen2.5-coder-1.5b --threads 2 --server  # the opt-in 1.5B
 
 Contenders run in alternation (A B A B ...), so a change in the machine's load hits both alike. Each run
 sends a prompt with a fresh prefix (so its evaluation is not served from the prompt cache) and generates
@@ -66,9 +67,9 @@ SERVER = textwrap.dedent(
 
 
 class Embedded:
-    def __init__(self, threads: int | None) -> None:
+    def __init__(self, threads: int | None, model: str | None = None) -> None:
         self.name = f"embedded n_threads={threads or 'default'}"
-        self.model = LocalChatModel(n_threads=threads, progress=False)
+        self.model = LocalChatModel(model, n_threads=threads, progress=False)
         self.load_seconds = 0.0
 
     async def start(self) -> None:
@@ -182,12 +183,17 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--server", action="store_true", help="also run llama.cpp's server (default if one count)"
     )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a known model name (qwen2.5-coder-1.5b) or a GGUF path; default: the embedded one",
+    )
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--json", default=str(HERE / "local_speed.json"))
     args = parser.parse_args(argv)
     counts = [int(t) for t in args.threads.split(",") if t] or [0]
-    contenders: list[Any] = [Embedded(t or None) for t in counts]
+    contenders: list[Any] = [Embedded(t or None, args.model) for t in counts]
     if args.server or len(counts) == 1:
         probe = contenders[0]
         await probe.start()

@@ -8,13 +8,14 @@ a temp directory. Measures, per store:
 1. append: one committed round (a 4-message tool round, with its expected version) written on its own,
    one after another: p50 / p99 of the round trip;
 2. session: a whole invocation with memory on (`Agent.chat`, an offline model calling one tool, then
-   answering: a load, two committed rounds, the lease taken and given back), one at a time, and with
+   answering: two committed rounds; for SQLite and Redis three steps in the store: the lease taken with the
+   window read, the tool round, the answer with the lease given back), one at a time, and with
    `--sessions` in flight on distinct memory ids: p50 / p99 of the invocation, the cost per committed
    round over the in-memory store, and the process's CPU time per session (with 50 in flight on 2 cores
    the latency is mostly queueing: about 50 x the CPU per session).
 
-Then, for the record of why the Redis store uses the sync client in worker threads: the same append script
-through `redis.asyncio` (asyncio only) against the sync client in a thread.
+Then, for the record of why the Redis store uses `redis.asyncio` on asyncio: the same append script through
+`redis.asyncio` (asyncio only) against the sync client in a worker thread (what trio gets).
 """
 
 from __future__ import annotations

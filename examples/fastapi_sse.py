@@ -1,18 +1,29 @@
 """A web backend that streams an agent's tokens and tool events to the browser as Server-Sent Events, with
-a small chat page to try it (no JavaScript libraries, no build step).
+a small chat page to try it (no JavaScript libraries, no build step). Some tool calls wait for the person's
+approval: the page shows them with Approve and Deny buttons, and the answer goes on streaming once decided.
 
     pip install "agentloop[web]"                   # fastapi + uvicorn (the core install does not bring them)
     python examples/fastapi_sse.py                 # offline scripted model; open http://127.0.0.1:8000
     python examples/fastapi_sse.py --model local   # the embedded model (pip install "agentloop[local,web]")
     python examples/fastapi_sse.py --cors-origin http://localhost:3000   # a page served from elsewhere
     curl -N 'http://127.0.0.1:8000/chat?q=What+is+2%2B3%3F&user=alice'
+    curl -N 'http://127.0.0.1:8000/chat?q=Email+2+%2B+3+to+ada%40example.com&user=alice'   # asks approval
 
 `GET /chat?q=...&user=...` answers with an event stream. Each SSE event is one of: `token` (a piece of
-answer text), `tool_start` and `tool_result` (matched by `call`), then exactly one of `done` (the summary) or
-`error` (what failed), after which the server ends the stream.
+answer text), `tool_start` and `tool_result` (matched by `call`), then exactly one of `done` (the summary),
+`approval_required` (some calls wait for a decision) or `error` (what failed), after which the server ends
+the stream.
+
+`approval_required` carries `run` (an unguessable id of the paused run) and `calls`, each with `call_id`,
+`call` (as in the tool events), `name` and `arguments`. The paused state stays on the server. `POST
+/runs/{run}/decisions` with `{"decisions": {call_id: true | false | "reason"}}` (true runs the call; false
+or a reason denies it, and the model reads the reason) answers with the continuation as an event stream of
+the same events (it may end in another `approval_required`). A run is decided once: a second decision gets
+409, an unknown run 404, a missing or unknown call id 422, each with a JSON body `{"type", "message"}`;
+nothing runs then.
 
 A browser `EventSource` reconnects whenever a stream ends, and every reconnect would run the agent again.
-So the page (`chat.html`) closes its `EventSource` on `done` and on `error`; and, in case a client does not,
+So the page (`chat.html`) closes its `EventSource` when the stream ends; and, in case a client does not,
 the server answers a reconnect (it carries a `Last-Event-ID` header) with 204 No Content, which tells
 `EventSource` to stop, without running the agent. A browser that disconnects mid-answer cancels the model
 request and the running tools.
@@ -21,23 +32,38 @@ request and the running tools.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
+import re
+import secrets
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import HTMLResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel, StrictBool, StringConstraints
 
 from agentloop import (
     Agent,
     AgentLoopError,
+    AiMessage,
+    ApprovalError,
+    ApprovalRequired,
     BeforeToolExecution,
     CompleteResponse,
+    Denied,
+    FinishReason,
     MessageWindowChatMemory,
     PartialResponse,
+    PendingApproval,
+    TokenStream,
     ToolExecuted,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
     tool,
 )
 from agentloop.models import ChatModel
@@ -57,33 +83,120 @@ def multiply(a: float, b: float) -> float:
     return a * b
 
 
-def offline_model() -> ChatModel:
-    """A stand-in model for running the example without a key: adds the two numbers it finds."""
-    import re
+@tool("Sends an email", requires_approval=True)  # every call waits for the person's yes
+def send_email(to: str, text: str) -> str:
+    logger.warning("(example) an email to %s: %s", to, text)  # a real app calls its mail service here
+    return f"Email sent to {to}"
 
-    from agentloop import AiMessage, ToolExecutionRequest, ToolExecutionResultMessage
+
+ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def offline_model() -> ChatModel:
+    """A stand-in model for running the example without a key: adds the two numbers it finds, and emails
+    the sum when the question names an address ('Email 2 + 3 to ada@example.com'): that call waits for a
+    person's approval."""
+    ids = itertools.count(1)
+
+    def call(name: str, **arguments: Any) -> AiMessage:
+        request = ToolExecutionRequest(f"call_{next(ids)}", name, json.dumps(arguments))
+        return AiMessage(tool_execution_requests=[request])
 
     def answer(messages: list[Any], tools: list[Any]) -> AiMessage:
+        question = next(m.text for m in reversed(messages) if isinstance(m, UserMessage))
+        address = ADDRESS.search(question)
+        numbers = NUMBER.findall(ADDRESS.sub("", question))[:2]
         last = messages[-1]
         if isinstance(last, ToolExecutionResultMessage):
+            if last.tool_name == "send_email":
+                return AiMessage(f"I did not send it: {last.text}" if last.is_error else f"{last.text}.")
+            if address:
+                return call(
+                    "send_email", to=address.group(), text=f"{numbers[0]} + {numbers[1]} = {last.text}"
+                )
             return AiMessage(f"The answer is {last.text}.")
-        numbers = re.findall(r"-?\d+(?:\.\d+)?", last.text)[:2]
         if len(numbers) < 2:
-            return AiMessage("Ask me to add two numbers, e.g. 'What is 2 + 3?'")
-        arguments = json.dumps({"a": float(numbers[0]), "b": float(numbers[1])})
-        return AiMessage(tool_execution_requests=[ToolExecutionRequest(None, "add", arguments)])
+            return AiMessage(
+                "Ask me to add two numbers ('What is 2 + 3?') "
+                "or to email a sum ('Email 2 + 3 to ada@example.com')."
+            )
+        return call("add", a=float(numbers[0]), b=float(numbers[1]))
 
     return FunctionChatModel(answer)
+
+
+class PausedRuns:
+    """Runs paused for a person's decision, kept on the server as `PendingApproval.to_json()` by run id.
+
+    The browser only ever holds the run id (unguessable) and sends back decisions, never the paused state.
+    A run is taken once: the first request with valid decisions takes it, any later one is told it was
+    decided. A dict is enough for one process (the oldest `limit` waiting runs are kept). With several
+    workers keep the rows in a shared database instead (insert on pause; take with `DELETE ... RETURNING`,
+    whoever deletes the row resumes) and give the agent a SQLite or Redis memory store: it records paused
+    rounds, so the agent itself also refuses a second resume from any worker.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._waiting: OrderedDict[str, bytes] = OrderedDict()
+        self._decided: OrderedDict[str, None] = OrderedDict()
+
+    def park(self, pending: PendingApproval) -> str:
+        """Keeps a paused run; returns its new id."""
+        run_id = secrets.token_urlsafe(24)
+        self._waiting[run_id] = pending.to_json()
+        _trim(self._waiting, self.limit)
+        return run_id
+
+    def get(self, run_id: str) -> bytes | None:
+        """The paused state of a run that waits (None: unknown, forgotten or decided)."""
+        return self._waiting.get(run_id)
+
+    def take(self, run_id: str) -> bytes | None:
+        """Removes a waiting run and remembers it was decided; None if another request took it first."""
+        row = self._waiting.pop(run_id, None)
+        if row is not None:
+            self._decided[run_id] = None
+            _trim(self._decided, self.limit)
+        return row
+
+    def was_decided(self, run_id: str) -> bool:
+        return run_id in self._decided
+
+
+def _trim(entries: OrderedDict[str, Any], limit: int) -> None:
+    while len(entries) > limit:
+        entries.popitem(last=False)
+
+
+Reason = Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1, max_length=2000)]
+
+
+class Decisions(BaseModel):
+    """The body of `POST /runs/{run}/decisions`: per waiting call id, true (run it), false (deny it), or a
+    reason (deny it; the model reads the reason as the call's error result)."""
+
+    decisions: dict[str, Union[StrictBool, Reason]]
+
+    def for_agent(self) -> dict[str, bool | Denied]:
+        return {
+            call_id: value if isinstance(value, bool) else Denied(value)
+            for call_id, value in self.decisions.items()
+        }
 
 
 def sse(event: str, data: dict[str, Any], event_id: int) -> str:
     return f"event: {event}\nid: {event_id}\ndata: {json.dumps(data)}\n\n"
 
 
-async def agent_events(agent: Agent, question: str, user: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """One invocation as (event name, data) pairs, ending with `done` or `error`."""
+async def agent_events(
+    stream: TokenStream[Any], runs: PausedRuns
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """One invocation (or the continuation of a paused one) as (event name, data) pairs, ending with `done`,
+    `approval_required` or `error`."""
     # `async with` closes the invocation even if the client goes away mid-stream.
-    async with agent.stream(question, memory_id=user) as stream:
+    async with stream:
         try:
             async for event in stream.events():
                 if isinstance(event, PartialResponse):
@@ -104,7 +217,20 @@ async def agent_events(agent: Agent, question: str, user: str) -> AsyncIterator[
                             "ms": round(execution.duration * 1000, 1),
                         },
                     )
+                elif isinstance(event, ApprovalRequired):
+                    calls = [
+                        {
+                            "call_id": request.call_id,
+                            "call": f"{request.round}.{request.index}",
+                            "name": request.tool_name,
+                            "arguments": request.arguments,
+                        }
+                        for request in event.requests
+                    ]
+                    yield "approval_required", {"run": runs.park(event.pending), "calls": calls}
                 elif isinstance(event, CompleteResponse):
+                    if event.result.finish_reason is FinishReason.APPROVAL_REQUIRED:
+                        continue  # `approval_required` ended this part of the run
                     usage = event.token_usage
                     yield (
                         "done",
@@ -121,18 +247,40 @@ async def agent_events(agent: Agent, question: str, user: str) -> AsyncIterator[
             yield "error", {"type": "InternalError", "message": "internal error (see the server log)"}
 
 
-def create_app(agent: Agent, *, cors_origins: Sequence[str] = ()) -> FastAPI:
-    """The app: `GET /` (the chat page) and `GET /chat` (the event stream). `cors_origins`: origins allowed
-    to call `/chat` from a page served elsewhere (e.g. a dev server); `["*"]` allows any."""
+def event_stream(events: AsyncIterator[tuple[str, dict[str, Any]]]) -> StreamingResponse:
+    async def lines() -> AsyncIterator[str]:
+        event_id = 0
+        async for name, data in events:
+            event_id += 1
+            yield sse(name, data, event_id)
+
+    return StreamingResponse(
+        lines(),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},  # no proxy buffering
+    )
+
+
+def refusal(status: int, kind: str, message: str, **details: Any) -> JSONResponse:
+    """A 4xx answer: nothing ran. `type` and `message` as in the `error` event."""
+    return JSONResponse({"type": kind, "message": message, **details}, status_code=status)
+
+
+def create_app(agent: Agent, *, cors_origins: Sequence[str] = (), runs: PausedRuns | None = None) -> FastAPI:
+    """The app: `GET /` (the chat page), `GET /chat` (the event stream) and `POST /runs/{run}/decisions`
+    (the approval of a paused run, answered by the continuation's event stream). `cors_origins`: origins
+    allowed to call them from a page served elsewhere (e.g. a dev server); `["*"]` allows any. `runs`: where
+    paused runs wait (`app.state.runs`; a new in-process `PausedRuns` by default)."""
     app = FastAPI(title="agentloop SSE example")
+    app.state.runs = paused = runs if runs is not None else PausedRuns()
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(cors_origins),
-            allow_methods=["GET"],
-            allow_headers=["Last-Event-ID"],
+            allow_methods=["GET", "POST"],
+            allow_headers=["Last-Event-ID", "Content-Type"],
         )
 
     @app.get("/", response_class=HTMLResponse)
@@ -144,18 +292,27 @@ def create_app(agent: Agent, *, cors_origins: Sequence[str] = ()) -> FastAPI:
         if request.headers.get("last-event-id") is not None:
             # An EventSource reconnecting after the stream ended: the answer was given; 204 stops it.
             return Response(status_code=204)
+        return event_stream(agent_events(agent.stream(q, memory_id=user), paused))
 
-        async def stream() -> AsyncIterator[str]:
-            event_id = 0
-            async for name, data in agent_events(agent, q, user):
-                event_id += 1
-                yield sse(name, data, event_id)
-
-        return StreamingResponse(
-            stream(),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},  # no proxy buffering
-        )
+    @app.post("/runs/{run_id}/decisions", response_model=None)
+    async def decide(run_id: str, body: Decisions) -> Response:
+        row = paused.get(run_id)
+        if row is None:
+            if paused.was_decided(run_id):
+                return refusal(409, "AlreadyDecided", "This run was already decided; nothing ran again.")
+            return refusal(
+                404,
+                "UnknownRun",
+                "No run waits for a decision under this id (unknown or forgotten); ask again.",
+            )
+        try:
+            # Checks the state and that every waiting call, and only those, has a decision; runs nothing.
+            stream = agent.resume_stream(row, body.for_agent())
+        except ApprovalError as error:
+            return refusal(422, "ApprovalError", str(error), call_id=error.call_id)
+        # No `await` since `get()`: the first request with valid decisions takes the run, no other can.
+        paused.take(run_id)
+        return event_stream(agent_events(stream, paused))
 
     return app
 
@@ -163,8 +320,8 @@ def create_app(agent: Agent, *, cors_origins: Sequence[str] = ()) -> FastAPI:
 def build_agent(model: ChatModel | str | None = None) -> Agent:
     return Agent(
         model if model is not None else offline_model(),
-        tools=[add, multiply],
-        system_message="You are a calculator. Use the tools for arithmetic.",
+        tools=[add, multiply, send_email],
+        system_message="You are a calculator. Use the tools for arithmetic. Send emails only when asked.",
         memory=MessageWindowChatMemory.provider(20),
     )
 
@@ -183,7 +340,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="allow pages from ORIGIN (e.g. http://localhost:3000) to call /chat; repeatable; '*' for any",
+        help="allow pages from ORIGIN (e.g. http://localhost:3000) to call the API; repeatable; '*' for any",
     )
     args = parser.parse_args()
     app = create_app(build_agent(args.model), cors_origins=args.cors_origin)

@@ -803,7 +803,7 @@ async def test_an_in_process_store_is_not_shared_with_another_process(tmp_path: 
 
 async def test_docs_snippets_run() -> None:
     blocks = python_blocks(ROOT / "docs" / "approval.md")
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     namespace: dict[str, object] = {"__name__": "docs_approval"}
     printed = await run_snippets(blocks, "docs/approval.md", namespace)
     assert (
@@ -812,6 +812,7 @@ async def test_docs_snippets_run() -> None:
     )
     assert "[('c1', 'delete_file', '{\"path\": \"/tmp/x\"}')]" in printed
     assert "Deleted. ['delete_file', 'transfer']" in printed
+    assert "I kept /tmp/y. Keep it" in printed  # the web app's steps: paused, kept by run id, denied
     store = namespace["MyStore"]()  # type: ignore[operator]
     assert isinstance(store, PendingApprovalStore)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +23,15 @@ import httpx2
 import pytest
 import uvicorn
 
-from agentloop import Agent, AiMessage, MessageWindowChatMemory, RateLimitError, ToolExecutionRequest, tool
+from agentloop import (
+    Agent,
+    AiMessage,
+    MessageWindowChatMemory,
+    RateLimitError,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    tool,
+)
 from agentloop.testing import ScriptedChatModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -153,6 +163,17 @@ async def test_cors_is_off_by_default_and_allows_the_configured_origins() -> Non
             assert response.headers.get("access-control-allow-origin") == allowed
             page = await client.get("/")
             assert page.status_code == 200 and "new EventSource(" in page.text
+            # The page POSTs decisions as JSON: a cross-origin page needs the preflight to pass.
+            preflight = await client.options(
+                "/runs/some-run/decisions",
+                headers={
+                    **headers,
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "content-type",
+                },
+            )
+            assert preflight.headers.get("access-control-allow-origin") == allowed
+            assert preflight.status_code == (405 if allowed is None else 200)
 
 
 async def test_an_agent_failure_ends_the_stream_with_an_error_event() -> None:
@@ -165,7 +186,195 @@ async def test_an_agent_failure_ends_the_stream_with_an_error_event() -> None:
     assert data == {"type": "RateLimitError", "message": "openai: HTTP 429 Too Many Requests: slow down"}
 
 
+# -- approval of tool calls, over HTTP ----------------------------------------------------------------------
+
+
+class Outbox:
+    """The example's offline model with a counted, gated `send_email`: every email really sent is listed."""
+
+    def __init__(self) -> None:
+        self.sent: Counter[str] = Counter()
+        self.model = fastapi_sse.offline_model()
+
+        @tool("Sends an email", requires_approval=True)
+        def send_email(to: str, text: str) -> str:
+            self.sent[to] += 1
+            return f"Email sent to {to}"
+
+        self.agent = Agent(
+            self.model,
+            tools=[fastapi_sse.add, send_email],
+            memory=MessageWindowChatMemory.provider(20),
+        )
+
+
+@pytest.fixture(scope="module")
+def mail() -> Iterator[tuple[str, Outbox, Any]]:
+    outbox = Outbox()
+    app = fastapi_sse.create_app(outbox.agent)
+    with serving(app) as url:
+        yield url, outbox, app.state.runs
+
+
+async def paused_run(client: httpx2.AsyncClient, address: str) -> dict[str, Any]:
+    """Asks for an email of 2 + 3 to `address`; returns the `approval_required` event's data."""
+    response = await client.get("/chat", params={"q": f"Email 2 + 3 to {address}", "user": address})
+    events = parse_sse(response.text.splitlines())
+    assert [kind for kind, _ in events] == ["tool_start", "tool_result", "approval_required"]  # no `done`
+    return events[-1][1]
+
+
+def decisions_url(run: str) -> str:
+    return f"/runs/{run}/decisions"
+
+
+async def test_a_gated_call_pauses_the_stream_and_an_approval_streams_the_rest(
+    mail: tuple[str, Outbox, Any],
+) -> None:
+    url, outbox, runs = mail
+    address = f"ada-{uuid.uuid4().hex[:8]}@example.com"
+    async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+        paused = await paused_run(client, address)
+        [request] = paused["calls"]
+        assert request["name"] == "send_email" and request["call"] == "2.0"  # round 2: after `add`
+        assert json.loads(request["arguments"]) == {"to": address, "text": "2 + 3 = 5.0"}
+        assert len(paused["run"]) >= 32 and runs.get(paused["run"]) is not None  # unguessable, kept here
+        assert outbox.sent[address] == 0
+
+        response = await client.post(
+            decisions_url(paused["run"]), json={"decisions": {request["call_id"]: True}}
+        )
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(response.text.splitlines())
+    kinds = [kind for kind, _ in events]
+    assert kinds[:2] == ["tool_start", "tool_result"] and kinds[-1] == "done"
+    assert dict(events)["tool_start"]["call"] == request["call"]  # the page matches the waiting line with it
+    assert dict(events)["tool_result"]["result"] == f"Email sent to {address}"
+    assert dict(events)["done"]["content"] == f"Email sent to {address}."
+    assert outbox.sent[address] == 1
+    assert not runs.get(paused["run"]) and runs.was_decided(paused["run"])
+
+
+async def test_a_run_is_decided_once_even_by_two_requests_at_the_same_time(
+    mail: tuple[str, Outbox, Any],
+) -> None:
+    url, outbox, _ = mail
+    address = f"bob-{uuid.uuid4().hex[:8]}@example.com"
+    statuses: list[int] = []
+    async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+        paused = await paused_run(client, address)
+        body = {"decisions": {paused["calls"][0]["call_id"]: True}}
+        model_calls = len(outbox.model.requests)
+
+        async def decide() -> None:
+            response = await client.post(decisions_url(paused["run"]), json=body)
+            statuses.append(response.status_code)
+            if response.status_code == 409:
+                assert response.json() == {
+                    "type": "AlreadyDecided",
+                    "message": "This run was already decided; nothing ran again.",
+                }
+            else:
+                assert "event: done" in response.text
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(decide)
+            group.start_soon(decide)
+        replay = await client.post(decisions_url(paused["run"]), json=body)
+    assert sorted(statuses) == [200, 409] and replay.status_code == 409
+    assert outbox.sent[address] == 1  # ran once
+    assert len(outbox.model.requests) == model_calls + 1  # one continuation
+
+
+async def test_bad_decisions_are_refused_with_what_was_wrong_and_nothing_runs(
+    mail: tuple[str, Outbox, Any],
+) -> None:
+    url, outbox, runs = mail
+    address = f"carol-{uuid.uuid4().hex[:8]}@example.com"
+    async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+        paused = await paused_run(client, address)
+        run, call_id = paused["run"], paused["calls"][0]["call_id"]
+        model_calls = len(outbox.model.requests)
+
+        unknown = await client.post(decisions_url("not-a-run"), json={"decisions": {call_id: True}})
+        assert unknown.status_code == 404
+        assert unknown.json()["type"] == "UnknownRun"
+        assert "No run waits for a decision under this id" in unknown.json()["message"]
+
+        missing = await client.post(decisions_url(run), json={"decisions": {}})
+        assert missing.status_code == 422 and missing.json()["call_id"] == call_id
+        assert f"No decision for call {call_id!r} (tool 'send_email')" in missing.json()["message"]
+
+        stranger = await client.post(decisions_url(run), json={"decisions": {call_id: True, "call_99": True}})
+        assert stranger.status_code == 422 and stranger.json()["call_id"] == "call_99"
+        assert "has no call 'call_99' waiting for approval" in stranger.json()["message"]
+
+        for wrong in [{"decisions": {call_id: 1}}, {"decisions": {call_id: "  "}}, {call_id: True}]:
+            malformed = await client.post(decisions_url(run), json=wrong)
+            assert malformed.status_code == 422, wrong
+            assert malformed.json()["detail"][0]["loc"][:2] == ["body", "decisions"]
+
+        assert outbox.sent[address] == 0 and len(outbox.model.requests) == model_calls  # nothing ran
+        assert runs.get(run) is not None  # still waiting: the refusals took nothing
+
+        # The run can still be decided, here with a denial the model reads.
+        denied = await client.post(decisions_url(run), json={"decisions": {call_id: "Not to that address"}})
+    events = parse_sse(denied.text.splitlines())
+    result_event = dict(events)["tool_result"]
+    assert {k: result_event[k] for k in ("call", "name", "result", "error")} == {
+        "call": "2.0",
+        "name": "send_email",
+        "result": "Not to that address",
+        "error": True,
+    }
+    assert "tool_start" not in dict(events)  # a denied call never starts
+    assert dict(events)["done"]["content"] == "I did not send it: Not to that address"
+    assert outbox.sent[address] == 0
+    [result] = [m for m in outbox.model.requests[-1].messages if isinstance(m, ToolExecutionResultMessage)][
+        -1:
+    ]
+    assert (result.tool_name, result.text, result.is_error) == ("send_email", "Not to that address", True)
+
+
+async def test_a_continuation_can_pause_again_under_a_new_run_id() -> None:
+    first = ToolExecutionRequest("c1", "send_email", '{"to": "ada@example.com", "text": "hi"}')
+    second = ToolExecutionRequest("c2", "send_email", '{"to": "bob@example.com", "text": "hi"}')
+    sent: list[str] = []
+
+    @tool("Sends an email", requires_approval=True)
+    def send_email(to: str, text: str) -> str:
+        sent.append(to)
+        return "sent"
+
+    model = ScriptedChatModel(
+        [
+            AiMessage(tool_execution_requests=[first]),
+            AiMessage(tool_execution_requests=[second]),
+            "Both sent.",
+        ]
+    )
+    agent = Agent(model, tools=[send_email], memory=MessageWindowChatMemory.provider(20))
+    transport = httpx2.ASGITransport(app=fastapi_sse.create_app(agent))
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get("/chat", params={"q": "Mail both", "user": "erin"})
+        run = parse_sse(response.text.splitlines())[-1][1]["run"]
+        response = await client.post(decisions_url(run), json={"decisions": {"c1": True}})
+        kind, again = parse_sse(response.text.splitlines())[-1]
+        assert kind == "approval_required" and again["run"] != run
+        assert [c["call_id"] for c in again["calls"]] == ["c2"] and sent == ["ada@example.com"]
+        response = await client.post(decisions_url(again["run"]), json={"decisions": {"c2": False}})
+    kind, done = parse_sse(response.text.splitlines())[-1]
+    assert kind == "done" and done["content"] == "Both sent."
+    assert sent == ["ada@example.com"]
+    assert model.requests[-1].messages[-1] == ToolExecutionResultMessage(
+        "c2", "send_email", "The user denied this call of tool 'send_email'; it did not run.", True
+    )
+
+
 # -- the chat page in a real browser ---------------------------------------------------------------------
+# (These tests come after the async ones: while the module's Playwright browser is open, its sync API holds
+# an event loop in this thread, and an async test could not start its own.)
 
 CHROMIUM = os.environ.get("AGENTLOOP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -269,3 +478,174 @@ def test_the_chat_page_shows_tokens_as_they_stream_tool_calls_and_errors(browser
         page.close()
     assert app.requests["/chat"] == 2  # one request per question: no reconnects
     assert len(model.requests) == 3  # two model calls for the first question, one for the second
+
+
+# -- approval of tool calls, in the chat page ---------------------------------------------------------------
+
+
+class Shop:
+    """A gated `refund` next to an ungated `lookup_order`; every run counted."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+
+    @tool("Refunds an order", requires_approval=True)
+    async def refund(self, order: str, amount: float, note: str = "") -> str:
+        self.runs[f"refund {order}"] += 1
+        return f"refunded {amount:g} EUR on order {order}"
+
+    @tool("Looks an order up")
+    def lookup_order(self, order: str) -> str:
+        self.runs[f"lookup {order}"] += 1
+        return f"order {order}: 2 mugs, paid 30 EUR"
+
+
+def refund_call(call_id: str, order: str, **more: Any) -> ToolExecutionRequest:
+    return ToolExecutionRequest(call_id, "refund", json.dumps({"order": order, "amount": 30, **more}))
+
+
+@contextmanager
+def shop_page(browser: Any, script: list[Any]) -> Iterator[tuple[Any, Shop, Any, CountingApp]]:
+    """The example's app over an agent whose model is a fake Anthropic server (over real sockets), and the
+    chat page open on it: (page, shop, provider, app)."""
+    from agentloop.models import AnthropicChatModel
+    from agentloop.testing import FakeAnthropicServer
+
+    shop = Shop()
+    with FakeAnthropicServer(script) as provider:
+        model = AnthropicChatModel("claude-test", base_url=provider.base_url, api_key="test-key")
+        agent = Agent(model, tools=shop, memory=MessageWindowChatMemory.provider(20))
+        app = CountingApp(fastapi_sse.create_app(agent))
+        with serving(app) as url:
+            page = browser.new_page()
+            page.add_init_script(RECORDER)
+            page.goto(url + "/")
+            try:
+                yield page, shop, provider, app
+            finally:
+                page.close()
+
+
+def ask_in_page(page: Any, question: str, state: str) -> None:
+    page.fill("#question", question)
+    page.press("#question", "Enter")
+    page.wait_for_selector(f".exchange[data-state='{state}']", timeout=20_000)
+
+
+def tool_lines(page: Any) -> list[str]:
+    """The tool lines of the newest exchange as `state|text`, the duration cut off."""
+    lines = page.evaluate(
+        "[...document.querySelectorAll('.exchange .tool')].map(t => `${t.dataset.state}|${t.textContent}`)"
+    )
+    return [re.sub(r" \(\d+(\.\d+)? ms\)$", "", line) for line in lines]
+
+
+def waiting_calls(page: Any) -> list[str]:
+    return page.eval_on_selector_all(
+        ".approval .request",
+        "rows => rows.map(r => `${r.dataset.callId}|${r.querySelector('.call').textContent}`)",
+    )
+
+
+def tool_results_sent(provider: Any, request: int) -> list[dict[str, Any]]:
+    """The tool_result blocks of the provider's `request`-th request, in order."""
+    last = provider.requests[request].json["messages"][-1]
+    return [block for block in last["content"] if block["type"] == "tool_result"]
+
+
+def test_approving_in_the_page_runs_the_call_once_and_streams_the_answer(browser: Any) -> None:
+    answer = "Refunded: 30 EUR are on their way back."
+    script = [AiMessage(tool_execution_requests=[refund_call("toolu_1", "A7")]), answer]
+    with shop_page(browser, script) as (page, shop, provider, app):
+        ask_in_page(page, "Refund order A7", "waiting")
+        assert waiting_calls(page) == ['toolu_1|refund({"order": "A7", "amount": 30})']
+        assert tool_lines(page) == ['waiting|refund({"order": "A7", "amount": 30})']
+        assert page.is_disabled(".approval .submit")  # every call needs a decision first
+        assert shop.runs == {} and len(provider.requests) == 1
+        assert page.evaluate("window.__sources.map((s) => s.readyState)") == [2]  # closed: no reconnect
+
+        page.click(".approval .approve")
+        page.click(".approval .submit")
+        page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
+        assert page.inner_text(".exchange .answer") == answer
+        assert tool_lines(page) == ['ok|refund({"order": "A7", "amount": 30}) → refunded 30 EUR on order A7']
+        assert page.query_selector(".approval") is None  # decided: the form is gone
+        assert "done: 1 tool call(s)" in page.inner_text(".exchange .status")
+        assert page.is_hidden(".exchange .error")
+    assert shop.runs == {"refund A7": 1}
+    assert tool_results_sent(provider, 1) == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "refunded 30 EUR on order A7"}
+    ]
+    assert app.requests["/chat"] == 1
+    assert [path for path in app.requests if path.startswith("/runs/")] and sum(
+        n for path, n in app.requests.items() if path.startswith("/runs/")
+    ) == 1
+
+
+def test_denying_in_the_page_sends_the_reason_to_the_model_and_shows_arguments_as_text(browser: Any) -> None:
+    trap = '<img src=x onerror="window.__injected = true">'
+    answer = "Understood, no refund for A7."
+    script = [AiMessage(tool_execution_requests=[refund_call("toolu_2", "A7", note=trap)]), answer]
+    with shop_page(browser, script) as (page, shop, provider, _):
+        ask_in_page(page, "Refund order A7", "waiting")
+        [waiting] = waiting_calls(page)
+        assert waiting == "toolu_2|refund(" + json.dumps({"order": "A7", "amount": 30, "note": trap}) + ")"
+        assert page.is_hidden(".approval .reason")
+        page.click(".approval .deny")
+        page.fill(".approval .reason", "A7 was refunded last week")
+        page.click(".approval .submit")
+        page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
+        assert page.inner_text(".exchange .answer") == answer
+        [line] = tool_lines(page)
+        assert line.startswith("failed|refund(") and line.endswith(" → A7 was refunded last week")
+        assert page.evaluate("document.querySelectorAll('.exchange img').length") == 0  # text, not markup
+        assert page.evaluate("window.__injected") is None
+    assert shop.runs == {}  # never ran
+    assert tool_results_sent(provider, 1) == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_2",
+            "content": "A7 was refunded last week",
+            "is_error": True,
+        }
+    ]
+    assert len(provider.requests) == 2
+
+
+def test_a_mixed_response_runs_the_ungated_call_once_and_resumes_only_the_waiting_ones(browser: Any) -> None:
+    lookup = ToolExecutionRequest("toolu_look", "lookup_order", '{"order": "A7"}')
+    response = AiMessage(
+        tool_execution_requests=[lookup, refund_call("toolu_a7", "A7"), refund_call("toolu_b8", "B8")]
+    )
+    with shop_page(browser, [response, "A7 is refunded; B8 is not."]) as (page, shop, provider, _):
+        ask_in_page(page, "Check A7, refund A7 and B8", "waiting")
+        assert tool_lines(page) == [
+            'ok|lookup_order({"order": "A7"}) → order A7: 2 mugs, paid 30 EUR',
+            'waiting|refund({"order": "A7", "amount": 30})',
+            'waiting|refund({"order": "B8", "amount": 30})',
+        ]
+        assert shop.runs == {"lookup A7": 1}
+        page.click(".approval [data-call-id='toolu_a7'] .approve")
+        assert page.is_disabled(".approval .submit")  # B8 is not decided yet
+        page.click(".approval [data-call-id='toolu_b8'] .deny")  # no reason: the default denial text
+        page.click(".approval .submit")
+        page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
+        assert page.inner_text(".exchange .answer") == "A7 is refunded; B8 is not."
+        assert tool_lines(page) == [
+            'ok|lookup_order({"order": "A7"}) → order A7: 2 mugs, paid 30 EUR',
+            'ok|refund({"order": "A7", "amount": 30}) → refunded 30 EUR on order A7',
+            'failed|refund({"order": "B8", "amount": 30}) → The user denied this call of tool \'refund\'; '
+            "it did not run.",
+        ]
+        states = page.evaluate("window.__states")
+    assert shop.runs == {"lookup A7": 1, "refund A7": 1}  # the lookup was not run again on resume
+    # From the pause on, the lookup's line stayed finished: the resumed stream did not start it again.
+    paused_at = next(i for i, s in enumerate(states) if s["state"] == "waiting")
+    assert all(s["tools"][0].startswith("ok|lookup_order") for s in states[paused_at:])
+    assert [
+        (b["tool_use_id"], b["content"], b.get("is_error", False)) for b in tool_results_sent(provider, 1)
+    ] == [
+        ("toolu_look", "order A7: 2 mugs, paid 30 EUR", False),
+        ("toolu_a7", "refunded 30 EUR on order A7", False),
+        ("toolu_b8", "The user denied this call of tool 'refund'; it did not run.", True),
+    ]

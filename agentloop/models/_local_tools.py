@@ -54,9 +54,10 @@ _RESULTS_TAIL = (
 )
 
 _MUST_CALL = (
-    "When a function can provide the answer or part of it (a calculation, a conversion, live data, a "
-    "lookup), call it: never work out, recall or guess its result yourself. Call every function the request "
-    "needs at once."
+    "Call a function exactly when its description covers what the request asks for (a calculation, a "
+    "conversion, live data, a record): then call it, and never work out, recall or guess its result "
+    "yourself. When no function's description covers the request, answer it yourself. Call every "
+    "function the request needs at once."
 )
 _ANSWER_TAIL = (
     "Answer my request from these results in one or two plain sentences, stating the results exactly as "

