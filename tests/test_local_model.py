@@ -193,12 +193,35 @@ def test_plain_rendering_turns_tool_rounds_into_notes() -> None:
         {
             "role": "user",
             "content": "What is 1234 + 4321?\n\nTool results:\n"
-            + '- add({"a": 1234, "b": 4321}) returned: 5555\n\n'
+            + "- add(a=1234, b=4321) returned: 5555\n\n"
             + _ANSWER_TAIL,
         },
     ]
     assert "tool_calls" not in json.dumps(wire)
-    assert "one or two plain sentences" in _ANSWER_TAIL and "No code" in _ANSWER_TAIL
+
+
+def test_plain_rendering_writes_arguments_as_a_person_would() -> None:
+    call = ToolExecutionRequest(
+        "c1", "lookup", '{"name": "Ada", "tags": ["a", "b"], "limit": 2, "exact": true}'
+    )
+    wire = render_plain(
+        [
+            UserMessage("q"),
+            AiMessage(tool_execution_requests=[call]),
+            ToolExecutionResultMessage.from_request(call, "ok"),
+        ]
+    )
+    assert '- lookup(name=Ada, tags=["a", "b"], limit=2, exact=true) returned: ok' in wire[0]["content"]
+    odd = ToolExecutionRequest("c2", "raw", "not json")
+    wire = render_plain(
+        [
+            UserMessage("q"),
+            AiMessage(tool_execution_requests=[odd]),
+            ToolExecutionResultMessage.from_request(odd, "x"),
+        ]
+    )
+    assert "- raw(not json) returned: x" in wire[0]["content"]
+    assert "one or two plain sentences" in _ANSWER_TAIL and "No lists, no code" in _ANSWER_TAIL
 
 
 def test_protocol_rendering_says_when_a_tool_must_be_called() -> None:

@@ -60,8 +60,8 @@ _MUST_CALL = (
     "function the request needs at once."
 )
 _ANSWER_TAIL = (
-    "Answer my request from these results in one or two plain sentences, stating the results exactly as "
-    "given. No code, no working, nothing the results do not say."
+    "Answer my request in one or two plain sentences, stating each result exactly as given. No lists, no "
+    "code, nothing the results do not say."
 )
 
 _encode = msgspec.json.Encoder().encode
@@ -262,7 +262,9 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
     for message in messages:
         if isinstance(message, ToolExecutionResultMessage):
             request = calls_by_id.get(message.id) if message.id is not None else None
-            call = f"{message.tool_name}({request.arguments if request is not None else ''})"
+            call = (
+                f"{message.tool_name}({_plain_arguments(request.arguments) if request is not None else ''})"
+            )
             verb = "failed with" if message.is_error else "returned"
             results.append(f"- {call} {verb}: {message.text}")
             continue
@@ -326,6 +328,17 @@ def _arguments_value(arguments: str) -> Any:
         return _decode_any(valid_text(arguments))
     except msgspec.DecodeError:
         return arguments
+
+
+def _plain_arguments(arguments: str) -> str:
+    """`a=1234, b=4321`: arguments as a person writes them. Shown as JSON, a small model echoes the calls back
+    as a list instead of answering in sentences (measured on the demo's question)."""
+    value = _arguments_value(arguments)
+    if not isinstance(value, dict):
+        return arguments
+    return ", ".join(
+        f"{key}={item if isinstance(item, str) else _pretty(item)}" for key, item in value.items()
+    )
 
 
 def _tool_response(message: ToolExecutionResultMessage, calls_by_id: dict[str, ToolExecutionRequest]) -> str:
