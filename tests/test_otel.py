@@ -660,3 +660,81 @@ async def test_an_approval_pause_is_not_an_error_and_the_resume_is_traced(teleme
     assert dict(tool_span.attributes or {})["gen_ai.tool.call.id"] == "call_r"
     assert tool_span.parent is not None and tool_span.parent.span_id == second.context.span_id
     assert second.status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["chat", "stream"])
+async def test_a_call_s_parameters_and_response_model_are_its_own(
+    telemetry: Telemetry, streaming: bool
+) -> None:
+    # The attributes a call shares with every call of its model are worked out once: a call's own
+    # parameters and its response's model must still show on its span and its metric samples only.
+    replies = [
+        ChatResponse(AiMessage("one"), TokenUsage(10, 1), model="gpt-4o-mini-2024-07-18"),
+        ChatResponse(AiMessage("two"), TokenUsage(20, 2)),
+        ChatResponse(AiMessage("three"), TokenUsage(30, 3), model="gpt-4o-mini-2024-07-18"),
+    ]
+    instrumentation = telemetry.instrumentation()
+    with FakeOpenAIServer(replies) as server:
+        async with OpenAIChatModel(
+            "gpt-4o-mini", base_url=server.base_url, api_key=KEY, temperature=0.5, max_retries=0
+        ) as model:
+            traced = instrumentation.wrap(model)
+            for parameters in ({"temperature": 0.1, "seed": 7}, None, None):
+                request = ChatRequest([agentloop.UserMessage("hi")], parameters=parameters)
+                if streaming:
+                    async for _ in traced.stream(request):
+                        pass
+                else:
+                    await traced.chat(request)
+    spans = sorted(telemetry.named("chat"), key=lambda s: s.start_time or 0)
+    own, plain, again = (dict(s.attributes or {}) for s in spans)
+    assert (own["gen_ai.request.temperature"], own["gen_ai.request.seed"]) == (0.1, 7)
+    assert plain["gen_ai.request.temperature"] == 0.5 and "gen_ai.request.seed" not in plain
+    assert again["gen_ai.request.temperature"] == 0.5 and "gen_ai.request.seed" not in again
+    assert [a["gen_ai.response.model"] for a in (own, plain, again)] == [
+        "gpt-4o-mini-2024-07-18",
+        "gpt-4o-mini",
+        "gpt-4o-mini-2024-07-18",
+    ]
+    durations = telemetry.metrics()["gen_ai.client.operation.duration"]
+    counts = {dict(p.attributes)["gen_ai.response.model"]: p.count for p in durations}
+    assert counts == {"gpt-4o-mini-2024-07-18": 2, "gpt-4o-mini": 1}
+    tokens = {
+        (dict(p.attributes)["gen_ai.response.model"], dict(p.attributes)["gen_ai.token.type"]): p.sum
+        for p in telemetry.metrics()["gen_ai.client.token.usage"]
+    }
+    assert tokens == {
+        ("gpt-4o-mini-2024-07-18", "input"): 40,
+        ("gpt-4o-mini-2024-07-18", "output"): 4,
+        ("gpt-4o-mini", "input"): 20,
+        ("gpt-4o-mini", "output"): 2,
+    }
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["chat", "stream"])
+async def test_metric_exemplars_point_at_the_chat_span(telemetry: Telemetry, streaming: bool) -> None:
+    # The SDK keeps exemplars of samples taken in a sampled span: they lead from a metric to its model
+    # call's span (a streamed call's span is not the current one, so it is passed along explicitly).
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    with FakeOpenAIServer([AiMessage(None, CALLS[:1]), "Sunny."]) as server:
+        async with _model("openai", server) as model:
+            agent = Agent(model, tools=[weather], instrument=telemetry.instrumentation())
+            if streaming:
+                async for _ in agent.stream("Weather?"):
+                    pass
+            else:
+                await agent.chat("Weather?")
+    chat_ids = {s.context.span_id for s in telemetry.named("chat")}
+    points = telemetry.metrics()
+    exemplars = [
+        exemplar
+        for name in ("gen_ai.client.operation.duration", "gen_ai.client.token.usage")
+        for point in points[name]
+        for exemplar in point.exemplars
+    ]
+    assert exemplars
+    assert {e.span_id for e in exemplars} == chat_ids

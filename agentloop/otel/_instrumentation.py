@@ -8,10 +8,10 @@ invocation. Metrics: `gen_ai.client.operation.duration` and `gen_ai.client.token
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,6 +22,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentloop._errors import AgentLoopError
+from agentloop._loop import Invocation
 from agentloop._messages import ChatRequest, ChatResponse, TokenUsage, ToolExecutionRequest
 from agentloop._observe import model_name_of, provider_of, retry_listener
 from agentloop.models import ChatModel, ModelEvent, ResponseComplete
@@ -30,7 +31,7 @@ from . import _content
 
 if TYPE_CHECKING:
     from agentloop._execution import ToolExecution
-    from agentloop._loop import Invocation, Listener
+    from agentloop._loop import Listener
     from agentloop._observe import RunInvocation
     from agentloop._result import Result
 
@@ -49,11 +50,14 @@ _NO_METRICS = (
 _SCHEMA_URL = f"https://opentelemetry.io/schemas/{CONVENTIONS_VERSION}"
 _CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CAPTURE_VALUES = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
-_MAX_CACHED_MODELS = 256
+_MAX_CACHED = 256
 
 # Bucket boundaries the conventions advise for the two histograms.
 _DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 _TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+
+# The attribute sets of a call's three metric samples: its duration, its input and its output tokens.
+_Samples = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
 
 # Request parameters recorded as `gen_ai.request.*` (the provider's name on the left).
 _PARAMETERS = {
@@ -110,8 +114,12 @@ class Instrumentation:
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
         )
         self._models: dict[int, tuple[ChatModel, ChatModel]] = {}
+        # Per (model, agent name): the `invoke_agent` span's name and its attributes that never change.
+        self._agents: dict[tuple[int, str | None], tuple[ChatModel, str, dict[str, Any]]] = {}
+        self._tool_names: dict[str, str] = {}  # tool name -> its span's name
         # Providers given here are live; the global ones are no-ops until the application sets them.
         self._tracer_provider, self._meter_provider = tracer_provider, meter_provider
+        self._fixed = _fixed_enabled(tracer_provider, meter_provider)
 
     def __repr__(self) -> str:
         return f"Instrumentation(capture_content={self.capture_content})"
@@ -122,6 +130,8 @@ class Instrumentation:
     def enabled(self) -> bool:
         """False while both providers are the API's no-ops (no SDK configured): then nothing is recorded,
         and the invocation runs as if uninstrumented."""
+        if self._fixed is not None:
+            return self._fixed
         tracing = self._tracer_provider or trace.get_tracer_provider()
         measuring = self._meter_provider or metrics.get_meter_provider()
         return not (isinstance(tracing, _NO_TRACING) and isinstance(measuring, _NO_METRICS))
@@ -130,21 +140,10 @@ class Instrumentation:
         """Runs one invocation inside its `invoke_agent` span, its model wrapped to trace each call."""
         if not self.enabled:
             return await run(inv, emit)
-        model = inv.model
-        provider = provider_name(model)
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.provider.name": provider,
-            "agentloop.invocation.id": inv.invocation_id,
-        }
-        request_model = model_name_of(model)
-        if request_model:
-            attributes["gen_ai.request.model"] = request_model
-        if inv.agent_name:
-            attributes["gen_ai.agent.name"] = inv.agent_name
+        name, attributes = self._agent_attributes(inv.model, inv.agent_name)
+        attributes["agentloop.invocation.id"] = inv.invocation_id
         if inv.memory_id is not None:
             attributes["gen_ai.conversation.id"] = str(inv.memory_id)
-        name = f"invoke_agent {inv.agent_name}" if inv.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
         current = otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -155,7 +154,7 @@ class Instrumentation:
                     if instructions:
                         span.set_attribute("gen_ai.system_instructions", instructions)
             try:
-                result = await run(dataclasses.replace(inv, model=self.wrap(model)), emit)
+                result = await run(with_model(inv, self.wrap(inv.model)), emit)
             except Exception as exc:
                 _set_error(span, exc)
                 raise
@@ -189,9 +188,13 @@ class Instrumentation:
         }
         if request.id:
             attributes["gen_ai.tool.call.id"] = request.id
-        span = self.tracer.start_span(
-            f"execute_tool {request.name}", kind=SpanKind.INTERNAL, attributes=attributes
-        )
+        name = self._tool_names.get(request.name)
+        if name is None:
+            name = f"execute_tool {request.name}"
+            if len(self._tool_names) >= _MAX_CACHED:
+                self._tool_names.clear()
+            self._tool_names[request.name] = name
+        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
         current = otel_context.attach(trace.set_span_in_context(span))
         try:
             capture = self.capture_content and span.is_recording()
@@ -221,10 +224,31 @@ class Instrumentation:
             return found[1]
         hook = getattr(model, "__agentloop_instrument__", None)
         wrapped: ChatModel = hook(self.wrap) if hook is not None else _TracedModel(model, self)
-        if len(self._models) >= _MAX_CACHED_MODELS:
+        if len(self._models) >= _MAX_CACHED:
             self._models.clear()
         self._models[id(model)] = (model, wrapped)
         return wrapped
+
+    def _agent_attributes(self, model: ChatModel, agent_name: str | None) -> tuple[str, dict[str, Any]]:
+        """The `invoke_agent` span's name and a fresh copy of its attributes known before the invocation
+        (worked out once per model and agent name)."""
+        key = (id(model), agent_name)
+        found = self._agents.get(key)
+        if found is None or found[0] is not model:
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.provider.name": provider_name(model),
+            }
+            request_model = model_name_of(model)
+            if request_model:
+                attributes["gen_ai.request.model"] = request_model
+            if agent_name:
+                attributes["gen_ai.agent.name"] = agent_name
+            name = f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
+            if len(self._agents) >= _MAX_CACHED:
+                self._agents.clear()
+            found = self._agents[key] = (model, name, attributes)
+        return found[1], dict(found[2])
 
     def _record_result(self, span: Span, result: Result[Any]) -> None:
         final = result.final_response
@@ -236,38 +260,10 @@ class Instrumentation:
         if reason is not None:
             attributes["agentloop.finish_reason"] = reason.value
         if result.token_usage is not None:  # the chat spans' sum, under names that do not count it twice
-            attributes.update(_usage_attributes(result.token_usage, "agentloop.usage."))
+            _add_usage(attributes, result.token_usage, _SUM_USAGE)
         if self.capture_content and final is not None:
             attributes["gen_ai.output.messages"] = _content.output_messages(final)
         span.set_attributes(attributes)
-
-    def _record_call(
-        self,
-        span: Span,
-        model: _TracedModel,
-        request: ChatRequest,
-        response: ChatResponse | None,
-        error: BaseException | None,
-        started: float,
-    ) -> None:
-        """Ends a `chat` span: its response's attributes (or its error), and the call's metrics."""
-        duration = time.perf_counter() - started
-        metric = dict(model.metric_attributes)
-        if response is not None:
-            if response.model:
-                metric["gen_ai.response.model"] = response.model
-            if span.is_recording():
-                _set_response(span, response, self.capture_content)
-            self._duration.record(duration, metric)
-            usage = response.token_usage
-            if usage is not None:
-                self._tokens.record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
-                self._tokens.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
-        elif isinstance(error, Exception):
-            _set_error(span, error)
-            metric["error.type"] = _error_type(error)
-            self._duration.record(duration, metric)
-        span.end()
 
 
 class _TracedModel:
@@ -289,6 +285,13 @@ class _TracedModel:
         self.metric_attributes: Mapping[str, Any] = attributes
         defaults = getattr(model, "defaults", None)
         self.defaults: Mapping[str, Any] = defaults if isinstance(defaults, Mapping) else {}
+        # A call without parameters of its own starts its span with these (streamed, not streamed).
+        self._start_attributes = {
+            stream: _parameter_attributes({**attributes, "gen_ai.request.stream": stream}, self.defaults)
+            for stream in (True, False)
+        }
+        # Per response model: the attribute sets of the duration and the input and output token samples.
+        self._samples: dict[str | None, _Samples] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -297,15 +300,14 @@ class _TracedModel:
         return f"traced({self.inner!r})"
 
     def _start(self, request: ChatRequest, stream: bool) -> Span:
-        attributes = dict(self.metric_attributes)
-        attributes["gen_ai.request.stream"] = stream
-        parameters = {**self.defaults, **(request.parameters or {})}
-        for key, value in parameters.items():
-            name = _PARAMETERS.get(key)
-            if name is not None and value is not None:
-                attributes[name] = [value] if isinstance(value, str) and key.startswith("stop") else value
-        span = self._instrumentation.tracer.start_span(self.span_name, kind=self.kind, attributes=attributes)
-        if self._instrumentation.capture_content and span.is_recording():
+        if request.parameters:
+            attributes = {**self.metric_attributes, "gen_ai.request.stream": stream}
+            _parameter_attributes(attributes, {**self.defaults, **request.parameters})
+        else:
+            attributes = dict(self._start_attributes[stream])
+        instrumentation = self._instrumentation
+        span = instrumentation.tracer.start_span(self.span_name, kind=self.kind, attributes=attributes)
+        if instrumentation.capture_content and span.is_recording():
             span.set_attribute("gen_ai.input.messages", _content.input_messages(request.messages))
             instructions = _content.system_instructions(request.messages)
             if instructions:
@@ -315,6 +317,56 @@ class _TracedModel:
                     "gen_ai.tool.definitions", _content.tool_definitions(request.tool_specifications)
                 )
         return span
+
+    def _samples_for(self, response_model: str | None) -> _Samples:
+        """The metric attribute sets of a successful call, built once per response model."""
+        found = self._samples.get(response_model)
+        if found is None:
+            duration = dict(self.metric_attributes)
+            if response_model:
+                duration["gen_ai.response.model"] = response_model
+            found = (
+                duration,
+                {**duration, "gen_ai.token.type": "input"},
+                {**duration, "gen_ai.token.type": "output"},
+            )
+            if len(self._samples) >= _MAX_CACHED:
+                self._samples.clear()
+            self._samples[response_model] = found
+        return found
+
+    def _end(
+        self,
+        span: Span,
+        response: ChatResponse | None,
+        error: BaseException | None,
+        started: float,
+        first_chunk: float | None = None,
+    ) -> None:
+        """Ends a `chat` span: its response's attributes (or its error), and the call's metrics."""
+        duration = time.perf_counter() - started
+        instrumentation = self._instrumentation
+        context = trace.set_span_in_context(span)  # the samples' exemplars point at this call's span
+        if response is not None:
+            if span.is_recording():
+                attributes = _response_attributes(response, instrumentation.capture_content)
+                if first_chunk is not None:
+                    attributes["gen_ai.response.time_to_first_chunk"] = first_chunk
+                span.set_attributes(attributes)
+            timing, input_tokens, output_tokens = self._samples_for(response.model or None)
+            instrumentation._duration.record(duration, timing, context)
+            usage = response.token_usage
+            if usage is not None:
+                instrumentation._tokens.record(usage.input_tokens, input_tokens, context)
+                instrumentation._tokens.record(usage.output_tokens, output_tokens, context)
+        else:
+            if first_chunk is not None:
+                span.set_attribute("gen_ai.response.time_to_first_chunk", first_chunk)
+            if isinstance(error, Exception):
+                _set_error(span, error)
+                failed = {**self.metric_attributes, "error.type": _error_type(error)}
+                instrumentation._duration.record(duration, failed, context)
+        span.end()
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         span = self._start(request, False)
@@ -332,11 +384,12 @@ class _TracedModel:
         finally:
             otel_context.detach(current)
             retry_listener.reset(retries)
-            self._instrumentation._record_call(span, self, request, response, error, started)
+            self._end(span, response, error, started)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         span = self._start(request, True)
         started = time.perf_counter()
+        first_chunk: float | None = None
         # Retries happen before the first event: the listener is set only until then, and never across a
         # yield (a generator's context is its consumer's).
         retries: Any = retry_listener.set(_retry_recorder(span))
@@ -344,11 +397,15 @@ class _TracedModel:
         error: BaseException | None = None
         events: Any = self.inner.stream(request)
         try:
-            async for event in events:
-                if retries is not None:
-                    retry_listener.reset(retries)
-                    retries = None
-                    span.set_attribute("gen_ai.response.time_to_first_chunk", time.perf_counter() - started)
+            async for event in events:  # the first event only: then the loop below, one test per event
+                first_chunk = time.perf_counter() - started
+                retry_listener.reset(retries)
+                retries = None
+                if type(event) is ResponseComplete:
+                    response = event.response
+                yield event
+                break
+            async for event in events:  # an async generator goes on where the loop above stopped
                 if type(event) is ResponseComplete:
                     response = event.response
                 yield event
@@ -363,7 +420,7 @@ class _TracedModel:
                 if aclose is not None:
                     await aclose()
             finally:
-                self._instrumentation._record_call(span, self, request, response, error, started)
+                self._end(span, response, error, started, first_chunk)
 
 
 # -- attribute helpers -----------------------------------------------------------------------------------
@@ -388,20 +445,46 @@ def _server(base_url: str) -> dict[str, Any]:
     return found
 
 
-def _usage_attributes(usage: TokenUsage, prefix: str) -> dict[str, int]:
-    found = {f"{prefix}input_tokens": usage.input_tokens, f"{prefix}output_tokens": usage.output_tokens}
+def _usage_names(prefix: str) -> tuple[str, ...]:
+    return tuple(
+        prefix + name
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read.input_tokens",
+            "cache_write.input_tokens",
+            "reasoning.output_tokens",
+        )
+    )
+
+
+_CALL_USAGE = _usage_names("gen_ai.usage.")  # a `chat` span's own usage
+_SUM_USAGE = _usage_names("agentloop.usage.")  # the invocation's sum, on `invoke_agent`
+
+
+def _add_usage(attributes: dict[str, Any], usage: TokenUsage, names: tuple[str, ...]) -> None:
+    attributes[names[0]] = usage.input_tokens
+    attributes[names[1]] = usage.output_tokens
     if usage.cache_read_tokens is not None:
-        found[f"{prefix}cache_read.input_tokens"] = usage.cache_read_tokens
+        attributes[names[2]] = usage.cache_read_tokens
     if usage.cache_write_tokens is not None:
-        found[f"{prefix}cache_write.input_tokens"] = usage.cache_write_tokens
-        if prefix == "gen_ai.usage.":  # 1.44's name for the same count
-            found["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+        attributes[names[3]] = usage.cache_write_tokens
+        if names is _CALL_USAGE:  # 1.44's name for the same count
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
     if usage.reasoning_tokens is not None:
-        found[f"{prefix}reasoning.output_tokens"] = usage.reasoning_tokens
-    return found
+        attributes[names[4]] = usage.reasoning_tokens
 
 
-def _set_response(span: Span, response: ChatResponse, capture: bool) -> None:
+def _parameter_attributes(attributes: dict[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Adds the request parameters the conventions name (`gen_ai.request.*`) to `attributes`."""
+    for key, value in parameters.items():
+        name = _PARAMETERS.get(key)
+        if name is not None and value is not None:
+            attributes[name] = [value] if isinstance(value, str) and key.startswith("stop") else value
+    return attributes
+
+
+def _response_attributes(response: ChatResponse, capture: bool) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.response.finish_reasons": (_content.finish_reason(response.finish_reason),)
     }
@@ -410,10 +493,37 @@ def _set_response(span: Span, response: ChatResponse, capture: bool) -> None:
     if response.id:
         attributes["gen_ai.response.id"] = response.id
     if response.token_usage is not None:
-        attributes.update(_usage_attributes(response.token_usage, "gen_ai.usage."))
+        _add_usage(attributes, response.token_usage, _CALL_USAGE)
     if capture:
         attributes["gen_ai.output.messages"] = _content.output_messages(response)
-    span.set_attributes(attributes)
+    return attributes
+
+
+_INVOCATION_FIELDS = Invocation.__slots__
+_get_invocation_fields = attrgetter(*_INVOCATION_FIELDS)
+_set_field = object.__setattr__
+
+
+def with_model(inv: Invocation, model: ChatModel) -> Invocation:
+    """A copy of `inv` with another model. Copies the fields directly: `dataclasses.replace` runs
+    `__init__`, which takes twice as long (9 µs against 4), once per invocation."""
+    new: Invocation = object.__new__(Invocation)
+    for name, value in zip(_INVOCATION_FIELDS, _get_invocation_fields(inv), strict=True):
+        _set_field(new, name, value)
+    _set_field(new, "model", model)
+    return new
+
+
+def _fixed_enabled(tracer_provider: Any, meter_provider: Any) -> bool | None:
+    """Whether providers given to `Instrumentation` record (None: a global one is used, looked up at each
+    invocation since the application may set it later)."""
+    if tracer_provider is not None and not isinstance(tracer_provider, _NO_TRACING):
+        return True
+    if meter_provider is not None and not isinstance(meter_provider, _NO_METRICS):
+        return True
+    if tracer_provider is not None and meter_provider is not None:
+        return False
+    return None
 
 
 def _error_type(error: BaseException) -> str:
