@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import MCPError
+from mcp import MCPError, types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, ToolAnnotations
@@ -146,7 +146,11 @@ def make_server(state_dir: Path | None = None, name: str = "demo", legacy: bool 
         server.add_tool(extra)
         await ctx.notify_tools_changed()  # 2026-07-28 clients listen for it
         try:
-            await ctx.session.send_tool_list_changed()  # older clients get a notification
+            # Older clients get a notification. Sent with this request (on its response stream, before the
+            # result), so the client knows of `extra` when the result arrives; sent on the session's own
+            # stream it could arrive after the result (docs/mcp.md, "Tool list").
+            changed = types.ToolListChangedNotification()
+            await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
         except Exception:
             pass
         return "grown"
