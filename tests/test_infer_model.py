@@ -163,3 +163,21 @@ async def test_each_compatible_provider_reaches_its_server_with_its_key(
     assert response.text == f"hello from {provider.title}"
     assert server.requests[0].headers["authorization"] == "Bearer key-0123456789abcdef"
     assert server.requests[0].json["model"] == "m"
+
+
+def test_docs_list_the_compatible_providers_as_the_code_does() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    section = page.split("### OpenAI-compatible providers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("| ").split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    assert rows == [
+        [
+            f"`{p.name}:`",
+            p.title,
+            f"`{p.base_url}`",
+            f"`{p.key_variable}`",
+            "required" if p.key_required else "optional",
+        ]
+        for p in COMPATIBLE
+    ]
