@@ -48,6 +48,7 @@ from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._media import web_url
 from ._openai import OPENAI_BASE_URL, _retry_policy
 from ._secrets import clean_api_key
 from ._strict import strict_schema
@@ -215,9 +216,10 @@ def _input_part(part: Content) -> dict[str, Any]:
     if isinstance(part, TextContent):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, ImageContent):
-        return {"type": "input_image", "image_url": part.data_url, "detail": "auto"}
+        url = part.data_url if part.data is not None else web_url(part, "OpenAI Responses")
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
     if part.data is None:
-        return {"type": "input_file", "file_url": part.url}
+        return {"type": "input_file", "file_url": web_url(part, "OpenAI Responses")}
     return {"type": "input_file", "filename": part.filename, "file_data": part.data_url}
 
 
