@@ -429,3 +429,31 @@ def test_infer_model_builds_a_responses_model(monkeypatch: pytest.MonkeyPatch) -
     assert isinstance(model, OpenAIResponsesModel)
     assert (model.model, model.base_url) == ("gpt-5-mini", "https://api.openai.com/v1")
     assert KEY not in repr(model)
+
+
+async def test_a_paused_tool_loop_resumes_from_json_with_its_reasoning_and_pictures() -> None:
+    """What a pending approval keeps (`to_json()`): the picture the user sent and the reasoning items, so a
+    new agent resuming in another process sends both back as the API needs them."""
+
+    @tool(requires_approval=True)
+    def pay(to: str, amount: float) -> str:
+        """Pays someone."""
+        return f"paid {amount} to {to}"
+
+    call = ToolExecutionRequest("call_pay", "pay", '{"to": "bob", "amount": 5}')
+    script = [AiMessage(None, (call,), thinking="Pay per the invoice."), "Paid."]
+    async with FakeOpenAIResponsesServer(script) as server:
+        paused = await Agent(model_for(server), tools=[pay]).chat(["Pay this invoice", ImageContent(PNG)])
+        assert paused.pending is not None
+        data = paused.pending.to_json()
+        resumed = await Agent(model_for(server), tools=[pay]).resume(data, {"call_pay": True})
+    assert resumed.output == "Paid." and not server.unanswered
+    sent = server.requests[1].json["input"]
+    assert [item.get("type", "message") for item in sent] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert sent[0]["content"][1]["image_url"].startswith("data:image/png;base64,")
+    assert sent[1]["encrypted_content"] == encrypted(sent[1]["id"])
