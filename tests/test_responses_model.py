@@ -11,6 +11,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agentloop import (
@@ -457,3 +458,20 @@ async def test_a_paused_tool_loop_resumes_from_json_with_its_reasoning_and_pictu
     ]
     assert sent[0]["content"][1]["image_url"].startswith("data:image/png;base64,")
     assert sent[1]["encrypted_content"] == encrypted(sent[1]["id"])
+
+
+async def test_breaking_out_of_a_stream_closes_the_connection_and_a_finished_one_is_reused() -> None:
+    async with FakeOpenAIResponsesServer() as server, model_for(server) as model:
+        server.add("one two three", hold_open=True)  # never finishes by itself
+        async with aclosing(model.stream(HELLO)) as events:  # type: ignore[type-var]
+            async for event in events:
+                assert event == TextDelta("one ")
+                break
+        with anyio.fail_after(5):
+            await server.requests[0].wait_disconnected()
+        assert not server.requests[0].completed.is_set()
+        server.add("again")
+        server.add("and again")
+        assert final(await collect(model)).text == "again"
+        assert final(await collect(model)).text == "and again"
+    assert server.connections_opened == 2  # the closed one, then one connection for both finished calls
