@@ -475,3 +475,26 @@ async def test_breaking_out_of_a_stream_closes_the_connection_and_a_finished_one
         assert final(await collect(model)).text == "again"
         assert final(await collect(model)).text == "and again"
     assert server.connections_opened == 2  # the closed one, then one connection for both finished calls
+
+
+async def test_items_sent_whole_without_deltas_still_stream_their_text() -> None:
+    """A server (or proxy) that sends a message or a reasoning summary only in `output_item.done`."""
+    reasoning = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Think."}]}
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Whole answer.", "annotations": []}],
+    }
+    done = {"id": "resp_1", "status": "completed", "output": [reasoning, message], "usage": None}
+    events = [
+        encode_sse({"type": "response.output_item.done", "output_index": 0, "item": reasoning}),
+        encode_sse({"type": "response.output_item.done", "output_index": 1, "item": message}),
+        encode_sse({"type": "response.completed", "response": done}),
+    ]
+    async with FakeOpenAIResponsesServer([Reply.sse(events)]) as server, model_for(server) as model:
+        received = await collect(model)
+    assert [type(e).__name__ for e in received] == ["ThinkingDelta", "TextDelta", "ResponseComplete"]
+    response = final(received)
+    assert (response.text, response.ai_message.thinking) == ("Whole answer.", "Think.")

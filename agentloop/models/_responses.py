@@ -580,6 +580,7 @@ class OpenAIResponsesModel(HTTPChatModel):
             answer = _Answer()
             text = answer.text
             positions: dict[int, int] = {}  # output index of a function call -> its position among calls
+            streamed: set[int | None] = set()  # output indexes whose text or summary came in deltas
             finished: _Response | None = None
             while finished is None and (batch := await events.batch()):
                 for event in batch:
@@ -593,6 +594,7 @@ class OpenAIResponsesModel(HTTPChatModel):
                     kind = decoded.type
                     if kind == "response.output_text.delta" or kind == "response.refusal.delta":
                         if decoded.delta:
+                            streamed.add(decoded.output_index)
                             text.append(decoded.delta)
                             yield TextDelta(decoded.delta)
                     elif kind == "response.function_call_arguments.delta":
@@ -601,6 +603,7 @@ class OpenAIResponsesModel(HTTPChatModel):
                             yield ToolCallDelta(position, None, None, decoded.delta)
                     elif kind == "response.reasoning_summary_text.delta":
                         if decoded.delta:
+                            streamed.add(decoded.output_index)
                             answer.thinking.append(decoded.delta)
                             yield ThinkingDelta(decoded.delta)
                     elif kind == "response.reasoning_summary_part.added":
@@ -615,7 +618,15 @@ class OpenAIResponsesModel(HTTPChatModel):
                     elif kind == "response.output_item.done":
                         item = decoded.item
                         if item is not None:
-                            call = answer.add(item, streamed=True)
+                            texts, thoughts = len(text), len(answer.thinking)
+                            call = answer.add(item, streamed=decoded.output_index in streamed)
+                            for piece in text[texts:]:  # an item whose content came only whole, here
+                                yield TextDelta(piece)
+                            if len(answer.thinking) > thoughts:
+                                whole = "\n\n".join(answer.thinking[thoughts:])
+                                whole = "\n\n" + whole if thoughts else whole
+                                answer.thinking[thoughts:] = [whole]
+                                yield ThinkingDelta(whole)
                             if call is not None:
                                 position = positions.get(decoded.output_index or 0, len(answer.calls) - 1)
                                 yield ToolCallComplete(position, call)
