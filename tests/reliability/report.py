@@ -28,6 +28,7 @@ CATEGORIES = {
     "cancellation": "Cancellation at every await point",
     "property": "Properties and fuzzing (hypothesis)",
     "secrets": "Secrets",
+    "stores": "Stores damaged by hand (SQLite rows, Redis keys; every field)",
 }
 PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
 
