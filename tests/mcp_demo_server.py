@@ -183,7 +183,7 @@ class Gatekeeper:
             return
         session = headers.get(b"mcp-session-id")
         if self.session_error_400 and session is not None and session not in self.sessions:
-            error = b'{"jsonrpc": "2.0", "error": {"code": -32000, "message": "Bad Request: unknown session"}}'
+            error = b'{"jsonrpc": "2.0", "error": {"code": -32000, "message": "Bad Request: no session"}}'
             await _respond(send, 400, error)
             return
 
