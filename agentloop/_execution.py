@@ -31,7 +31,8 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
-from ._tool import ReturnBehavior, Tool, check_timeout, starved_call
+from ._threads import starved_call
+from ._tool import ReturnBehavior, Tool, check_timeout
 from ._toolset import Toolset, ToolsLike, resolve_tools
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-import agentloop._tool as tool_module
+import agentloop._threads as threads_module
 from agentloop import (
     Agent,
     AiMessage,
@@ -26,14 +26,14 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._tool import (
+from agentloop._threads import (
     ABANDONED_THREADS_PER_TOOL,
     TOOL_THREADS,
-    Tool,
     abandoned_threads,
     busy_threads,
     run_sync_in_worker,
 )
+from agentloop._tool import Tool
 from agentloop.testing import ScriptedChatModel
 
 # -- hung sync tools ----------------------------------------------------------------------------------------
@@ -156,8 +156,10 @@ async def test_no_more_than_tool_threads_threads_ever_run_sync_code(
     threads: int, gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The bound counts every thread running sync code, the abandoned ones too: never one more."""
-    monkeypatch.setattr(tool_module, "TOOL_THREADS", threads)
-    monkeypatch.setattr(tool_module, "ABANDONED_THREADS_PER_TOOL", 1000)  # one tool may take every slot here
+    monkeypatch.setattr(threads_module, "TOOL_THREADS", threads)
+    monkeypatch.setattr(
+        threads_module, "ABANDONED_THREADS_PER_TOOL", 1000
+    )  # one tool may take every slot here
     peak = 0
 
     async def watch() -> None:
