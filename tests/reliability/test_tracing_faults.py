@@ -109,7 +109,7 @@ PATHS = [
     Path(
         "HallucinatedToolError (unknown tool)",
         lambda: [call("no_such_tool", {"city": MARK})],
-        dict,
+        lambda: {"hallucinated_tool_name_strategy": None},  # raise, whatever the default becomes
         "HallucinatedToolError",
     ),
     Path(
