@@ -295,6 +295,7 @@ async def _run(
         if timeout is None:
             result = await tool.invoke(prepared, context)
         else:
+            starved_call()  # forget a reason left by an earlier call of this task that was cancelled
             with anyio.move_on_after(timeout) as scope:
                 result = await tool.invoke(prepared, context)
             if scope.cancelled_caught:

@@ -208,6 +208,22 @@ async def test_no_more_than_tool_threads_threads_ever_run_sync_code(
     assert peak == threads  # exactly the bound, never beyond
 
 
+async def test_a_wait_cancelled_from_outside_does_not_explain_a_later_timeout(
+    gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threads_module, "TOOL_THREADS", 1)
+    await _give_up_after(0.02, gate)  # its thread hangs, holding the only slot
+    await _give_up_after(0.02, gate)  # this one waits for a slot until it is cancelled from outside
+
+    @tool(timeout=0.02)
+    async def slow() -> str:
+        await anyio.sleep(10)
+        return "never"
+
+    [execution] = await execute_tool_calls(_calls("slow", 1), [slow])  # runs in this very task
+    assert execution.result == "Tool 'slow' timed out after 0.02 s"
+
+
 async def _give_up_after(seconds: float, func: Any) -> None:
     with anyio.move_on_after(seconds):
         await run_sync_in_worker(func)
