@@ -380,8 +380,9 @@ class OpenAIResponsesModel(HTTPChatModel):
     `{"service_tier": "flex"}`; `previous_response_id` goes with `store=True` and only the new messages) are
     defaults that `ChatRequest.parameters` overrides per call (a None there removes one).
     `include_reasoning`: ask for reasoning items' encrypted content, to send them back on the next call
-    (default: for reasoning models, o-series, gpt-5 and codex, whose names start so). `strict_tools`: send tools as strict (schemas rewritten
-    by `strict_schema`). `timeout`, `max_retries`, `retry`, `http_client`, `provider`: as `OpenAIChatModel`'s.
+    (default: for reasoning models, o-series, gpt-5 and codex, whose names start so). `strict_tools`: send
+    tools as strict (schemas rewritten by `strict_schema`). `timeout`, `max_retries`, `retry`,
+    `http_client`, `provider`: as `OpenAIChatModel`'s.
 
     A `ChatRequest.response_format` goes out as `text.format` `json_schema`.
     """
