@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Union
+from typing import Any, Protocol, Union, runtime_checkable
 
 import anyio
 import anyio.lowlevel
@@ -63,9 +63,23 @@ ToolRunner = Callable[
 process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
 call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
 
-A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
-and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
-an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
+A runner that has a `reserve(request)` method (a `ReservingToolRunner`) is told of each call when the loop
+takes it on, in call order and before any of them runs (calls reach the runner itself in whatever order
+their approval checks finish): an engine that numbers its steps numbers them there, so a replay pairs each
+call with its own record."""
+
+
+@runtime_checkable
+class ReservingToolRunner(Protocol):
+    """A `ToolRunner` told of each call, in call order, when the loop takes it on and before any call of the
+    response runs (a durable engine numbers its steps there)."""
+
+    def reserve(self, request: ToolExecutionRequest) -> None: ...
+
+    def __call__(
+        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
+    ) -> Awaitable[ToolExecution]: ...
+
 
 OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]

@@ -28,7 +28,7 @@ from agentloop._messages import (
 )
 from agentloop._spec import ToolSpecification
 from agentloop._tool import ReturnBehavior, Tool
-from agentloop.models._base import ModelEvent
+from agentloop.models._base import ModelEvent, supports_response_format
 
 if TYPE_CHECKING:
     from agentloop._loop import Listener
@@ -249,7 +249,7 @@ def structured_output(agent: Any, output_type: Any) -> OutputRun | None:
     if output_type is str:
         return None if validator is None else OutputRun(None, "prompted", retries, validator)
     schema = output_schema(output_type, name)
-    if mode == "native" and not getattr(agent.model, "supports_response_format", False):
+    if mode == "native" and not supports_response_format(agent.model):
         mode = "tool"
     return OutputRun(schema, mode, retries, validator)
 
