@@ -168,7 +168,11 @@ class Calls:
             round = self._round
             context = ToolContext(inv.invocation_id, inv.memory_id, inv.context, request, round, inv.deadline)
             call = ToolCall(request, self._toolset.get(request.name), context, self._round, index)
-            work = chain(call, lambda call: self._execute(call.request, index, on_start))
+
+            async def innermost(call: ToolCall) -> ToolExecution:
+                return await self._execute(call.request, index, on_start)
+
+            work = chain(call, innermost)
         observer = inv.observer
         if observer is not None:
             work = observer.tool_call(work, request, index, self._round)

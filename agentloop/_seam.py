@@ -162,8 +162,8 @@ class _Chain(Generic[_C, _R]):
 def _bind(
     hook: Callable[[_C, Callable[[_C], Awaitable[_R]]], Awaitable[_R]], then: Callable[[_C], Awaitable[_R]]
 ) -> Callable[[_C], Awaitable[_R]]:
-    def step(call: _C) -> Awaitable[_R]:
-        return hook(call, then)
+    async def step(call: _C) -> _R:
+        return await hook(call, then)
 
     return step
 

@@ -385,6 +385,7 @@ def _decisions_for(pending: PendingApproval, data: Any) -> dict[str, Decision] |
 
 
 _RESULT_FORMAT = 2
+_NULL = msgspec.Raw(b"null")
 """Format of a run's recorded `Result`: 2 added `format` and `output` (the structured output as JSON); a
 record without `format` is format 1 and reads the same way (its output, if any, was not kept)."""
 
@@ -400,7 +401,7 @@ class _StoredResult(msgspec.Struct, frozen=True):
     memory_id: Any
     invocation_id: str
     format: int = 1
-    output: msgspec.Raw | None = None  # the structured output as JSON; None for text
+    output: msgspec.Raw = _NULL  # the structured output as JSON; null for text
 
 
 def encode_result(result: Result[Any]) -> bytes:
@@ -425,10 +426,10 @@ def encode_result(result: Result[Any]) -> bytes:
     )
 
 
-def _output_json(result: Result[Any]) -> msgspec.Raw | None:
+def _output_json(result: Result[Any]) -> msgspec.Raw:
     output = result.output
     if output is None or output is result.content:
-        return None
+        return _NULL
     return msgspec.Raw(pydantic_core.to_json(output))
 
 
@@ -442,7 +443,7 @@ def decode_result(data: bytes, output_type: Any = str) -> Result[Any]:
         )
     final = None if bytes(stored.final_response) == b"null" else stored.final_response
     output: Any = stored.content
-    if stored.output is not None and output_type is not str:
+    if bytes(stored.output) != b"null" and output_type is not str:
         output = _validated(bytes(stored.output), output_type)
     return Result(
         content=stored.content,
