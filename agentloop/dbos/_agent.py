@@ -34,6 +34,7 @@ from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, To
 from .._result import Result
 from .._seam import Middleware, check_middleware
 from ..models import ChatModel, ModelEvent
+from ..models._base import supports_response_format
 
 logger = logging.getLogger("agentloop.dbos")
 
@@ -264,6 +265,11 @@ class _StepModel:
     def __init__(self, model: ChatModel, name: str, options: StepOptions) -> None:
         self._model = model
         self._options: StepOptions = {"name": name, **options}
+
+    @property
+    def supports_response_format(self) -> bool:
+        """As the wrapped model: a durable run keeps the `native` output mode."""
+        return supports_response_format(self._model)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         async def step() -> bytes:
