@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +15,7 @@ import anyio
 import msgspec
 import pydantic_core
 
-from ._context import ToolContext
+from ._context import ToolContext, new_invocation_id
 from ._errors import (
     ApprovalError,
     IllegalConfigurationError,
@@ -86,10 +85,6 @@ DEFAULT_MEMORY_ID = "default"
 
 _STATELESS: Any = object()
 """The memory id of an invocation that uses no memory at all (an agent-tool's default)."""
-
-
-def _new_invocation_id() -> str:
-    return uuid.uuid4().hex
 
 
 class Agent(Generic[OutputT]):
@@ -181,7 +176,7 @@ class Agent(Generic[OutputT]):
             clock=clock,
         )
         self.ordered_events = ordered_events
-        self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
+        self.id_factory: Callable[[], str] = id_factory or new_invocation_id
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._instrument = instrument
         self._observer: Observer | None = _observer_for(instrument)

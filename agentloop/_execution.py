@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import itertools
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from ._context import _NO_CONTEXT, ToolContext
+from ._context import _NO_CONTEXT, ToolContext, new_invocation_id
 from ._errors import (
     HallucinatedToolError,
     IllegalConfigurationError,
@@ -185,15 +183,6 @@ class ExecutionOptions:
 
 _DEFAULT_OPTIONS = ExecutionOptions()
 _NO_SETTINGS = (None, None, None, None, None, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_CALLS)
-_invocation_ids = itertools.count(1)
-_PROCESS_TAG = os.urandom(4).hex()
-
-
-def _new_invocation_id() -> str:
-    """A cheap id, unique in this process and unlikely to repeat across processes."""
-    return f"{_PROCESS_TAG}-{next(_invocation_ids)}"
-
-
 # -- the immediate-return rule ---------------------------------------------------------------------------
 
 
@@ -568,7 +557,7 @@ async def execute_tool_calls(
         execute_tool_call,
         toolset=toolset,
         options=options,
-        invocation_id=invocation_id if invocation_id is not None else _new_invocation_id(),
+        invocation_id=invocation_id if invocation_id is not None else new_invocation_id(),
         memory_id=memory_id,
         context=context,
         round=round,

@@ -12,9 +12,9 @@ loop:
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
 
-The loop knows the features only through the seam (`Seam`) and declared Protocols: `ApprovalGate`-like
-`Approval`, `OutputRun`-like `Output`, `Observer` (tracing), `ReservingToolRunner` and the durable clock and
-ids (`ExecutionOptions`, `Invocation.invocation_id`), `FinalCommitMemory`.
+The loop knows the features only through the seam (`Seam`, user middleware) and declared Protocols:
+`OutputHook` and `ApprovalHook` (`_hooks.py`), `Observer` (tracing), `ReservingToolRunner` and the durable
+clock and ids (`ExecutionOptions`, `Invocation.invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 import msgspec
@@ -33,7 +33,7 @@ from ._context import ToolContext
 from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
 from ._events import IntermediateResponse, PartialResponse, PartialThinking, PartialToolCall, StreamEvent
 from ._execution import ExecutionOptions, ToolExecution, should_return_immediately
-from ._features.output import NOT_FOUND, RetryOutput
+from ._hooks import NOT_FOUND, ApprovalHook, OutputHook, RetryOutput
 from ._memory import ChatMemory, FinalCommitMemory
 from ._messages import (
     ChatMessage,
@@ -54,9 +54,6 @@ from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolC
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
-if TYPE_CHECKING:
-    from ._features.approval import ApprovalGate, PendingApproval
-    from ._features.output import OutputRun
 
 __all__ = ["Invocation", "Listener", "run_invocation"]
 
@@ -93,12 +90,12 @@ class Invocation:
     deadline: float | None
     eager_tools: bool
     ordered_events: bool = False
-    approval: ApprovalGate | None = None
+    approval: ApprovalHook | None = None
     """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
     agent_name: str | None = None
     observer: Observer | None = None
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
-    output: OutputRun | None = None
+    output: OutputHook | None = None
     """Structured output (`output_type=`), None for plain text."""
     seam: Seam = NO_MIDDLEWARE
     """The middleware of this invocation (the agent's, then the call's)."""
@@ -258,7 +255,7 @@ async def _stream_model(
     emit: Listener,
     typed: Listener | None,
     calls: Calls,
-    output: OutputRun | None,
+    output: OutputHook | None,
 ) -> ChatResponse:
     """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
     them) and starting each tool call as soon as it is whole. Structured output watches the stream for its
@@ -334,7 +331,7 @@ def _result(
     usage: TokenUsage | None,
     added: list[ChatMessage],
     output: Any,
-    pending: PendingApproval | None = None,
+    pending: Any = None,
 ) -> Result[Any]:
     return Result(
         content=content,

@@ -17,6 +17,7 @@ import pydantic
 from agentloop._context import ToolContext
 from agentloop._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
 from agentloop._execution import ToolExecution
+from agentloop._hooks import NOT_FOUND, RetryOutput
 from agentloop._messages import (
     AiMessage,
     ChatRequest,
@@ -39,13 +40,11 @@ from agentloop._features.output._types import (
     _MAX_INPUT_REPR,
     _MAX_LISTED_ERRORS,
     _MODES,
-    NOT_FOUND,
     PROCESSED,
     OutputMember,
     OutputMode,
     OutputSchema,
     OutputValidator,
-    RetryOutput,
     _InvalidOutput,
     output_schema,
 )
