@@ -5,6 +5,7 @@ Every test runs on asyncio and trio (tests/conftest.py), through `chat()` and, w
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AiMessage,
+    ChatRequest,
     ChatResponse,
     IllegalConfigurationError,
     InvocationCall,
@@ -24,10 +26,11 @@ from agentloop import (
     SystemMessage,
     ToolCall,
     ToolExecution,
+    ToolExecutionRequest,
     UserMessage,
     tool,
 )
-from agentloop._events import BeforeToolExecution, IntermediateResponse, PartialResponse
+from agentloop._events import PartialResponse
 from agentloop.middleware import (
     GuardrailTripped,
     InputGuardrail,
@@ -36,6 +39,7 @@ from agentloop.middleware import (
     UsageLimitExceeded,
     UsageLimits,
 )
+from agentloop.models import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete
 from agentloop.testing import ScriptedChatModel
 
 from .runtime_helpers import assert_valid_for_provider, calls
@@ -190,13 +194,43 @@ async def test_one_responses_tool_calls_stay_concurrent_through_middleware(strea
     assert [e.result for e in result.tool_executions] == ["met a", "met b", "met c"]
 
 
+class WaitsForTheTool:
+    """A model whose stream ends only once the tool it asked for has started: only an eager start lets the
+    invocation finish."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.calls = 0
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise AssertionError("streamed only")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        self.calls += 1
+        if self.calls > 1:
+            yield TextDelta("3")
+            yield ResponseComplete(ChatResponse(AiMessage("3")))
+            return
+        call = ToolExecutionRequest("c1", "starts", "{}")
+        yield ToolCallComplete(0, call)
+        with anyio.fail_after(5):
+            await self.started.wait()
+        yield ResponseComplete(ChatResponse(AiMessage(None, [call])))
+
+
 async def test_tool_calls_start_while_the_response_streams_through_middleware() -> None:
-    response = calls(("add", {"a": 1, "b": 2}), text="Adding")
-    agent = Agent(ScriptedChatModel([response, "3"]), tools=[add], middleware=[Recorder("r", [])])
+    model = WaitsForTheTool()
+
+    @tool
+    async def starts() -> str:
+        """Tells the model it started."""
+        model.started.set()
+        return "started"
+
+    agent = Agent(model, tools=[starts], middleware=[Recorder("r", [])])
     async with agent.stream("go") as stream:
-        events = [event async for event in stream.events()]
-    kinds = [type(e) for e in events]
-    assert kinds.index(BeforeToolExecution) < kinds.index(IntermediateResponse)  # started eagerly
+        text = "".join([piece async for piece in stream])
+    assert text == "3" and stream.result.tool_executions[0].result == "started"
 
 
 async def test_bad_middleware_is_a_configuration_error() -> None:
