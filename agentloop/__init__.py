@@ -92,18 +92,20 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
-    from ._observe import instrument, uninstrument
+    from ._observe import Observer, instrument, uninstrument
     from ._result import Result
     from ._schema import P
+    from ._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
     from ._stream import TokenStream
-    from ._tool import ReturnBehavior, ToolExecutor
+    from ._tool import ReturnBehavior, Tool, ToolExecutor
     from ._toolset import ToolProvider, ToolProviderRequest, ToolProviderResult, tool_specifications_from
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "P": "._schema",
-    **dict.fromkeys(["ReturnBehavior", "ToolExecutor"], "._tool"),
+    **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tool"),
+    **dict.fromkeys(["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._seam"),
     **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._context"),
     **dict.fromkeys(["tool", "tool_specification_from"], "._decorator"),
     **dict.fromkeys(
@@ -141,7 +143,7 @@ _LAZY: dict[str, str] = {
         ],
         "._events",
     ),
-    **dict.fromkeys(["instrument", "uninstrument"], "._observe"),
+    **dict.fromkeys(["Observer", "instrument", "uninstrument"], "._observe"),
     "Agent": "._agent",
     "Result": "._result",
     "TokenStream": "._stream",
@@ -157,6 +159,7 @@ __all__ = [
     "BadRequestError",
     "BadResponseError",
     "BeforeToolExecution",
+    "CallContext",
     "ChatMemory",
     "ChatMemoryConflictError",
     "ChatMemoryStore",
@@ -175,15 +178,19 @@ __all__ = [
     "ImageContent",
     "InMemoryChatMemoryStore",
     "IntermediateResponse",
+    "InvocationCall",
     "InvocationTimeoutError",
     "MemoryLease",
     "MessageWindowChatMemory",
+    "Middleware",
+    "ModelCall",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
     "ModelRetry",
     "ModelTimeoutError",
     "NotFoundError",
+    "Observer",
     "OutputValidationError",
     "P",
     "PartialOutput",
@@ -204,8 +211,10 @@ __all__ = [
     "TextContent",
     "TokenStream",
     "TokenUsage",
+    "Tool",
     "ToolApprovalRequest",
     "ToolArgumentsError",
+    "ToolCall",
     "ToolChoice",
     "ToolContext",
     "ToolDeniedError",

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, cast, overload
@@ -14,7 +15,7 @@ import anyio
 import msgspec
 import pydantic_core
 
-from ._context import ToolContext
+from ._context import ToolContext, new_invocation_id
 from ._errors import (
     ApprovalError,
     IllegalConfigurationError,
@@ -22,7 +23,13 @@ from ._errors import (
     ToolArgumentsError,
     ToolExecutionError,
 )
-from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
+from ._execution import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_RESULT_CHARS,
+    ExecutionOptions,
+    ReservingToolRunner,
+    ToolRunner,
+)
 from ._features.approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
 from ._features.output import (
     DEFAULT_OUTPUT_TOOL_NAME,
@@ -44,11 +51,12 @@ from ._messages import (
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
+from ._seam import NO_OPTIONS, CallContext, CallOptions, InvocationCall, Middleware, Seam, check_middleware
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import run_sync
 from ._tool import ReturnBehavior, Tool
-from ._toolset import ToolProvider, resolve_tools
+from ._toolset import ToolProvider, is_dynamic, resolve_tools
 from .models import ChatModel
 
 if TYPE_CHECKING:
@@ -80,10 +88,6 @@ _STATELESS: Any = object()
 """The memory id of an invocation that uses no memory at all (an agent-tool's default)."""
 
 
-def _new_invocation_id() -> str:
-    return uuid.uuid4().hex
-
-
 class Agent(Generic[OutputT]):
     """A chat model put to work with tools, memory and instructions.
 
@@ -97,6 +101,9 @@ class Agent(Generic[OutputT]):
     For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
     `ToolExecuted` events in call order instead of completion order.
+
+    `middleware`: `Middleware` around every model call, tool call and invocation, outermost first (a call's
+    own `middleware=` runs inside these); see docs/middleware.md.
 
     `instrument`: True traces this agent with OpenTelemetry (`agentloop[otel]`), an
     `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
@@ -138,6 +145,7 @@ class Agent(Generic[OutputT]):
         output_retries: int = 1,
         output_validator: OutputValidator | None = None,
         output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
+        middleware: Sequence[Middleware] | None = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -169,7 +177,7 @@ class Agent(Generic[OutputT]):
             clock=clock,
         )
         self.ordered_events = ordered_events
-        self.id_factory: Callable[[], str] = id_factory or _new_invocation_id
+        self.id_factory: Callable[[], str] = id_factory or new_invocation_id
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._instrument = instrument
         self._observer: Observer | None = _observer_for(instrument)
@@ -181,6 +189,7 @@ class Agent(Generic[OutputT]):
         self.output_validator = output_validator
         self.output_tool_name = output_tool_name
         structured_output(self, self.output_type)  # checks the settings now rather than at the first call
+        self.middleware: tuple[Middleware, ...] = check_middleware(middleware, "Agent(middleware=...)")
         self._memories: dict[Any, ChatMemory] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
@@ -195,6 +204,7 @@ class Agent(Generic[OutputT]):
         tools: Any = None,
         timeout: float | None = None,
         output_type: None = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> Result[OutputT]: ...
 
     @overload
@@ -207,6 +217,7 @@ class Agent(Generic[OutputT]):
         tools: Any = None,
         timeout: float | None = None,
         output_type: OutputType[T],
+        middleware: Sequence[Middleware] | None = None,
     ) -> Result[T]: ...
 
     async def chat(
@@ -218,14 +229,17 @@ class Agent(Generic[OutputT]):
         tools: Any = None,
         timeout: float | None = None,
         output_type: Any = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
         `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
         values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
-        and tools together. `output_type` replaces the agent's for this call.
+        and tools together. `output_type` replaces the agent's for this call; `middleware` runs inside the
+        agent's for this call.
         """
-        return await self._invoke(message, memory_id, context, tools, timeout, None, output_type)
+        options = _call_options(output_type, middleware)
+        return await self._invoke(message, memory_id, context, tools, timeout, None, options)
 
     @overload
     def stream(
@@ -237,6 +251,7 @@ class Agent(Generic[OutputT]):
         tools: Any = None,
         timeout: float | None = None,
         output_type: None = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[OutputT]: ...
 
     @overload
@@ -249,6 +264,7 @@ class Agent(Generic[OutputT]):
         tools: Any = None,
         timeout: float | None = None,
         output_type: OutputType[T],
+        middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[T]: ...
 
     def stream(
@@ -260,6 +276,7 @@ class Agent(Generic[OutputT]):
         tools: Any = None,
         timeout: float | None = None,
         output_type: Any = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[Any]:
         """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
         `.outputs()` for the structured output as it grows, or register callbacks and `await
@@ -268,9 +285,10 @@ class Agent(Generic[OutputT]):
         resolved = self.output_type if output_type is None else output_type
         if output_type is not None:
             structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
+        options = _call_options(output_type, middleware)
 
         async def runner(emit: Listener) -> Result[Any]:
-            return await self._invoke(message, memory_id, context, toolset, timeout, emit, output_type)
+            return await self._invoke(message, memory_id, context, toolset, timeout, emit, options)
 
         description = f"agent={self.name or type(self.model).__name__}"
         return TokenStream(runner, description=description, structured=resolved is not str)
@@ -333,6 +351,8 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        output_type: Any = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> Result[OutputT]:
         """Goes on with a paused invocation (`result.pending`, or its `to_json()` bytes): approved calls run,
         denied ones get their error result, the round is committed as one unit and the model is called.
@@ -341,9 +361,14 @@ class Agent(Generic[OutputT]):
         unknown, a state altered since it paused, or a round already resumed raise `ApprovalError` and run
         nothing. `context` and `tools` are not stored in the paused state: give them again if the paused
         invocation had them. Works in any process, with an agent built the same way.
+
+        The call's own `output_type` and `middleware` travel with the paused round: the same
+        `PendingApproval` object resumes under them; one read back from JSON names them, and `resume()`
+        then needs them again (`output_type=`, `middleware=`): anything else raises `ApprovalError`.
         """
         resume = Resume(pending, decisions)
-        return await self._resume(resume, context, tools, timeout, None)
+        options = _resume_options(resume, output_type, middleware)
+        return await self._resume(resume, context, tools, timeout, None, options)
 
     def resume_stream(
         self,
@@ -353,16 +378,20 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        output_type: Any = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[OutputT]:
         """`resume()` as a `TokenStream`; the state and the decisions are checked before it returns."""
         resume = Resume(pending, decisions)
+        options = _resume_options(resume, output_type, middleware)
         toolset = None if tools is None else resolve_tools(tools)
 
         async def runner(emit: Listener) -> Result[OutputT]:
-            return await self._resume(resume, context, toolset, timeout, emit)
+            return await self._resume(resume, context, toolset, timeout, emit, options)
 
+        resolved = self.output_type if options.output_type is None else options.output_type
         description = f"agent={self.name or type(self.model).__name__} (resumed)"
-        return TokenStream(runner, description=description, structured=self.output_type is not str)
+        return TokenStream(runner, description=description, structured=resolved is not str)
 
     async def _resume(
         self,
@@ -371,10 +400,11 @@ class Agent(Generic[OutputT]):
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
+        options: CallOptions,
     ) -> Result[Any]:
         pending = resume.pending
         return await self._invoke(
-            pending.user_message, pending.memory_id, context, tools, timeout, emit, resume=resume
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, options, resume
         )
 
     async def _invoke(
@@ -385,23 +415,74 @@ class Agent(Generic[OutputT]):
         tools: Any,
         timeout: float | None,
         emit: Listener | None,
-        output_type: Any = None,
+        options: CallOptions = NO_OPTIONS,
         resume: Resume | None = None,
     ) -> Result[Any]:
         user_message = UserMessage.of(message)
-        toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
-        resolved = self.output_type if output_type is None else output_type
+        invocation_id = self.id_factory() if resume is None else resume.pending.invocation_id
+        seam = Seam.of(self.middleware + options.middleware)
+        if seam.invocation is None:
+            return await self._invoke_with(
+                user_message, memory_id, merged, tools, timeout, emit, options, resume, seam, invocation_id
+            )
+        public_id = None if memory_id is _STATELESS else memory_id
+        call = InvocationCall(
+            user_message,
+            CallContext(self, invocation_id, public_id, merged),
+            options.output_type,
+            emit is not None,
+        )
+
+        async def call_next(call: InvocationCall) -> Result[Any]:
+            chosen = (
+                options
+                if call.output_type is options.output_type
+                else CallOptions(call.output_type, options.middleware)
+            )
+            return await self._invoke_with(
+                call.message,
+                memory_id,
+                call.context.context,
+                tools,
+                timeout,
+                emit,
+                chosen,
+                resume,
+                seam,
+                invocation_id,
+            )
+
+        return await seam.invocation(call, call_next)
+
+    async def _invoke_with(
+        self,
+        user_message: UserMessage,
+        memory_id: Any,
+        merged: Mapping[str, Any],
+        tools: Any,
+        timeout: float | None,
+        emit: Listener | None,
+        options: CallOptions,
+        resume: Resume | None,
+        seam: Seam,
+        invocation_id: str,
+    ) -> Result[Any]:
+        toolset = self.tools if tools is None else resolve_tools(tools)
+        resolved = self.output_type if options.output_type is None else options.output_type
         output = (
             None if resolved is str and self.output_validator is None else structured_output(self, resolved)
         )
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
+        run = _Run(
+            user_message, memory_id, merged, toolset, None, emit, output, resume, seam, invocation_id, options
+        )
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit, output, resume)
-        deadline = anyio.current_time() + timeout
+            return await self._run(run)
+        run = dataclasses.replace(run, deadline=anyio.current_time() + timeout)
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output, resume)
+            return await self._run(run)
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -409,43 +490,40 @@ class Agent(Generic[OutputT]):
             timeout=timeout,
         )
 
-    async def _run(
-        self,
-        user_message: UserMessage,
-        memory_id: Any,
-        context: Mapping[str, Any],
-        toolset: Any,
-        deadline: float | None,
-        emit: Listener | None,
-        output: OutputRun | None = None,
-        resume: Resume | None = None,
-    ) -> Result[Any]:
+    async def _run(self, run: _Run) -> Result[Any]:
+        memory_id = run.memory_id
         if memory_id is _STATELESS:
             memory, memory_id = None, None
         else:
             memory = self._memory_for(memory_id)
+        runner = self.options.tool_runner
         async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
-                user_message=user_message,
-                system_message=_with_instructions(await self._system_message_for(memory_id), output),
+                user_message=run.user_message,
+                system_message=_with_instructions(await self._system_message_for(memory_id), run.output),
                 memory=memory,
-                tools=toolset,
+                tools=run.toolset,
                 tool_provider=self.tool_provider,  # type: ignore[arg-type]
                 options=self.options,
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
-                invocation_id=self.id_factory() if resume is None else resume.pending.invocation_id,
-                context=context,
-                deadline=deadline,
+                invocation_id=run.invocation_id,
+                context=run.context,
+                deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                approval=ApprovalGate(self.approval, resume),
+                approval=ApprovalGate(self.approval, run.resume),
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
-                output=output,
+                output=run.output,
+                seam=run.seam,
+                call_context=CallContext(self, run.invocation_id, memory_id, run.context),
+                dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
+                reserve=runner.reserve if isinstance(runner, ReservingToolRunner) else None,
+                call_options=run.options,
             )
-            result = await run_invocation(invocation, emit)
+            result = await run_invocation(invocation, run.emit)
         if self._pricing is None:
             return result
         load_prices(self._pricing)
@@ -579,3 +657,51 @@ def _agent_answer(result: Any) -> str:
             return str(result.content)
         return msgspec.json.encode([e.result for e in result.tool_executions]).decode()
     return str(result)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One invocation's settings, resolved by `Agent._invoke_with` for `Agent._run`."""
+
+    user_message: UserMessage
+    memory_id: Any
+    context: Mapping[str, Any]
+    toolset: Any
+    deadline: float | None
+    emit: Listener | None
+    output: OutputRun | None
+    resume: Resume | None
+    seam: Seam
+    invocation_id: str
+    options: CallOptions
+
+
+def _call_options(output_type: Any, middleware: Any) -> CallOptions:
+    """A call's own options, checked (`NO_OPTIONS` when it chose none)."""
+    chosen = check_middleware(middleware, "middleware=")
+    if output_type is None and not chosen:
+        return NO_OPTIONS
+    return CallOptions(output_type, chosen)
+
+
+def _resume_options(resume: Resume, output_type: Any, middleware: Any) -> CallOptions:
+    """The options a paused round resumes under: those given, else those it paused with (kept by the
+    `PendingApproval` object); they must match what the paused round recorded."""
+    pending = resume.pending
+    kept = pending.call_options if pending.call_options is not None else NO_OPTIONS
+    options = CallOptions(
+        kept.output_type if output_type is None else output_type,
+        kept.middleware if middleware is None else check_middleware(middleware, "resume(middleware=...)"),
+    )
+    paused_output, paused_middleware = pending.paused_with
+    output, chosen = options.labels()
+    if (output, chosen) != (paused_output, paused_middleware):
+        raise ApprovalError(
+            f"Paused round {pending.id} paused under output_type={paused_output or 'the agent default'} and "
+            f"middleware={list(paused_middleware)}, but resume() was given output_type="
+            f"{output or 'the agent default'} and middleware={list(chosen)}: pass the call's own "
+            "output_type= and middleware= again (a round read back from JSON cannot carry Python objects); "
+            "nothing ran",
+            pending_id=pending.id,
+        )
+    return options

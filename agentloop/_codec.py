@@ -114,8 +114,25 @@ def _from_stored(stored: _ToolExecution) -> ToolExecution:
 def _error_type(error: BaseException) -> str:
     if isinstance(error, RecordedToolError):
         return error.error_type
-    kind = type(error)
-    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return stored_type_name(type(error))
+
+
+def stored_type_name(kind: type) -> str:
+    """How stored documents name an exception class: builtins by their name, agentloop's public classes by
+    their public name (`agentloop.ToolDeniedError`, whatever module defines them), others by module path.
+    Documents written before this rule named agentloop's errors by private module path; readers accept
+    both."""
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    if kind.__module__.startswith("agentloop.") and _is_public(kind):
+        return f"agentloop.{kind.__qualname__}"
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _is_public(kind: type) -> bool:
+    import agentloop
+
+    return kind.__qualname__ in agentloop.__all__ and agentloop.__dict__.get(kind.__qualname__) is kind
 
 
 def _jsonable(value: Any) -> Any:

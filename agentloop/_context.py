@@ -5,6 +5,7 @@ Both are injected: they never appear in a tool's JSON schema and the model can n
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -66,6 +67,13 @@ class ToolContext(msgspec.Struct, frozen=True):
 
     def __contains__(self, key: object) -> bool:
         return key in self.context
+
+
+def new_invocation_id() -> str:
+    """The id of an invocation nobody named (`Agent(id_factory=...)` names them otherwise): a random UUID
+    as 32 hex digits, unique across processes, so paused rounds and durable records never collide. The one
+    scheme of the agent's loop and of `execute_tool_calls`."""
+    return uuid.uuid4().hex
 
 
 def _current_time() -> float:

@@ -10,19 +10,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import itertools
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Union
+from typing import Any, Protocol, Union, runtime_checkable
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
-from ._context import _NO_CONTEXT, ToolContext
+from ._context import _NO_CONTEXT, ToolContext, new_invocation_id
 from ._convert import result_media
 from ._errors import (
     HallucinatedToolError,
@@ -65,9 +63,23 @@ ToolRunner = Callable[
 process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
 call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
 
-A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
-and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
-an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
+A runner that has a `reserve(request)` method (a `ReservingToolRunner`) is told of each call when the loop
+takes it on, in call order and before any of them runs (calls reach the runner itself in whatever order
+their approval checks finish): an engine that numbers its steps numbers them there, so a replay pairs each
+call with its own record."""
+
+
+@runtime_checkable
+class ReservingToolRunner(Protocol):
+    """A `ToolRunner` told of each call, in call order, when the loop takes it on and before any call of the
+    response runs (a durable engine numbers its steps there)."""
+
+    def reserve(self, request: ToolExecutionRequest) -> None: ...
+
+    def __call__(
+        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
+    ) -> Awaitable[ToolExecution]: ...
+
 
 OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]
@@ -176,15 +188,6 @@ class ExecutionOptions:
 
 _DEFAULT_OPTIONS = ExecutionOptions()
 _NO_SETTINGS = (None, None, None, None, None, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_CALLS)
-_invocation_ids = itertools.count(1)
-_PROCESS_TAG = os.urandom(4).hex()
-
-
-def _new_invocation_id() -> str:
-    """A cheap id, unique in this process and unlikely to repeat across processes."""
-    return f"{_PROCESS_TAG}-{next(_invocation_ids)}"
-
-
 # -- the immediate-return rule ---------------------------------------------------------------------------
 
 
@@ -563,7 +566,7 @@ async def execute_tool_calls(
         execute_tool_call,
         toolset=toolset,
         options=options,
-        invocation_id=invocation_id if invocation_id is not None else _new_invocation_id(),
+        invocation_id=invocation_id if invocation_id is not None else new_invocation_id(),
         memory_id=memory_id,
         context=context,
         round=round,

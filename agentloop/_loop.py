@@ -2,47 +2,39 @@
 
 loop:
   request  = system + memory + this invocation's messages, with this invocation's tools
-  response = model call (streamed when someone listens; tool calls may start while it streams)
-  no tool calls -> commit the answer, finish
+             (structured output shapes it: an output tool, a response format, or instructions)
+  response = the model call through the seam (middleware's `wrap_model_call`, outermost first); streamed
+             when someone listens, and tool calls may start while it streams
+  no tool calls -> check the answer (structured output may ask for a correction), commit it, finish
   round += 1, at most max_tool_rounds
-  run every call of the response concurrently, wait for all of them
+  run every call of the response concurrently (approval gate, `wrap_tool_call`, tool runner), wait for all
+  some call waits for a person -> pause: nothing of the round is committed
   commit the round to memory as one unit (the AiMessage and every result, in call order)
-  immediate return (ReturnBehavior rule, once per response) -> finish with content None
+  a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
+
+The loop knows the features only through the seam (`Seam`, user middleware) and declared Protocols:
+`OutputHook` and `ApprovalHook` (`_hooks.py`), `Observer` (tracing), `ReservingToolRunner` and the durable
+clock and ids (`ExecutionOptions`, `Invocation.invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
 
+from ._calls import Calls
 from ._context import ToolContext
 from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
-from ._events import (
-    BeforeToolExecution,
-    IntermediateResponse,
-    PartialResponse,
-    PartialThinking,
-    PartialToolCall,
-    StreamEvent,
-    ToolExecuted,
-)
-from ._execution import (
-    ExecutionOptions,
-    ToolExecution,
-    execute_tool_call,
-    rejected_call,
-    should_return_immediately,
-)
-from ._features.output import NOT_FOUND, RetryOutput
-from ._memory import ChatMemory
+from ._events import IntermediateResponse, PartialResponse, PartialThinking, PartialToolCall, StreamEvent
+from ._execution import ExecutionOptions, ToolExecution, should_return_immediately
+from ._hooks import NOT_FOUND, ApprovalHook, OutputHook, RetryOutput
+from ._memory import ChatMemory, FinalCommitMemory
 from ._messages import (
     ChatMessage,
     ChatRequest,
@@ -54,18 +46,14 @@ from ._messages import (
     UserMessage,
     is_whole_object,
 )
-from ._observe import Observer, log_model_call, log_tool_call
+from ._observe import Observer, log_model_call
 from ._result import Result
+from ._seam import NO_MIDDLEWARE, NO_OPTIONS, CallContext, CallOptions, ModelCall, Seam
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
-if TYPE_CHECKING:
-    from ._features.output import OutputRun
-
-if TYPE_CHECKING:
-    from ._features.approval import ApprovalGate, PendingApproval
 
 __all__ = ["Invocation", "Listener", "run_invocation"]
 
@@ -102,13 +90,23 @@ class Invocation:
     deadline: float | None
     eager_tools: bool
     ordered_events: bool = False
-    approval: ApprovalGate | None = None
+    approval: ApprovalHook | None = None
     """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
     agent_name: str | None = None
     observer: Observer | None = None
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
-    output: OutputRun | None = None
+    output: OutputHook | None = None
     """Structured output (`output_type=`), None for plain text."""
+    seam: Seam = NO_MIDDLEWARE
+    """The middleware of this invocation (the agent's, then the call's)."""
+    call_context: CallContext | None = None
+    """Whose calls these are, as middleware sees them."""
+    dynamic_tools: bool = False
+    """The tool provider is asked again before every model call (`DynamicToolProvider`)."""
+    reserve: Any = None
+    """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
+    call_options: CallOptions = NO_OPTIONS
+    """The call's own `output_type` and `middleware`: a paused round keeps them."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
@@ -136,7 +134,6 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     usage: TokenUsage | None = None
     limiter = anyio.CapacityLimiter(inv.options.max_concurrency) if inv.options.max_concurrency else None
     toolset = await _tools(inv, history)
-    dynamic = inv.tool_provider is not None and bool(getattr(inv.tool_provider, "dynamic", False))
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
@@ -144,21 +141,19 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     if resumed is not None:  # a paused round goes on: its calls run first, then the loop as usual
         unsaved, round = list(resumed.pending.messages), resumed.pending.round - 1
     while True:
-        if dynamic and round > 0:
+        if inv.dynamic_tools and round > 0:
             toolset = await _tools(inv, history + unsaved)
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
         if inv.output is not None:
             request = inv.output.request(request)
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
-            calls = _Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
+            calls = Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
             if resumed is not None:  # the paused response, claimed: its approved calls run now
                 assert inv.approval is not None
                 response, resumed = await inv.approval.resume(toolset, inv), None
-            elif emit is None:
-                response = await inv.model.chat(request)
             else:
-                response = await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
+                response = await _model_call(inv, request, round, emit, typed, calls)
             log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
@@ -220,14 +215,47 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None)
 
 
+async def _model_call(
+    inv: Invocation,
+    request: ChatRequest,
+    round: int,
+    emit: Listener | None,
+    typed: Listener | None,
+    calls: Calls,
+) -> ChatResponse:
+    """One model call, through the middleware's `wrap_model_call` hooks when there are any. A response a
+    middleware gave without calling the model (a cache, a guard) reaches a streaming consumer as one text
+    delta."""
+    chain = inv.seam.model
+    if chain is None:
+        if emit is None:
+            return await inv.model.chat(request)
+        return await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
+    streamed = False
+
+    async def call_model(call: ModelCall) -> ChatResponse:
+        nonlocal streamed
+        if emit is None:
+            return await inv.model.chat(call.request)
+        streamed = True
+        return await _stream_model(inv.model, call.request, round, emit, typed, calls, inv.output)
+
+    assert inv.call_context is not None
+    response = await chain(ModelCall(request, round, inv.call_context), call_model)
+    text = response.ai_message.text
+    if emit is not None and not streamed and text:
+        await emit(PartialResponse(text, round))
+    return response
+
+
 async def _stream_model(
     model: ChatModel,
     request: ChatRequest,
     round: int,
     emit: Listener,
     typed: Listener | None,
-    calls: _Calls,
-    output: OutputRun | None,
+    calls: Calls,
+    output: OutputHook | None,
 ) -> ChatResponse:
     """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
     them) and starting each tool call as soon as it is whole. Structured output watches the stream for its
@@ -258,180 +286,6 @@ async def _stream_model(
     return response
 
 
-class _Calls:
-    """The tool calls of one response, each running in the round's task group as soon as it is known.
-
-    Calls are matched by position (providers number them by position in the response). A call without an
-    id, or with the id of an earlier call, gets a fresh one, so every result pairs with exactly one call.
-    Calls past `options.max_calls` are not run; each gets an error result.
-    """
-
-    __slots__ = (
-        "_by_index",
-        "_eager",
-        "_emit",
-        "_executions",
-        "_ids",
-        "_in_order",
-        "_inv",
-        "_limiter",
-        "_reported",
-        "_round",
-        "_silent",
-        "_tg",
-        "_toolset",
-        "_used",
-    )
-
-    def __init__(
-        self,
-        task_group: TaskGroup,
-        inv: Invocation,
-        toolset: Toolset,
-        round: int,
-        limiter: anyio.CapacityLimiter | None,
-        emit: Listener | None,
-        *,
-        eager: bool,
-    ) -> None:
-        self._tg = task_group
-        self._inv = inv
-        self._toolset = toolset
-        self._round = round
-        self._limiter = limiter
-        self._emit = emit
-        self._eager = eager and inv.eager_tools
-        self._by_index: dict[int, ToolExecutionRequest] = {}  # as the model sent them
-        self._ids: dict[int, str] = {}  # the id each call carries from here on
-        self._used: set[str] = set()
-        self._executions: dict[int, ToolExecution] = {}
-        self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
-        self._reported = 0  # ordered_events: the next index to report
-        self._silent: set[int] = set()  # calls reported before a pause: not again when resumed
-
-    def start_early(self, index: int, request: ToolExecutionRequest) -> None:
-        """A call became whole while the model still streams: start it now (eager tools)."""
-        limit = self._inv.options.max_calls
-        if self._eager and (limit is None or index < limit) and is_whole_object(request.arguments):
-            self._start(index, request, index + 1)  # else it waits for the end of the response
-
-    def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
-        """The response is complete: start every call not started yet, check the early ones, and return the
-        calls as they go to memory (`requests` itself unless an id had to be replaced)."""
-        for index, request in enumerate(requests):
-            started = self._by_index.get(index)
-            if started is None:
-                self._start(index, request, len(requests))
-            elif started != request:
-                raise BadResponseError(
-                    f"The model's stream reported tool call #{index} as {started!r} but its final "
-                    f"response has {request!r}"
-                )
-        if len(self._by_index) != len(requests):
-            raise BadResponseError(
-                f"The model's stream reported {len(self._by_index)} tool calls but its final response has "
-                f"{len(requests)}"
-            )
-        if all(request.id == self._ids[i] for i, request in enumerate(requests)):
-            return requests
-        return tuple(_with_id(request, self._ids[i]) for i, request in enumerate(requests))
-
-    def discard(self) -> None:
-        """The final response has no tool calls: anything started early must not run on."""
-        if self._by_index:
-            self._tg.cancel_scope.cancel()
-            raise BadResponseError(
-                "The model's stream reported tool calls that its final response does not hold"
-            )
-
-    def executions(self) -> list[ToolExecution]:
-        """Every execution, in the model's call order."""
-        return [self._executions[index] for index in sorted(self._executions)]
-
-    def _start(self, index: int, request: ToolExecutionRequest, total: int) -> None:
-        if index in self._by_index:
-            return
-        self._by_index[index] = request
-        call_id = request.id
-        if not call_id or call_id in self._used:
-            call_id = f"call_{self._inv.invocation_id[:12]}_{self._round}_{index}"
-        self._ids[index] = call_id
-        self._used.add(call_id)
-        request = _with_id(request, call_id)
-        limit = self._inv.options.max_calls
-        if limit is not None and index >= limit:
-            execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
-            self._executions[index] = execution
-            if self._emit is not None:
-                self._tg.start_soon(self._report, execution, index)
-            return
-        reserve = getattr(self._inv.options.tool_runner, "reserve", None)
-        if reserve is not None:
-            reserve(request)  # in call order, before any call runs (see ToolRunner)
-        self._tg.start_soon(self._run, index, request)
-
-    async def _run(self, index: int, request: ToolExecutionRequest) -> None:
-        inv, emit = self._inv, self._emit
-        gate = inv.approval
-        if gate is not None and gate.concerns(request.name, self._toolset):
-            settled = await gate.settle(request, index, self._round, self._toolset, inv)
-            if settled is not None:  # denied, waiting for a person, or finished before a pause
-                if settled.execution is None or not settled.report:
-                    self._silent.add(index)  # waits for a person, or was reported before the pause
-                if settled.execution is not None:
-                    self._executions[index] = settled.execution
-                if emit is not None:
-                    await self._report(settled.execution, index)
-                return
-        on_start = None
-        if emit is not None:
-            round = self._round
-
-            async def on_start(index: int, request: ToolExecutionRequest) -> None:
-                await emit(BeforeToolExecution(request, index, round))
-
-        run = functools.partial(
-            execute_tool_call,
-            request,
-            index=index,
-            round=self._round,
-            toolset=self._toolset,
-            options=inv.options,
-            limiter=self._limiter,
-            invocation_id=inv.invocation_id,
-            memory_id=inv.memory_id,
-            context=inv.context,
-            deadline=inv.deadline,
-            on_start=on_start,
-        )
-        runner = inv.options.tool_runner
-        call = run() if runner is None else runner(request, run)
-        observer = inv.observer
-        execution = await (
-            call if observer is None else observer.tool_call(call, request, index, self._round)
-        )
-        log_tool_call(execution)
-        self._executions[index] = execution
-        if emit is not None:
-            await self._report(execution, index)
-
-    async def _report(self, execution: ToolExecution | None, index: int) -> None:
-        """Emits `ToolExecuted` for call `index` (None: it waits for a person): as each call completes, or in
-        call order with `ordered_events`. Calls in `_silent` are not reported."""
-        assert self._emit is not None
-        if not self._inv.ordered_events:
-            if execution is not None and index not in self._silent:
-                await self._emit(ToolExecuted(execution))
-            return
-        if self._in_order is None:
-            self._in_order = anyio.Lock()
-        async with self._in_order:  # the call that completes a prefix reports it, in order
-            while self._reported in self._executions or self._reported in self._silent:
-                if self._reported not in self._silent:
-                    await self._emit(ToolExecuted(self._executions[self._reported]))
-                self._reported += 1
-
-
 def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
     """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
     round must not be stored: a cut call sent back makes providers reject every later request)."""
@@ -447,12 +301,6 @@ def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
             )
 
 
-def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionRequest:
-    return (
-        request if request.id == call_id else ToolExecutionRequest(call_id, request.name, request.arguments)
-    )
-
-
 async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
     """The tools of this model call: the agent's (or the call's) plus what the tool provider adds."""
     if inv.tool_provider is None:
@@ -464,11 +312,13 @@ async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
 
 async def _commit(memory: ChatMemory | None, messages: list[ChatMessage], *, final: bool = False) -> None:
     """Writes one unit to memory; shielded, so a cancellation cannot leave half a round behind. The final
-    unit goes to the memory's `add_final` when it has one (it may give the memory id back with it)."""
+    unit goes to `add_final` of a `FinalCommitMemory` (it may give the memory id back with it)."""
     if memory is not None:
-        add = getattr(memory, "add_final", None) if final else None
         with anyio.CancelScope(shield=True):
-            await (add or memory.add)(messages)
+            if final and isinstance(memory, FinalCommitMemory):
+                await memory.add_final(messages)
+            else:
+                await memory.add(messages)
 
 
 def _result(
@@ -481,7 +331,7 @@ def _result(
     usage: TokenUsage | None,
     added: list[ChatMessage],
     output: Any,
-    pending: PendingApproval | None = None,
+    pending: Any = None,
 ) -> Result[Any]:
     return Result(
         content=content,

@@ -347,14 +347,39 @@ def _holding(holds: Mapping[_Key, _Hold], key: _Key, hold: _Hold) -> Iterator[No
         _holds.reset(reset)
 
 
+@runtime_checkable
+class ExclusiveMemory(Protocol):
+    """A memory that holds its own exclusive access (a lease in a shared store, for instance)."""
+
+    def exclusive(self) -> AbstractAsyncContextManager[object]:
+        """Held by an invocation for its whole run: no other invocation on this memory interleaves."""
+        ...
+
+
+@runtime_checkable
+class FinalCommitMemory(Protocol):
+    """A memory that commits an invocation's last unit with `add_final` (it may hand the memory id back
+    with it, as a leased window does)."""
+
+    async def add_final(self, messages: Sequence[ChatMessage]) -> None: ...
+
+
+@runtime_checkable
+class LeasingStore(Protocol):
+    """A store whose memory ids are leased to one holder at a time, across processes."""
+
+    def lease(self, memory_id: Any, *, read: bool = False, max_messages: int | None = None) -> Any:
+        """An async context manager holding the lease (its value: the lease token)."""
+        ...
+
+
 def exclusive_access(memory: ChatMemory | None) -> AbstractAsyncContextManager[object]:
     """What an invocation holds so that no other invocation on `memory` interleaves with it: the memory's
     own `exclusive()` when it has one, else a lock of this process per memory object."""
     if memory is None:
         return nullcontext()
-    exclusive = getattr(memory, "exclusive", None)
-    if exclusive is not None:
-        return exclusive()  # type: ignore[no-any-return]
+    if isinstance(memory, ExclusiveMemory):
+        return memory.exclusive()
     return _local_lock((id(memory), None))
 
 
@@ -416,13 +441,13 @@ class MessageWindowChatMemory:
                 held.depth -= 1
             return
         async with _local_lock(self._key):
-            lease = getattr(self._store, "lease", None)
-            if lease is None:
+            store = self._store
+            if not isinstance(store, LeasingStore):
                 with _holding(holds, self._key, _Hold(None, None)):
                     yield
                 return
             window = self.max_messages
-            async with lease(self._id, read=read and self._versioned, max_messages=window) as token:
+            async with store.lease(self._id, read=read and self._versioned, max_messages=window) as token:
                 with _holding(holds, self._key, _Hold(token, window)):
                     yield
 

@@ -205,9 +205,17 @@ def _name_of(provider: object) -> str:
     return getattr(provider, "__qualname__", None) or type(provider).__qualname__
 
 
+@runtime_checkable
+class DynamicToolProvider(Protocol):
+    """A tool provider whose tools may change during an invocation: with `dynamic` True it is asked again
+    before every model call (MCP toolsets whose servers announce list changes are)."""
+
+    dynamic: bool
+
+
 def is_dynamic(provider: object) -> bool:
-    """True when `provider` asks to be consulted before every model call (its `dynamic` attribute)."""
-    return bool(getattr(provider, "dynamic", False))
+    """True when `provider` asks to be consulted before every model call (`DynamicToolProvider`)."""
+    return isinstance(provider, DynamicToolProvider) and bool(provider.dynamic)
 
 
 async def provide_tools(provider: object, request: ToolProviderRequest) -> Toolset:

@@ -385,7 +385,7 @@ async def test_pause_and_resume_without_memory_from_json() -> None:
     assert paused.pending is not None
     data = paused.pending.to_json()
     document = json.loads(data)  # readable JSON: names and argument text as the model sent them
-    assert (document["format"], document["kind"]) == (1, "pending_approval")
+    assert (document["format"], document["kind"]) == (2, "pending_approval")
     document = document["data"]
     assert [(r["tool_name"], r["arguments"]) for r in document["requests"]] == [
         ("pay", '{"to": "bob", "amount": 5}'),

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 if not os.environ.get("CI"):
     pytest.importorskip("dbos", reason="needs the dbos extra: pip install -e '.[dbos]'")
@@ -492,3 +493,25 @@ def _postgres_bin() -> Path | None:
         return Path(found).resolve().parent
     versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
     return versions[-1] if versions else None
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: int
+
+
+async def test_structured_output_survives_the_workflow_record(dbos_sqlite: None) -> None:
+    """The record carries `Result.output` (it was lost: `output` came back None), for the agent's output type
+    and for a call's own, and a recorded run read back later gives the output again."""
+    answer = calls(("final_result", {"city": "Oslo", "celsius": 3}))
+    agent = Agent(ScriptedChatModel([answer, answer]), name="typed", output_type=Forecast)
+    plain = Agent(ScriptedChatModel([answer]), name="plain")
+    durable, durable_plain = DBOSAgent(agent), DBOSAgent(plain)
+    DBOS.launch()
+    result = await durable.chat("forecast", workflow_id="typed-1")
+    assert result.output == Forecast(city="Oslo", celsius=3)
+    again = await durable.result("typed-1")
+    assert again.output == Forecast(city="Oslo", celsius=3)
+    own = await durable_plain.chat("forecast", output_type=Forecast, workflow_id="typed-2")
+    assert own.output == Forecast(city="Oslo", celsius=3)
+    assert (await durable_plain.result("typed-2", output_type=Forecast)).output == own.output

@@ -23,6 +23,13 @@ PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 EXPECTED = {
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "local-model.md": ["Paris"],
+    "middleware.md": [
+        "tool add -> 3",
+        "['Paris.']",
+        "['My card is [card]']",
+        "secrets -> asks for a password",
+        "max_requests 1 2\n3",
+    ],
     "models.md": [
         "echo: Hi",
         "one two ",

@@ -15,9 +15,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, Union
 
 import msgspec
+import pydantic
+import pydantic_core
 from dbos import DBOS, SetWorkflowID
 from dbos._core import StepOptions
 
@@ -30,7 +32,9 @@ from .._features.approval._format import _decisions as checked_decisions
 from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
 from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._result import Result
+from .._seam import Middleware, check_middleware
 from ..models import ChatModel, ModelEvent
+from ..models._base import supports_response_format
 
 logger = logging.getLogger("agentloop.dbos")
 
@@ -81,8 +85,14 @@ class DBOSAgent:
         self._model_step: StepOptions = {"retries_allowed": False, **(model_step or {})}
         self._tool_step: StepOptions = {"retries_allowed": False, **(tool_step or {})}
 
-        async def workflow(message: str, memory_id: Any, context: dict[str, Any] | None) -> bytes:
-            return await self._run(message, memory_id, context)
+        async def workflow(
+            message: str,
+            memory_id: Any,
+            context: dict[str, Any] | None,
+            output_type: Any = None,
+            middleware: tuple[Middleware, ...] = (),
+        ) -> bytes:
+            return await self._run(message, memory_id, context, output_type, middleware)
 
         self._workflow = DBOS.workflow(name=f"agentloop.{self.name}")(workflow)
 
@@ -93,20 +103,25 @@ class DBOSAgent:
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         workflow_id: str | None = None,
-    ) -> Result[str]:
+        output_type: Any = None,
+        middleware: Sequence[Middleware] | None = None,
+    ) -> Result[Any]:
         """Runs one invocation as a workflow and returns its `Result`.
 
         With `workflow_id`, the call is idempotent: a second call with the same id (in this or another
         process) returns the first run's result, waiting for it if it still runs, and runs nothing again.
+        `output_type` and `middleware` are this call's own (as for `Agent.chat`); the workflow's record
+        carries them (DBOS pickles a workflow's arguments), so a recovered run goes on under them.
         """
         _check_asyncio()
-        args = (message, memory_id, dict(context) if context else None)
+        chosen = check_middleware(middleware, "DBOSAgent.chat(middleware=...)")
+        args = (message, memory_id, dict(context) if context else None, output_type, chosen)
         if workflow_id is None:
             handle = await DBOS.start_workflow_async(self._workflow, *args)
         else:
             with SetWorkflowID(workflow_id):
                 handle = await DBOS.start_workflow_async(self._workflow, *args)
-        return decode_result(await handle.get_result())
+        return decode_result(await handle.get_result(), self._output_type(output_type))
 
     async def ask(
         self,
@@ -120,12 +135,15 @@ class DBOSAgent:
         result = await self.chat(message, memory_id=memory_id, context=context, workflow_id=workflow_id)
         return result.content or ""
 
-    async def result(self, workflow_id: str) -> Result[str]:
+    async def result(self, workflow_id: str, *, output_type: Any = None) -> Result[Any]:
         """The `Result` of the run `workflow_id`, waiting for it to finish (e.g. after another executor
-        recovered it)."""
+        recovered it). `output_type`: the run's own, when it was started with one."""
         _check_asyncio()
         handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
-        return decode_result(await handle.get_result())
+        return decode_result(await handle.get_result(), self._output_type(output_type))
+
+    def _output_type(self, output_type: Any) -> Any:
+        return self.agent.output_type if output_type is None else output_type
 
     async def pending(self, workflow_id: str, *, timeout: float = 60.0) -> PendingApproval | None:
         """The tool calls the run `workflow_id` waits for a person to approve: waits up to `timeout` seconds
@@ -146,16 +164,23 @@ class DBOSAgent:
         checked_decisions(pending, decisions)
         await DBOS.send_async(workflow_id, encode_decisions(decisions, pending.id), APPROVAL_TOPIC)
 
-    async def take_over(self, workflow_id: str) -> Result[str]:
+    async def take_over(self, workflow_id: str, *, output_type: Any = None) -> Result[Any]:
         """Resumes the run `workflow_id` in this process (one left PENDING by a crashed executor on another
         machine) from its last finished step, and returns its `Result`."""
         _check_asyncio()
         handle: Any = await DBOS.resume_workflow_async(workflow_id)
-        return decode_result(await handle.get_result())
+        return decode_result(await handle.get_result(), self._output_type(output_type))
 
     # -- inside the workflow ------------------------------------------------------------------------------
 
-    async def _run(self, message: str, memory_id: Any, context: dict[str, Any] | None) -> bytes:
+    async def _run(
+        self,
+        message: str,
+        memory_id: Any,
+        context: dict[str, Any] | None,
+        output_type: Any = None,
+        middleware: tuple[Middleware, ...] = (),
+    ) -> bytes:
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None
         durable = copy.copy(self.agent)
@@ -173,7 +198,9 @@ class DBOSAgent:
                 return _StepMemory(inner, f"{self.name}.memory")
 
             durable.memory = memory_for
-        result = await durable.chat(message, memory_id=memory_id, context=context)
+        result = await durable.chat(
+            message, memory_id=memory_id, context=context, output_type=output_type, middleware=middleware
+        )
         while result.finish_reason is FinishReason.APPROVAL_REQUIRED and result.pending is not None:
             resumed = await self._wait_for_approval(durable, result.pending, context)
             result = _joined(result, result.pending, resumed)
@@ -238,6 +265,11 @@ class _StepModel:
     def __init__(self, model: ChatModel, name: str, options: StepOptions) -> None:
         self._model = model
         self._options: StepOptions = {"name": name, **options}
+
+    @property
+    def supports_response_format(self) -> bool:
+        """As the wrapped model: a durable run keeps the `native` output mode."""
+        return supports_response_format(self._model)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         async def step() -> bytes:
@@ -358,6 +390,12 @@ def _decisions_for(pending: PendingApproval, data: Any) -> dict[str, Decision] |
 # -- the Result as a workflow's output -----------------------------------------------------------------------
 
 
+_RESULT_FORMAT = 2
+_NULL = msgspec.Raw(b"null")
+"""Format of a run's recorded `Result`: 2 added `format` and `output` (the structured output as JSON); a
+record without `format` is format 1 and reads the same way (its output, if any, was not kept)."""
+
+
 class _StoredResult(msgspec.Struct, frozen=True):
     content: str | None
     tool_executions: msgspec.Raw
@@ -368,9 +406,11 @@ class _StoredResult(msgspec.Struct, frozen=True):
     messages: msgspec.Raw
     memory_id: Any
     invocation_id: str
+    format: int = 1
+    output: msgspec.Raw = _NULL  # the structured output as JSON; null for text
 
 
-def encode_result(result: Result[str]) -> bytes:
+def encode_result(result: Result[Any]) -> bytes:
     """A `Result` as JSON, its parts in agentloop's storage format (see `agentloop._codec`)."""
     final = result.final_response
     return msgspec.json.encode(
@@ -386,14 +426,31 @@ def encode_result(result: Result[str]) -> bytes:
             messages=msgspec.Raw(_codec.encode(list(result.messages), "messages")),
             memory_id=result.memory_id,
             invocation_id=result.invocation_id,
+            format=_RESULT_FORMAT,
+            output=_output_json(result),
         )
     )
 
 
-def decode_result(data: bytes) -> Result[str]:
-    """Reads what `encode_result` wrote."""
+def _output_json(result: Result[Any]) -> msgspec.Raw:
+    output = result.output
+    if output is None or output is result.content:
+        return _NULL
+    return msgspec.Raw(pydantic_core.to_json(output))
+
+
+def decode_result(data: bytes, output_type: Any = str) -> Result[Any]:
+    """Reads what `encode_result` wrote; a structured output is validated as `output_type` again."""
     stored = msgspec.json.decode(data, type=_StoredResult)
+    if stored.format > _RESULT_FORMAT:
+        raise IllegalConfigurationError(
+            f"This run's result was recorded in format {stored.format}, newer than this release reads "
+            f"({_RESULT_FORMAT}): upgrade agentloop"
+        )
     final = None if bytes(stored.final_response) == b"null" else stored.final_response
+    output: Any = stored.content
+    if bytes(stored.output) != b"null" and output_type is not str:
+        output = _validated(bytes(stored.output), output_type)
     return Result(
         content=stored.content,
         tool_executions=_codec.decode(stored.tool_executions, "tool_executions"),
@@ -404,7 +461,15 @@ def decode_result(data: bytes) -> Result[str]:
         messages=tuple(_codec.decode(stored.messages, "messages")),
         memory_id=stored.memory_id,
         invocation_id=stored.invocation_id,
+        output=output,
     )
+
+
+def _validated(data: bytes, output_type: Any) -> Any:
+    """The recorded output read back as `output_type` (a type, or a list of types: their union)."""
+    target: Any = Union[tuple(output_type)] if isinstance(output_type, (list, tuple)) else output_type
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(target)
+    return adapter.validate_json(data)
 
 
 def _joined(paused: Result[str], pending: PendingApproval, resumed: Result[str]) -> Result[str]:

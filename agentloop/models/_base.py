@@ -13,10 +13,12 @@ __all__ = [
     "ChatModel",
     "ModelEvent",
     "ResponseComplete",
+    "StructuredOutputModel",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallComplete",
     "ToolCallDelta",
+    "supports_response_format",
 ]
 
 
@@ -77,3 +79,17 @@ class ChatModel(Protocol):
     def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they arrive."""
         ...
+
+
+@runtime_checkable
+class StructuredOutputModel(Protocol):
+    """A model that declares whether it honours `ChatRequest.response_format` (the provider's own structured
+    output): agents use the `native` output mode only with a model whose `supports_response_format` is True,
+    and fall back to an output tool otherwise."""
+
+    supports_response_format: bool
+
+
+def supports_response_format(model: object) -> bool:
+    """True when `model` is a `StructuredOutputModel` that honours `response_format`."""
+    return isinstance(model, StructuredOutputModel) and model.supports_response_format is True

@@ -23,7 +23,7 @@ from agentloop._errors import (
 )
 from agentloop._messages import ChatRequest, ChatResponse
 
-from ._base import ChatModel, ModelEvent, ResponseComplete
+from ._base import ChatModel, ModelEvent, ResponseComplete, supports_response_format
 
 __all__ = ["DEFAULT_FALLBACK_ON", "FallbackChatModel"]
 
@@ -77,6 +77,12 @@ class FallbackChatModel:
         self.on: tuple[type[BaseException], ...] = failures
         self.sticky = sticky
         self._answered = [0]  # the model that answered last (a sticky call starts there); shared by views
+
+    @property
+    def supports_response_format(self) -> bool:
+        """True when every model of the chain honours `response_format` (a `StructuredOutputModel`): the
+        `native` output mode then works whichever model answers."""
+        return all(supports_response_format(m) for m in self.models)
 
     @property
     def model(self) -> str:

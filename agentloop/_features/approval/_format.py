@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentloop._codec import RecordedToolError, _from_stored, _to_stored, _ToolExecution
+from agentloop._codec import RecordedToolError, _from_stored, _to_stored, _ToolExecution, stored_type_name
 from agentloop._errors import (
     ApprovalError,
     IllegalConfigurationError,
@@ -17,15 +17,21 @@ from agentloop._errors import (
 )
 from agentloop._execution import ToolExecution
 from agentloop._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
+from agentloop._seam import CallOptions
 
 if TYPE_CHECKING:
     from agentloop._loop import Invocation
 from agentloop._features.approval._decisions import Decision, Denied, ToolApprovalRequest
 
 _KIND = "pending_approval"
-_FORMAT = 1
-"""The storage format's envelope: `{"format": 1, "kind": "pending_approval", "data": {...}}`."""
-_DENIED = f"{ToolDeniedError.__module__}.{ToolDeniedError.__qualname__}"  # as the storage format names it
+_FORMAT = 2
+"""The storage format's envelope: `{"format": 2, "kind": "pending_approval", "data": {...}}`. Format 2 added
+`data.options` (the call's own output type and middleware, by name); format 1 documents read the same way."""
+_FORMATS = (1, 2)
+_DENIED = (
+    stored_type_name(ToolDeniedError),
+    "agentloop._errors.ToolDeniedError",
+)  # now, and as format 1 named it
 
 
 # -- the state of a paused round ----------------------------------------------------------------------------
@@ -47,6 +53,13 @@ class _Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     state: str
 
 
+class _Options(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The call's own options a paused round resumes under, by name (`CallOptions.labels()`)."""
+
+    output_type: str | None = None
+    middleware: list[str] = []
+
+
 class _State(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A paused round as JSON stores it (field names are the JSON keys). Finished calls are stored as the
     storage format stores any `ToolExecution` (error as type and message, result object as JSON)."""
@@ -62,6 +75,7 @@ class _State(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     requests: list[_Waiting]
     executions: list[_ToolExecution]
     check: _Check | None = None
+    options: _Options | None = None
 
 
 class _Document(msgspec.Struct, frozen=True):
@@ -92,7 +106,11 @@ def _calls(state: _State) -> list[tuple[ToolExecutionRequest, int, msgspec.Struc
 
 def _check_of(state: _State) -> _Check:
     calls = {call.id or "": _digest(stored) for call, _, stored in _calls(state)}
-    return _Check(calls, _digest(msgspec.structs.replace(state, check=None)))
+    whole = msgspec.structs.asdict(state)  # shallow: the fields in their order, encoded as the struct is
+    whole["check"] = None
+    if state.options is None:
+        del whole["options"]  # as format 1 digested a state: its rounds still resume
+    return _Check(calls, _digest(whole))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -116,6 +134,17 @@ class PendingApproval:
     user_message: UserMessage
     messages: tuple[ChatMessage, ...]
     _state: _State = field(repr=False)
+    call_options: CallOptions | None = field(default=None, repr=False, compare=False)
+    """The call's own `output_type` and `middleware` as Python objects (this process only; JSON keeps
+    their names, `paused_with`)."""
+
+    @property
+    def paused_with(self) -> tuple[str | None, tuple[str, ...]]:
+        """The call's own output type and middleware, by name, as the paused round recorded them."""
+        options = self._state.options
+        if options is None:
+            return None, ()
+        return options.output_type, tuple(options.middleware)
 
     @property
     def record(self) -> str:
@@ -140,7 +169,7 @@ class PendingApproval:
             document = _decoder.decode(data)
         except (msgspec.DecodeError, RecursionError) as error:
             raise ApprovalError(f"Not the JSON of a PendingApproval: {error}") from None
-        if (document.kind, document.format) != (_KIND, _FORMAT):
+        if document.kind != _KIND or document.format not in _FORMATS:
             raise ApprovalError(
                 f"Not the JSON of a PendingApproval this version reads: kind {document.kind!r}, format "
                 f"{document.format!r} (expected {_KIND!r}, {_FORMAT})",
@@ -149,7 +178,9 @@ class PendingApproval:
         return cls._from_state(document.data, None)
 
     @classmethod
-    def _from_state(cls, state: _State, executions: tuple[ToolExecution, ...] | None) -> PendingApproval:
+    def _from_state(
+        cls, state: _State, executions: tuple[ToolExecution, ...] | None, options: CallOptions | None = None
+    ) -> PendingApproval:
         if executions is None:
             executions = tuple(_execution_of(e) for e in state.executions)
         requests = tuple(
@@ -175,6 +206,7 @@ class PendingApproval:
             state.user_message,
             tuple(state.messages),
             state,
+            options,
         )
 
     def __repr__(self) -> str:
@@ -190,7 +222,7 @@ def _execution_of(stored: _ToolExecution) -> ToolExecution:
     `ToolDeniedError` again."""
     execution = _from_stored(stored)
     error = execution.error
-    if isinstance(error, RecordedToolError) and error.error_type == _DENIED:
+    if isinstance(error, RecordedToolError) and error.error_type in _DENIED:
         request = execution.request
         error = ToolDeniedError(error.message, call_id=request.id, tool_name=request.name)
         execution = msgspec.structs.replace(execution, error=error)
@@ -216,8 +248,12 @@ def _paused(
         [_Waiting(r.call_id, r.tool_name, r.arguments, r.index) for r in sorted(waiting, key=_by_index)],
         [_to_stored(e) for e in finished],
     )
+    options = inv.call_options
+    if options.output_type is not None or options.middleware:
+        output, middleware = options.labels()
+        state = msgspec.structs.replace(state, options=_Options(output, list(middleware)))
     state = msgspec.structs.replace(state, check=_check_of(state))
-    return PendingApproval._from_state(state, tuple(finished))
+    return PendingApproval._from_state(state, tuple(finished), options)
 
 
 def _pending_id(invocation_id: str, round: int) -> str:

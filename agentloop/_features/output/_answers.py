@@ -17,6 +17,7 @@ import pydantic
 from agentloop._context import ToolContext
 from agentloop._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
 from agentloop._execution import ToolExecution
+from agentloop._hooks import NOT_FOUND, RetryOutput
 from agentloop._messages import (
     AiMessage,
     ChatRequest,
@@ -28,7 +29,7 @@ from agentloop._messages import (
 )
 from agentloop._spec import ToolSpecification
 from agentloop._tool import ReturnBehavior, Tool
-from agentloop.models._base import ModelEvent
+from agentloop.models._base import ModelEvent, supports_response_format
 
 if TYPE_CHECKING:
     from agentloop._loop import Listener
@@ -39,13 +40,11 @@ from agentloop._features.output._types import (
     _MAX_INPUT_REPR,
     _MAX_LISTED_ERRORS,
     _MODES,
-    NOT_FOUND,
     PROCESSED,
     OutputMember,
     OutputMode,
     OutputSchema,
     OutputValidator,
-    RetryOutput,
     _InvalidOutput,
     output_schema,
 )
@@ -249,7 +248,7 @@ def structured_output(agent: Any, output_type: Any) -> OutputRun | None:
     if output_type is str:
         return None if validator is None else OutputRun(None, "prompted", retries, validator)
     schema = output_schema(output_type, name)
-    if mode == "native" and not getattr(agent.model, "supports_response_format", False):
+    if mode == "native" and not supports_response_format(agent.model):
         mode = "tool"
     return OutputRun(schema, mode, retries, validator)
 

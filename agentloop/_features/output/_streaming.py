@@ -11,14 +11,13 @@ from typing import (
 import pydantic
 
 from agentloop._events import PartialOutput
+from agentloop._hooks import NOT_FOUND
 from agentloop._partial_json import PartialJSON
 from agentloop.models._base import ModelEvent, TextDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     from agentloop._features.output._answers import OutputRun
     from agentloop._loop import Listener
-
-from agentloop._features.output._types import NOT_FOUND
 
 
 class _Watch:

@@ -23,9 +23,6 @@ from typing_extensions import TypedDict, is_typeddict
 
 from agentloop._context import ToolContext
 from agentloop._errors import IllegalConfigurationError, ModelRetry
-from agentloop._messages import (
-    UserMessage,
-)
 from agentloop._schema import _strip_titles
 
 if TYPE_CHECKING:
@@ -39,22 +36,12 @@ OutputValidator = Callable[[Any, ToolContext], Any]
 DEFAULT_OUTPUT_TOOL_NAME = "final_result"
 PROCESSED = "Final result processed."
 NOT_USED = "Output tool not used: a final result was already processed."
-NOT_FOUND: Any = object()
-"""`OutputRun.found()` when the round holds no valid output."""
 
 _MODES = ("tool", "native", "prompted")
 _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
 _MAX_LISTED_ERRORS = 10
 _MAX_INPUT_REPR = 80
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
-
-
-class RetryOutput(Exception):
-    """The answer was not a valid output and retries remain: `message` asks the model to correct it."""
-
-    def __init__(self, message: UserMessage) -> None:
-        super().__init__(message.text)
-        self.message = message
 
 
 class _InvalidOutput(ModelRetry):

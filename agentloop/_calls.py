@@ -1,0 +1,225 @@
+"""The tool calls of one model response: each starts as soon as it is known and runs in its own task.
+
+A call passes the approval gate (a call that waits for a person or was denied does not run), then the
+middleware's `wrap_tool_call` hooks, then the durable tool runner if any, then `execute_tool_call`. Every call
+of a response runs concurrently; the loop waits for all of them and commits them as one unit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._context import ToolContext
+from ._errors import BadResponseError
+from ._events import BeforeToolExecution, ToolExecuted
+from ._execution import ToolExecution, execute_tool_call, rejected_call
+from ._messages import ToolExecutionRequest, is_whole_object
+from ._observe import log_tool_call
+from ._seam import ToolCall
+from ._toolset import Toolset
+
+if TYPE_CHECKING:
+    from ._loop import Invocation, Listener
+
+__all__ = ["Calls"]
+
+
+class Calls:
+    """The tool calls of one response, each running in the round's task group as soon as it is known.
+
+    Calls are matched by position (providers number them by position in the response). A call without an
+    id, or with the id of an earlier call, gets a fresh one, so every result pairs with exactly one call.
+    Calls past `options.max_calls` are not run; each gets an error result.
+    """
+
+    __slots__ = (
+        "_by_index",
+        "_eager",
+        "_emit",
+        "_executions",
+        "_ids",
+        "_in_order",
+        "_inv",
+        "_limiter",
+        "_reported",
+        "_round",
+        "_silent",
+        "_tg",
+        "_toolset",
+        "_used",
+    )
+
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        inv: Invocation,
+        toolset: Toolset,
+        round: int,
+        limiter: anyio.CapacityLimiter | None,
+        emit: Listener | None,
+        *,
+        eager: bool,
+    ) -> None:
+        self._tg = task_group
+        self._inv = inv
+        self._toolset = toolset
+        self._round = round
+        self._limiter = limiter
+        self._emit = emit
+        self._eager = eager and inv.eager_tools
+        self._by_index: dict[int, ToolExecutionRequest] = {}  # as the model sent them
+        self._ids: dict[int, str] = {}  # the id each call carries from here on
+        self._used: set[str] = set()
+        self._executions: dict[int, ToolExecution] = {}
+        self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
+        self._reported = 0  # ordered_events: the next index to report
+        self._silent: set[int] = set()  # calls reported before a pause: not again when resumed
+
+    def start_early(self, index: int, request: ToolExecutionRequest) -> None:
+        """A call became whole while the model still streams: start it now (eager tools)."""
+        limit = self._inv.options.max_calls
+        if self._eager and (limit is None or index < limit) and is_whole_object(request.arguments):
+            self._start(index, request, index + 1)  # else it waits for the end of the response
+
+    def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
+        """The response is complete: start every call not started yet, check the early ones, and return the
+        calls as they go to memory (`requests` itself unless an id had to be replaced)."""
+        for index, request in enumerate(requests):
+            started = self._by_index.get(index)
+            if started is None:
+                self._start(index, request, len(requests))
+            elif started != request:
+                raise BadResponseError(
+                    f"The model's stream reported tool call #{index} as {started!r} but its final "
+                    f"response has {request!r}"
+                )
+        if len(self._by_index) != len(requests):
+            raise BadResponseError(
+                f"The model's stream reported {len(self._by_index)} tool calls but its final response has "
+                f"{len(requests)}"
+            )
+        if all(request.id == self._ids[i] for i, request in enumerate(requests)):
+            return requests
+        return tuple(_with_id(request, self._ids[i]) for i, request in enumerate(requests))
+
+    def discard(self) -> None:
+        """The final response has no tool calls: anything started early must not run on."""
+        if self._by_index:
+            self._tg.cancel_scope.cancel()
+            raise BadResponseError(
+                "The model's stream reported tool calls that its final response does not hold"
+            )
+
+    def executions(self) -> list[ToolExecution]:
+        """Every execution, in the model's call order."""
+        return [self._executions[index] for index in sorted(self._executions)]
+
+    def _start(self, index: int, request: ToolExecutionRequest, total: int) -> None:
+        if index in self._by_index:
+            return
+        self._by_index[index] = request
+        call_id = request.id
+        if not call_id or call_id in self._used:
+            call_id = f"call_{self._inv.invocation_id[:12]}_{self._round}_{index}"
+        self._ids[index] = call_id
+        self._used.add(call_id)
+        request = _with_id(request, call_id)
+        limit = self._inv.options.max_calls
+        if limit is not None and index >= limit:
+            execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
+            self._executions[index] = execution
+            if self._emit is not None:
+                self._tg.start_soon(self._report, execution, index)
+            return
+        reserve = self._inv.reserve
+        if reserve is not None:
+            reserve(request)  # in call order, before any call runs (see ToolRunner)
+        self._tg.start_soon(self._run, index, request)
+
+    async def _run(self, index: int, request: ToolExecutionRequest) -> None:
+        inv, emit = self._inv, self._emit
+        gate = inv.approval
+        if gate is not None and gate.concerns(request.name, self._toolset):
+            settled = await gate.settle(request, index, self._round, self._toolset, inv)
+            if settled is not None:  # denied, waiting for a person, or finished before a pause
+                if settled.execution is None or not settled.report:
+                    self._silent.add(index)  # waits for a person, or was reported before the pause
+                if settled.execution is not None:
+                    self._executions[index] = settled.execution
+                if emit is not None:
+                    await self._report(settled.execution, index)
+                return
+        on_start = None
+        if emit is not None:
+            round = self._round
+
+            async def on_start(index: int, request: ToolExecutionRequest) -> None:
+                await emit(BeforeToolExecution(request, index, round))
+
+        chain = inv.seam.tool
+        if chain is None:
+            work = self._execute(request, index, on_start)
+        else:  # the middleware's hooks around the call, outermost first
+            round = self._round
+            context = ToolContext(inv.invocation_id, inv.memory_id, inv.context, request, round, inv.deadline)
+            call = ToolCall(request, self._toolset.get(request.name), context, self._round, index)
+
+            async def innermost(call: ToolCall) -> ToolExecution:
+                return await self._execute(call.request, index, on_start)
+
+            work = chain(call, innermost)
+        observer = inv.observer
+        if observer is not None:
+            work = observer.tool_call(work, request, index, self._round)
+        execution = await work
+        log_tool_call(execution)
+        self._executions[index] = execution
+        if emit is not None:
+            await self._report(execution, index)
+
+    def _execute(self, request: ToolExecutionRequest, index: int, on_start: Any) -> Awaitable[ToolExecution]:
+        """The call itself: through the durable tool runner when there is one."""
+        inv = self._inv
+        run = functools.partial(
+            execute_tool_call,
+            request,
+            index=index,
+            round=self._round,
+            toolset=self._toolset,
+            options=inv.options,
+            limiter=self._limiter,
+            invocation_id=inv.invocation_id,
+            memory_id=inv.memory_id,
+            context=inv.context,
+            deadline=inv.deadline,
+            on_start=on_start,
+        )
+        runner = inv.options.tool_runner
+        return run() if runner is None else runner(request, run)
+
+    async def _report(self, execution: ToolExecution | None, index: int) -> None:
+        """Emits `ToolExecuted` for call `index` (None: it waits for a person): as each call completes, or in
+        call order with `ordered_events`. Calls in `_silent` are not reported."""
+        assert self._emit is not None
+        if not self._inv.ordered_events:
+            if execution is not None and index not in self._silent:
+                await self._emit(ToolExecuted(execution))
+            return
+        if self._in_order is None:
+            self._in_order = anyio.Lock()
+        async with self._in_order:  # the call that completes a prefix reports it, in order
+            while self._reported in self._executions or self._reported in self._silent:
+                if self._reported not in self._silent:
+                    await self._emit(ToolExecuted(self._executions[self._reported]))
+                self._reported += 1
+
+
+def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionRequest:
+    return (
+        request if request.id == call_id else ToolExecutionRequest(call_id, request.name, request.arguments)
+    )

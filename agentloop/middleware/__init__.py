@@ -1,0 +1,41 @@
+"""Built-in middleware (see docs/middleware.md): limits, guardrails, tool retries.
+
+`UsageLimits` stops an invocation that would exceed a budget of model requests, tool calls or tokens;
+`InputGuardrail` / `OutputGuardrail` stop one whose message or answer a check of yours rejects; `ToolRetry`
+runs a failed tool call again. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before
+anything of its current round reaches memory, and the error names the limit or guardrail and its value.
+"""
+
+from __future__ import annotations
+
+from .._seam import (
+    CallContext,
+    InvocationCall,
+    Middleware,
+    ModelCall,
+    NextInvocation,
+    NextModelCall,
+    NextToolCall,
+    ToolCall,
+)
+from ._errors import GuardrailTripped, UsageLimitExceeded
+from ._guardrails import InputGuardrail, OutputGuardrail
+from ._limits import UsageLimits
+from ._retry import ToolRetry
+
+__all__ = [
+    "CallContext",
+    "GuardrailTripped",
+    "InputGuardrail",
+    "InvocationCall",
+    "Middleware",
+    "ModelCall",
+    "NextInvocation",
+    "NextModelCall",
+    "NextToolCall",
+    "OutputGuardrail",
+    "ToolCall",
+    "ToolRetry",
+    "UsageLimitExceeded",
+    "UsageLimits",
+]

@@ -1,0 +1,47 @@
+"""agentloop with middleware: UsageLimits with every limit set (none reached);
+otherwise as `contenders.agentloop`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentloop import Agent, Middleware
+from agentloop.middleware import UsageLimits
+from contenders import agentloop as base
+
+LABEL = "agentloop + usage_limits"
+PACKAGES = base.PACKAGES
+
+
+def _never(text: str) -> bool:
+    return False
+
+
+class Passthrough(Middleware):
+    async def wrap_model_call(self, call: Any, call_next: Any) -> Any:
+        return await call_next(call)
+
+    async def wrap_tool_call(self, call: Any, call_next: Any) -> Any:
+        return await call_next(call)
+
+    async def wrap_invocation(self, call: Any, call_next: Any) -> Any:
+        return await call_next(call)
+
+
+class Contender(base.Contender):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        agent = self._agent
+        self._agent = Agent(
+            agent.model,
+            tools=agent.tools,
+            middleware=[
+                UsageLimits(
+                    max_requests=1000,
+                    max_tool_calls=1000,
+                    max_input_tokens=10**9,
+                    max_output_tokens=10**9,
+                    max_total_tokens=10**9,
+                )
+            ],
+        )

@@ -1,0 +1,240 @@
+"""Scenarios of the composition suite: an agent built from a set of features, and what its run must show.
+
+Shared by tests/test_composition.py and its worker process (`python -m tests.composition`), which resumes
+paused rounds "in another process" (tests/composition_worker.py): one worker per test module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    ChatRequest,
+    ChatResponse,
+    Defer,
+    InvocationCall,
+    MessageWindowChatMemory,
+    Middleware,
+    ModelCall,
+    ModelConnectionError,
+    PendingApproval,
+    ToolCall,
+    ToolExecution,
+    ToolExecutionRequest,
+    tool,
+)
+from agentloop.models import FallbackChatModel, ModelEvent
+from agentloop.testing import ScriptedChatModel
+
+FEATURES = (
+    "output_tool",
+    "output_native",
+    "output_prompted",
+    "approval_inline",
+    "approval_paused",
+    "sqlite",
+    "redis",
+    "dbos",
+    "tracing",
+    "fallback",
+    "mcp",
+    "middleware",
+)
+OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
+SUM = 5
+
+
+class Sum(BaseModel):
+    total: int
+
+
+@tool(requires_approval=True)
+def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+@tool
+def add_freely(a: int, b: int) -> int:
+    """Adds two numbers (needs nobody's approval)."""
+    return a + b
+
+
+class Recorder(Middleware):
+    """The user middleware of the suite: records each hook it passes."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    async def wrap_invocation(self, call: InvocationCall, call_next: Any) -> Any:
+        self.log.append("invocation")
+        return await call_next(call)
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        self.log.append("model")
+        return await call_next(call)
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
+        self.log.append(f"tool:{call.request.name}")
+        return await call_next(call)
+
+
+class Down:
+    """A primary model whose every call fails to connect: the fallback answers."""
+
+    provider = "down"
+    supports_response_format = True  # as the OpenAI and Anthropic providers declare
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise ModelConnectionError("primary is down", provider="down")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        raise ModelConnectionError("primary is down", provider="down")
+        yield  # pragma: no cover
+
+
+@dataclass
+class Scenario:
+    """One pair (or single) of features, built into an agent with a script that exercises each."""
+
+    features: frozenset[str]
+    sqlite_path: str | None = None
+    redis_url: str | None = None
+    redis_prefix: str = "composition"
+    mcp_url: str | None = None
+    telemetry: Any = None  # the test's Telemetry for "tracing"
+    recorder: Recorder = field(default_factory=Recorder)
+    _store: Any = None
+
+    @property
+    def output_mode(self) -> str | None:
+        return next((OUTPUTS[f] for f in self.features if f in OUTPUTS), None)
+
+    @property
+    def tool_name(self) -> str:
+        return "add" if "mcp" in self.features else "add_freely" if not self.gated else "add"
+
+    @property
+    def gated(self) -> bool:
+        return bool({"approval_inline", "approval_paused"} & self.features)
+
+    @property
+    def pauses(self) -> bool:
+        return "approval_paused" in self.features
+
+    def answers(self, *, resumed: bool = False) -> list[Any]:
+        """The model's script: one tool call, then the answer as the output mode wants it."""
+        call = AiMessage(None, [ToolExecutionRequest("call_1", self.tool_name, '{"a": 2, "b": 3}')])
+        mode = self.output_mode
+        if mode == "tool":
+            final: Any = AiMessage(None, [ToolExecutionRequest("call_2", "final_result", '{"total": 5}')])
+        elif mode in ("native", "prompted"):
+            final = '{"total": 5}'
+        else:
+            final = "The sum is 5."
+        return [final] if resumed else [call, final]
+
+    def model(self, *, resumed: bool = False) -> Any:
+        scripted = ScriptedChatModel(self.answers(resumed=resumed))
+        if "fallback" in self.features:
+            return FallbackChatModel(Down(), scripted)
+        return scripted
+
+    def store(self) -> Any:
+        """The memory's store (one per scenario), None without a store feature."""
+        if self._store is None:
+            self._store = self._new_store()
+        return self._store
+
+    def _new_store(self) -> Any:
+        if "sqlite" in self.features:
+            from agentloop.stores import SQLiteChatMemoryStore
+
+            assert self.sqlite_path is not None
+            return SQLiteChatMemoryStore(self.sqlite_path)
+        if "redis" in self.features:
+            from agentloop.stores import RedisChatMemoryStore
+
+            assert self.redis_url is not None
+            return RedisChatMemoryStore(self.redis_url, prefix=self.redis_prefix)
+        return None
+
+    def agent(self, *, resumed: bool = False, name: str = "composition", tools: Any = None) -> Agent:
+        options: dict[str, Any] = {}
+        store = self.store()
+        if store is not None:
+            options["memory"] = MessageWindowChatMemory.provider(50, store=store)
+        if "approval_inline" in self.features:
+            if self.pauses:  # both: the handler leaves the call to a person
+                options["approval_handler"] = lambda request: Defer
+            else:
+                options["approval_handler"] = lambda request: True
+        if "mcp" in self.features and self.gated:
+            options["requires_approval"] = ["add"]
+        if "tracing" in self.features and self.telemetry is not None:
+            options["instrument"] = self.telemetry.instrumentation()
+        mode = self.output_mode
+        if mode is not None:
+            options["output_mode"] = mode
+        if "middleware" in self.features:
+            options["middleware"] = [self.recorder]
+        if tools is None:
+            tools = [] if "mcp" in self.features else [add if self.gated else add_freely]
+        return Agent(self.model(resumed=resumed), name=name, tools=tools, **options)
+
+    def call_options(self) -> dict[str, Any]:
+        """The call's own options: the output type is given per call, so it must travel with a pause."""
+        return {"output_type": Sum} if self.output_mode is not None else {}
+
+    def check_result(self, result: Any) -> None:
+        if self.output_mode is not None:
+            assert result.output == Sum(total=SUM), result
+        else:
+            assert result.content == "The sum is 5.", result
+        ran = [e for e in result.tool_executions if e.request.name == self.tool_name]
+        assert [e.result for e in ran] == ["5"], result.tool_executions
+
+
+def describe(result: Any) -> dict[str, Any]:
+    return {
+        "content": result.content,
+        "output": result.output.model_dump() if isinstance(result.output, BaseModel) else result.output,
+        "tools": [[e.request.name, e.result] for e in result.tool_executions],
+        "finish": result.finish_reason.value if result.finish_reason is not None else None,
+    }
+
+
+async def resume_here(spec: dict[str, Any]) -> dict[str, Any]:
+    """The worker's side: an agent built the same way resumes the paused round from its JSON."""
+    scenario = Scenario(
+        frozenset(spec["features"]),
+        sqlite_path=spec.get("sqlite_path"),
+        redis_url=spec.get("redis_url"),
+        redis_prefix=spec.get("redis_prefix", "composition"),
+        mcp_url=spec.get("mcp_url"),
+    )
+    pending = PendingApproval.from_json(spec["pending"])
+    decisions = {r.call_id: True for r in pending.requests}
+    options: dict[str, Any] = dict(scenario.call_options())
+    tools = None
+    if "mcp" in scenario.features:
+        from agentloop.mcp import MCPToolset
+
+        assert scenario.mcp_url is not None
+        async with MCPToolset(scenario.mcp_url, call_timeout=10) as toolset:
+            agent = scenario.agent(resumed=True, tools=[toolset])
+            result = await agent.resume(pending, decisions, **options)
+            return describe(result)
+    agent = scenario.agent(resumed=True, tools=tools)
+    if spec.get("streaming"):
+        async with agent.resume_stream(pending, decisions, **options) as stream:
+            async for _ in stream:
+                pass
+            return describe(stream.result)
+    return describe(await agent.resume(pending, decisions, **options))

@@ -1,0 +1,383 @@
+"""The seam: middleware around model calls, tool calls and invocations, and the built-ins.
+
+Every test runs on asyncio and trio (tests/conftest.py), through `chat()` and, where it matters, `stream()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    ChatRequest,
+    ChatResponse,
+    IllegalConfigurationError,
+    InvocationCall,
+    MessageWindowChatMemory,
+    Middleware,
+    ModelCall,
+    ModelRetry,
+    SystemMessage,
+    ToolCall,
+    ToolExecution,
+    ToolExecutionRequest,
+    UserMessage,
+    tool,
+)
+from agentloop._events import PartialResponse
+from agentloop.middleware import (
+    GuardrailTripped,
+    InputGuardrail,
+    OutputGuardrail,
+    ToolRetry,
+    UsageLimitExceeded,
+    UsageLimits,
+)
+from agentloop.models import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete
+from agentloop.testing import ScriptedChatModel
+
+from .runtime_helpers import assert_valid_for_provider, calls
+
+
+class Recorder(Middleware):
+    """Logs each hook it passes, under its name."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name = name
+        self.log = log
+
+    async def wrap_invocation(self, call: InvocationCall, call_next: Any) -> Any:
+        self.log.append(f"{self.name}:invocation")
+        return await call_next(call)
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        self.log.append(f"{self.name}:model{call.round}")
+        return await call_next(call)
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
+        self.log.append(f"{self.name}:tool:{call.request.name}")
+        return await call_next(call)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+async def invoke(agent: Agent, message: str, streaming: bool, **options: Any) -> Any:
+    """`chat()`, or `stream()` consumed to its end: the Result either way."""
+    if not streaming:
+        return await agent.chat(message, **options)
+    async with agent.stream(message, **options) as stream:
+        async for _ in stream:
+            pass
+        return stream.result
+
+
+async def memory_of(agent: Agent, memory_id: Any = "m") -> list[Any]:
+    memory = agent._memory_for(memory_id)
+    assert memory is not None
+    return await memory.messages()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_hooks_run_outermost_first_agent_then_call(streaming: bool) -> None:
+    log: list[str] = []
+    model = ScriptedChatModel([calls(("add", {"a": 1, "b": 2})), "3."])
+    agent = Agent(model, tools=[add], middleware=[Recorder("outer", log), Recorder("inner", log)])
+    extra = [Recorder("call", log)]
+    if streaming:
+        async with agent.stream("1+2?", middleware=extra) as stream:
+            text = "".join([piece async for piece in stream])
+        assert text == "3."
+    else:
+        assert (await agent.chat("1+2?", middleware=extra)).content == "3."
+    assert log == [
+        "outer:invocation", "inner:invocation", "call:invocation",
+        "outer:model0", "inner:model0", "call:model0",
+        "outer:tool:add", "inner:tool:add", "call:tool:add",
+        "outer:model1", "inner:model1", "call:model1",
+    ]  # fmt: skip
+
+
+async def test_text_deltas_reach_the_consumer_one_by_one_through_middleware() -> None:
+    plain = Agent(ScriptedChatModel(["one two three four"]))
+    wrapped = Agent(ScriptedChatModel(["one two three four"]), middleware=[Recorder("r", [])])
+    async with plain.stream("go") as stream:
+        expected = [piece async for piece in stream]
+    async with wrapped.stream("go") as stream:
+        got = [piece async for piece in stream]
+    assert got == expected and len(got) == 4
+
+
+class Cache(Middleware):
+    """Answers from a cache without calling the model."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        return ChatResponse(AiMessage(self.answer))
+
+
+async def test_a_short_circuited_model_call_streams_as_one_delta() -> None:
+    model = ScriptedChatModel([])  # any call would fail: the script is empty
+    agent = Agent(model, middleware=[Cache("from the cache")], memory=MessageWindowChatMemory.provider(10))
+    async with agent.stream("hi", memory_id="m") as stream:
+        events = [event async for event in stream.events()]
+    assert [e.text for e in events if isinstance(e, PartialResponse)] == ["from the cache"]
+    assert await memory_of(agent) == [UserMessage("hi"), AiMessage("from the cache")]
+    assert (await agent.chat("again", memory_id="m")).content == "from the cache"
+
+
+class Redact(Middleware):
+    """Changes the call: every request gets one more system message; tool arguments are rewritten."""
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        messages = (SystemMessage("Never say secrets."), *call.request.messages)
+        return await call_next(
+            call.replace(request=call.request.__class__(messages, call.request.tool_specifications))
+        )
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
+        request = call.request.__class__(call.request.id, call.request.name, '{"a": 40, "b": 2}')
+        return await call_next(call.replace(request=request))
+
+
+async def test_a_middleware_may_change_the_call() -> None:
+    seen: list[Any] = []
+
+    def answer(request: Any) -> Any:
+        seen.append(request.messages[0])
+        return calls(("add", {"a": 1, "b": 1})) if len(seen) == 1 else "done"
+
+    agent = Agent(ScriptedChatModel([answer, answer]), tools=[add], middleware=[Redact()])
+    result = await agent.chat("add")
+    assert seen == [SystemMessage("Never say secrets.")] * 2
+    assert result.tool_executions[0].result == "42"
+
+
+class Barrier:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.arrived = 0
+        self.event = anyio.Event()
+
+    async def wait(self) -> None:
+        self.arrived += 1
+        if self.arrived == self.n:
+            self.event.set()
+        await self.event.wait()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_one_responses_tool_calls_stay_concurrent_through_middleware(streaming: bool) -> None:
+    barrier = Barrier(3)
+
+    @tool
+    async def meet(name: str) -> str:
+        """Waits until all three calls arrived: only concurrent calls can finish."""
+        await barrier.wait()
+        return f"met {name}"
+
+    response = calls(("meet", {"name": "a"}), ("meet", {"name": "b"}), ("meet", {"name": "c"}))
+    agent = Agent(ScriptedChatModel([response, "all met"]), tools=[meet], middleware=[Recorder("r", [])])
+    with anyio.fail_after(10):
+        result = await invoke(agent, "meet", streaming)
+    assert [e.result for e in result.tool_executions] == ["met a", "met b", "met c"]
+
+
+class WaitsForTheTool:
+    """A model whose stream ends only once the tool it asked for has started: only an eager start lets the
+    invocation finish."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.calls = 0
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise AssertionError("streamed only")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        self.calls += 1
+        if self.calls > 1:
+            yield TextDelta("3")
+            yield ResponseComplete(ChatResponse(AiMessage("3")))
+            return
+        call = ToolExecutionRequest("c1", "starts", "{}")
+        yield ToolCallComplete(0, call)
+        with anyio.fail_after(5):
+            await self.started.wait()
+        yield ResponseComplete(ChatResponse(AiMessage(None, [call])))
+
+
+async def test_tool_calls_start_while_the_response_streams_through_middleware() -> None:
+    model = WaitsForTheTool()
+
+    @tool
+    async def starts() -> str:
+        """Tells the model it started."""
+        model.started.set()
+        return "started"
+
+    agent = Agent(model, tools=[starts], middleware=[Recorder("r", [])])
+    async with agent.stream("go") as stream:
+        text = "".join([piece async for piece in stream])
+    assert text == "3" and stream.result.tool_executions[0].result == "started"
+
+
+async def test_bad_middleware_is_a_configuration_error() -> None:
+    with pytest.raises(IllegalConfigurationError, match=r"is not an agentloop\.Middleware"):
+        Agent(ScriptedChatModel([]), middleware=[object()])  # type: ignore[list-item]
+    agent = Agent(ScriptedChatModel(["x"]))
+    with pytest.raises(IllegalConfigurationError, match="middleware must be a list"):
+        await agent.chat("hi", middleware="nope")  # type: ignore[arg-type]
+
+
+# -- UsageLimits -----------------------------------------------------------------------------------------
+
+
+async def test_usage_limits_stop_at_the_request_limit_with_no_half_round() -> None:
+    model = ScriptedChatModel([calls(("add", {"a": 1, "b": 2})), "never"])
+    memory = MessageWindowChatMemory.provider(20)
+    agent = Agent(model, tools=[add], memory=memory, middleware=[UsageLimits(max_requests=1)])
+    with pytest.raises(UsageLimitExceeded, match=r"max_requests=1 exceeded.*request #2") as info:
+        await agent.chat("1+2?", memory_id="m")
+    assert (info.value.limit, info.value.value, info.value.used) == ("max_requests", 1, 2)
+    stored = await memory_of(agent)
+    assert_valid_for_provider(stored)
+    assert len(stored) == 3  # the whole first round (question, call, result); nothing of the second
+    assert model.remaining == 1  # the second request was never made
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_usage_limits_stop_before_a_tool_call_past_the_limit(streaming: bool) -> None:
+    ran: list[int] = []
+
+    @tool
+    def record(n: int) -> int:
+        """Records n."""
+        ran.append(n)
+        return n
+
+    two = calls(("record", {"n": 1}), ("record", {"n": 2}))
+    agent = Agent(
+        ScriptedChatModel([two, "done"]),
+        tools=[record],
+        memory=MessageWindowChatMemory.provider(20),
+        middleware=[UsageLimits(max_tool_calls=1)],
+        max_concurrent_tools=1,
+    )
+    with pytest.raises(UsageLimitExceeded, match="max_tool_calls=1") as info:
+        await invoke(agent, "go", streaming, memory_id="m")
+    assert info.value.used == 2 and len(ran) <= 1
+    assert await memory_of(agent) == []  # the round was not committed
+
+
+async def test_usage_limits_on_tokens_and_per_invocation_counts() -> None:
+    limits = UsageLimits(max_total_tokens=10_000, max_output_tokens=3)
+    agent = Agent(ScriptedChatModel(["short", "a much longer answer than three tokens"]), middleware=[limits])
+    assert (await agent.chat("one")).content == "short"  # counts start afresh per invocation
+    with pytest.raises(UsageLimitExceeded, match="max_output_tokens=3") as info:
+        await agent.chat("two")
+    assert info.value.used > 3
+    with pytest.raises(IllegalConfigurationError, match="max_requests"):
+        UsageLimits(max_requests=-1)
+
+
+# -- guardrails ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_an_input_guardrail_stops_before_anything_runs(streaming: bool) -> None:
+    model = ScriptedChatModel(["never"])
+
+    async def mentions_password(text: str) -> str | None:
+        return "asks for a password" if "password" in text else None
+
+    guard = InputGuardrail(mentions_password)
+    agent = Agent(model, memory=MessageWindowChatMemory.provider(10), middleware=[guard])
+    with pytest.raises(GuardrailTripped, match=r"mentions_password.*asks for a password") as info:
+        await invoke(agent, "what is the admin password?", streaming, memory_id="m")
+    assert (info.value.guardrail, info.value.value) == ("mentions_password", "asks for a password")
+    assert model.remaining == 1 and await memory_of(agent) == []
+    assert (await agent.chat("hello", memory_id="m")).content == "never"
+
+
+async def test_an_output_guardrail_keeps_the_answer_out_of_memory() -> None:
+    agent = Agent(
+        ScriptedChatModel(["Hi.", "The secret is 42."]),
+        memory=MessageWindowChatMemory.provider(10),
+        middleware=[OutputGuardrail(lambda text: "secret" in text, name="no-secrets")],
+    )
+    await agent.chat("hello", memory_id="m")
+    with pytest.raises(GuardrailTripped, match="'no-secrets' tripped on the model's answer"):
+        await agent.chat("tell me", memory_id="m")
+    assert await memory_of(agent) == [UserMessage("hello"), AiMessage("Hi.")]
+
+
+class City(BaseModel):
+    name: str
+
+
+async def test_an_output_guardrail_sees_a_structured_output_call() -> None:
+    answer = AiMessage(None, [calls(("final_result", {"name": "Atlantis"})).tool_execution_requests[0]])
+    agent = Agent(
+        ScriptedChatModel([answer]),
+        output_type=City,
+        middleware=[OutputGuardrail(lambda text: "Atlantis" in text, name="real-places")],
+    )
+    with pytest.raises(GuardrailTripped, match="output call 'final_result'"):
+        await agent.chat("a city")
+
+
+# -- ToolRetry -------------------------------------------------------------------------------------------
+
+
+async def test_tool_retry_runs_a_failed_call_again() -> None:
+    attempts: list[int] = []
+
+    @tool
+    def flaky() -> str:
+        """Fails twice, then works."""
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionError("try again")
+        return "ok"
+
+    agent = Agent(
+        ScriptedChatModel([calls(("flaky", {})), "done"]), tools=[flaky], middleware=[ToolRetry(wait=0)]
+    )
+    result = await agent.chat("go")
+    assert result.tool_executions[0].result == "ok" and len(attempts) == 3
+
+
+async def test_tool_retry_gives_up_and_leaves_model_retry_and_bad_arguments_alone() -> None:
+    attempts: list[str] = []
+
+    @tool
+    def broken(kind: str) -> str:
+        """Always fails."""
+        attempts.append(kind)
+        if kind == "model":
+            raise ModelRetry("ask differently")
+        raise ValueError("broken")
+
+    response = calls(("broken", {"kind": "value"}), ("broken", {"kind": "model"}), ("broken", {"kind": 5}))
+    agent = Agent(
+        ScriptedChatModel([response, "done"]),
+        tools=[broken],
+        middleware=[ToolRetry(max_attempts=2, on=ValueError, wait=0)],
+    )
+    result = await agent.chat("go")
+    assert sorted(attempts) == ["model", "value", "value"]  # bad arguments never ran
+    assert [e.has_failed for e in result.tool_executions] == [True, True, True]
+    with pytest.raises(IllegalConfigurationError, match="max_attempts"):
+        ToolRetry(max_attempts=0)
