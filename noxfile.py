@@ -51,7 +51,7 @@ def bench(session: nox.Session) -> None:
 
     `nox -s bench` (full, ~10 min), `nox -s bench -- --quick` (~3 min), `-- --check` fails on a missed target.
     """
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,bench]")
     # One virtualenv per peer under benchmarks/.venvs/ (git-ignored), pinned by benchmarks/requirements/;
     # rebuilt only when a requirements file changes. A peer that fails to install is reported as skipped.
     session.run("python", "benchmarks/peers.py", "install")

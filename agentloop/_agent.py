@@ -15,6 +15,7 @@ import anyio
 import msgspec
 import pydantic_core
 
+from ._conforms import conforms
 from ._context import ToolContext, new_invocation_id
 from ._errors import (
     ApprovalError,
@@ -520,7 +521,7 @@ class Agent(Generic[OutputT]):
                 seam=run.seam,
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
-                reserve=runner.reserve if isinstance(runner, ReservingToolRunner) else None,
+                reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
             )
             result = await run_invocation(invocation, run.emit)
@@ -535,7 +536,7 @@ class Agent(Generic[OutputT]):
 
     def _memory_for(self, memory_id: Any) -> ChatMemory | None:
         memory = self.memory
-        if memory is None or isinstance(memory, ChatMemory):
+        if memory is None or conforms(memory, ChatMemory):
             return memory
         key = DEFAULT_MEMORY_ID if memory_id is None else memory_id
         found = self._memories.get(key)

@@ -55,6 +55,8 @@ def _parts(result: Any) -> list[Any] | None:
 
 def result_media(result: Any) -> tuple[Content, ...]:
     """The pictures and documents a tool returned (none for any other result)."""
+    if type(result) is str or result is None:  # most results: no Protocol check (tens of microseconds)
+        return ()
     if isinstance(result, CarriesMedia):
         return tuple(result.media)
     parts = _parts(result)

@@ -29,6 +29,7 @@ import anyio
 import msgspec
 
 from ._calls import Calls
+from ._conforms import conforms
 from ._context import ToolContext
 from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
 from ._events import IntermediateResponse, PartialResponse, PartialThinking, PartialToolCall, StreamEvent
@@ -315,7 +316,7 @@ async def _commit(memory: ChatMemory | None, messages: list[ChatMessage], *, fin
     unit goes to `add_final` of a `FinalCommitMemory` (it may give the memory id back with it)."""
     if memory is not None:
         with anyio.CancelScope(shield=True):
-            if final and isinstance(memory, FinalCommitMemory):
+            if final and conforms(memory, FinalCommitMemory):
                 await memory.add_final(messages)
             else:
                 await memory.add(messages)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import anyio
 
+from ._conforms import conforms
 from ._errors import ChatMemoryConflictError
 from ._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
 
@@ -378,7 +379,7 @@ def exclusive_access(memory: ChatMemory | None) -> AbstractAsyncContextManager[o
     own `exclusive()` when it has one, else a lock of this process per memory object."""
     if memory is None:
         return nullcontext()
-    if isinstance(memory, ExclusiveMemory):
+    if conforms(memory, ExclusiveMemory):
         return memory.exclusive()
     return _local_lock((id(memory), None))
 
@@ -404,7 +405,7 @@ class MessageWindowChatMemory:
         self.max_messages = max_messages
         self._id = id
         self._store: Any = store if store is not None else InMemoryChatMemoryStore()
-        self._versioned = isinstance(self._store, VersionedChatMemoryStore)
+        self._versioned = conforms(self._store, VersionedChatMemoryStore)
         self._key = (builtins.id(self._store), id)
 
     @classmethod
@@ -442,7 +443,7 @@ class MessageWindowChatMemory:
             return
         async with _local_lock(self._key):
             store = self._store
-            if not isinstance(store, LeasingStore):
+            if not conforms(store, LeasingStore):
                 with _holding(holds, self._key, _Hold(None, None)):
                     yield
                 return

@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 CONTENDERS: dict[str, str | None] = {
     "floor": None,
     "agentloop": None,
+    "agentloop_features": None,
     **{module: peer for peer, module in peers.PEERS.items()},
 }
 
@@ -49,7 +50,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "long": {"min": 5, "max": 60, "seconds": 2.0},
             "parallel_tools": {"min": 10, "max": 10, "seconds": 0.0},
         },
-        "hold": {"floor": 10_000, "agentloop": 10_000, "peers": 1_000},
+        "hold": {"floor": 10_000, "agentloop": 10_000, "agentloop_features": 10_000, "peers": 1_000},
     },
     "quick": {
         "rounds": 1,
@@ -62,7 +63,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "long": {"min": 3, "max": 20, "seconds": 1.0},
             "parallel_tools": {"min": 5, "max": 5, "seconds": 0.0},
         },
-        "hold": {"floor": 1_000, "agentloop": 1_000, "peers": 200},
+        "hold": {"floor": 1_000, "agentloop": 1_000, "agentloop_features": 1_000, "peers": 200},
     },
 }
 HOLD = {"tokens": 20, "hold_tokens": 5, "ramp": 256, "warmup": 10, "timeout": 240, "stall_s": 30}
@@ -226,6 +227,7 @@ def summarise(contenders: list[Contender]) -> dict[str, dict[str, Any]]:
             for key, path in (
                 ("cpu_ratio", ("sequential", "cpu_per_session_ms")),
                 ("p99_ratio", ("concurrent", "p99_ms")),
+                ("concurrent_cpu_ratio", ("concurrent", "cpu_per_session_ms")),
                 ("throughput_ratio", ("concurrent", "sessions_per_s")),
             ):
                 ratios = []
@@ -357,6 +359,43 @@ def evaluate_targets(summaries: dict[str, dict[str, Any]], mode: str) -> list[di
             results.append(target(name, "SKIP", f"{mode} run tried {count:,} only: {detail}"))
         else:
             results.append(target(name, "PASS", detail))
+    return results + features_targets(summaries)
+
+
+FEATURES_RATIO_TARGET = 1.3
+"""Issue 28: agentloop with every feature on (store, tracing, a middleware) at most 1.3x the floor."""
+
+
+def features_targets(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The features-on contender against the floor: sequential CPU, CPU at 50 in flight, p99 at 50."""
+    features = summaries.get("agentloop_features")
+    if features is None or summaries.get("floor") is None:
+        return []
+    results = []
+    checks = features["checks"]
+    results.append(
+        {
+            "target": "every features-on session correct (and its memory, checked at the end)",
+            "status": "PASS"
+            if checks["failures"] == 0 and checks["sessions"] and not checks["errors"]
+            else "FAIL",
+            "detail": f"{checks['sessions']} sessions, {checks['failures']} failed"
+            + (f"; {checks['errors'][0][:200]}" if checks["errors"] else ""),
+        }
+    )
+    for key, what in (
+        ("cpu_ratio", "CPU per session, sequential"),
+        ("concurrent_cpu_ratio", "CPU per session at 50 in flight"),
+        ("p99_ratio", "p99 at 50 in flight"),
+    ):
+        ratio = features.get(key)
+        results.append(
+            {
+                "target": f"features on: {what} <= {FEATURES_RATIO_TARGET}x floor",
+                "status": "SKIP" if ratio is None else ("PASS" if ratio <= FEATURES_RATIO_TARGET else "FAIL"),
+                "detail": "not measured" if ratio is None else f"{ratio:.2f}x (median of per-round ratios)",
+            }
+        )
     return results
 
 
