@@ -275,15 +275,15 @@ def web_run(
     try:
         wait_port(port, 60, server)
         deadline = time.monotonic() + 60
-        while len(children(server.pid)) < workers and time.monotonic() < deadline:
-            time.sleep(0.1)
+        while workers > 1 and len(children(server.pid)) < workers and time.monotonic() < deadline:
+            time.sleep(0.1)  # one worker: uvicorn serves in its own process, no child
         # Warm every worker: enough sessions that each imports and connects before measuring.
         warm = asyncio.run(drive_clients(port, f"w{workers}-warm", 20 * workers, expected, timeout))
         bad = [r["problems"] for r in warm if r["problems"]]
         if bad:
             raise RuntimeError(f"warm-up sessions failed: {bad[:3]}")
         time.sleep(0.5)
-        pids = children(server.pid)
+        pids = children(server.pid) if workers > 1 else [server.pid]
         base_rss = rss_kb(pids)
         stats_before = command_stats(redis_port)
         peak = [base_rss]
