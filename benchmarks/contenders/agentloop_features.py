@@ -68,6 +68,11 @@ class PassThrough(Middleware):
 
 
 class Contender:
+    # Which features are on (cpu_ab.py's breakdown turns them on one at a time: agentloop_sqlite.py, ...).
+    store = True
+    tracing = True
+    middleware = True
+
     def __init__(self, base_url: str, get_value: Callable[[str], Awaitable[str]]) -> None:
         if get_value not in _tools:
             _tools[get_value] = tool(get_value)
@@ -82,9 +87,9 @@ class Contender:
         self._agent = Agent(
             self._model,
             tools=[_tools[get_value]],
-            memory=MessageWindowChatMemory.provider(50, store=self._store),
-            instrument=Instrumentation(self._tracer_provider, self._meter_provider),
-            middleware=[PassThrough()],
+            memory=MessageWindowChatMemory.provider(50, store=self._store) if self.store else None,
+            instrument=Instrumentation(self._tracer_provider, self._meter_provider) if self.tracing else None,
+            middleware=[PassThrough()] if self.middleware else None,
         )
         self._sessions = 0
         self._answers: dict[str, str] = {}
@@ -109,11 +114,13 @@ class Contender:
             self._tracer_provider.shutdown()
             self._meter_provider.shutdown()
             shutil.rmtree(self._directory, ignore_errors=True)
-        if self._answers and not self._exporter.spans:
+        if self.tracing and self._answers and not self._exporter.spans:
             raise AssertionError("features on: no span reached the exporter")
 
     async def _check_memory(self) -> None:
         """Every session's memory holds its whole conversation, in order."""
+        if not self.store:
+            return
         for memory_id, answer in self._answers.items():
             messages = await self._store.get_messages(memory_id)
             kinds = [type(message) for message in messages]

@@ -1,0 +1,15 @@
+"""agentloop with the pass-through middleware only (`agentloop_features.py` with the other features off): for
+`benchmarks/cpu_ab.py`'s breakdown of what each feature costs (not in `run.py`'s table)."""
+
+from __future__ import annotations
+
+from contenders.agentloop_features import PACKAGES
+from contenders.agentloop_features import Contender as _Features
+
+LABEL = "agentloop (the pass-through middleware only)"
+__all__ = ["LABEL", "PACKAGES", "Contender"]
+
+
+class Contender(_Features):
+    store = False
+    tracing = False
