@@ -46,6 +46,24 @@ def _anthropic(name: str) -> ChatModel:
     return model
 
 
+def _gemini(name: str) -> ChatModel:
+    from ._gemini import GeminiChatModel
+
+    base_url = os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
+    api_key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or None
+    if api_key is None and base_url is None:
+        _require("GEMINI_API_KEY", "gemini")
+    model: ChatModel = GeminiChatModel(name, api_key=api_key, base_url=base_url)
+    return model
+
+
+def _bedrock(name: str) -> ChatModel:
+    from ._bedrock import BedrockChatModel
+
+    model: ChatModel = BedrockChatModel(name)  # region, endpoint and credentials as the AWS SDKs find them
+    return model
+
+
 def _ollama(name: str) -> ChatModel:
     from ._openai import OpenAIChatModel
 
@@ -63,6 +81,8 @@ def _local(name: str) -> ChatModel:
 _PROVIDERS: dict[str, Callable[[str], ChatModel]] = {
     "openai": _openai,
     "anthropic": _anthropic,
+    "gemini": _gemini,
+    "bedrock": _bedrock,
     "ollama": _ollama,
     "local": _local,
 }
@@ -73,7 +93,9 @@ def infer_model(model: str | ChatModel) -> ChatModel:
 
     "openai:<model>" (OPENAI_API_KEY, optional OPENAI_BASE_URL; with a base URL the key is optional),
     "anthropic:<model>" (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL, same rule), "ollama:<model>"
-    (OpenAI-compatible at OLLAMA_BASE_URL or http://localhost:11434/v1, no key), "local" or
+    (OpenAI-compatible at OLLAMA_BASE_URL or http://localhost:11434/v1, no key), "gemini:<model>"
+    (GEMINI_API_KEY, optional GOOGLE_GEMINI_BASE_URL, same rule), "bedrock:<model-id>" (region, endpoint and
+    credentials found as the AWS SDKs find them; extra `bedrock`), "local" or
     "local:<path to a GGUF file>" (the embedded model).
     """
     if not isinstance(model, str):
@@ -95,6 +117,8 @@ def infer_model(model: str | ChatModel) -> ChatModel:
                 guess = f" (did you mean 'openai:{model}'?)"
             elif lowered.startswith("claude"):
                 guess = f" (did you mean 'anthropic:{model}'?)"
+            elif lowered.startswith("gemini"):
+                guess = f" (did you mean 'gemini:{model}'?)"
         raise IllegalConfigurationError(
             f"unknown model string {model!r}{guess}: start it with one of {known}, e.g. 'openai:gpt-4o-mini'"
         )

@@ -1,7 +1,7 @@
 """Offline chat models and fake provider servers, for testing agents without a network or an API key.
 
 `ScriptedChatModel` replays answers you script, `FunctionChatModel` answers with your function, `TestModel`
-calls every tool with generated arguments. `FakeOpenAIServer` and `FakeAnthropicServer` speak the providers'
+calls every tool with generated arguments. `FakeOpenAIServer`, `FakeAnthropicServer`, `FakeGeminiServer` and `FakeBedrockServer` speak the providers'
 HTTP protocols on 127.0.0.1, for testing the real provider clients; they load on first use.
 """
 
@@ -17,11 +17,15 @@ from ._test_model import TestModel
 
 if TYPE_CHECKING:
     from ._fake_anthropic import FakeAnthropicServer
+    from ._fake_bedrock import FakeBedrockServer
+    from ._fake_gemini import FakeGeminiServer
     from ._fake_openai import FakeOpenAIServer
     from ._fake_server import FakeServer, RecordedRequest, Reply
 
 __all__ = [
     "FakeAnthropicServer",
+    "FakeBedrockServer",
+    "FakeGeminiServer",
     "FakeOpenAIServer",
     "FakeServer",
     "FunctionChatModel",
@@ -35,6 +39,8 @@ __all__ = [
 _LAZY = {
     "FakeOpenAIServer": "._fake_openai",
     "FakeAnthropicServer": "._fake_anthropic",
+    "FakeGeminiServer": "._fake_gemini",
+    "FakeBedrockServer": "._fake_bedrock",
     "FakeServer": "._fake_server",
     "RecordedRequest": "._fake_server",
     "Reply": "._fake_server",
