@@ -618,13 +618,13 @@ class _Assembler:
     def response(self, request_id: str | None) -> ChatResponse:
         """The whole response; raises for a blocked prompt, or an answer stopped with nothing in it."""
         if self.blocked is not None:
-            reason = self.blocked.block_reason or "OTHER"
+            block = self.blocked.block_reason or "OTHER"
             detail = f": {self.blocked.block_reason_message}" if self.blocked.block_reason_message else ""
-            hint = _BLOCK_HINTS.get(reason, _BLOCK_HINTS["OTHER"])
+            hint = _BLOCK_HINTS.get(block, _BLOCK_HINTS["OTHER"])
             raise ModelError(
-                f"gemini: the prompt was blocked (blockReason {reason}){detail}; {hint}",
+                f"gemini: the prompt was blocked (blockReason {block}){detail}; {hint}",
                 provider=_PROVIDER,
-                error_type=f"prompt_blocked:{reason}",
+                error_type=f"prompt_blocked:{block}",
                 request_id=request_id,
             )
         reason = self.finish_reason

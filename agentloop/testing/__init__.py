@@ -1,8 +1,9 @@
 """Offline chat models and fake provider servers, for testing agents without a network or an API key.
 
 `ScriptedChatModel` replays answers you script, `FunctionChatModel` answers with your function, `TestModel`
-calls every tool with generated arguments. `FakeOpenAIServer`, `FakeAnthropicServer`, `FakeGeminiServer` and `FakeBedrockServer` speak the providers'
-HTTP protocols on 127.0.0.1, for testing the real provider clients; they load on first use.
+calls every tool with generated arguments. `FakeOpenAIServer`, `FakeAnthropicServer`, `FakeGeminiServer` and
+`FakeBedrockServer` speak the providers' HTTP protocols on 127.0.0.1, for testing the real provider clients;
+they load on first use.
 """
 
 from __future__ import annotations
