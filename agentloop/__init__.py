@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._content import Content, DocumentContent, ImageContent, TextContent
 from ._errors import (
     AgentLoopError,
     ApprovalError,
@@ -48,6 +49,7 @@ from ._messages import (
     ToolChoice,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserInput,
     UserMessage,
 )
 from ._spec import ToolSpecification
@@ -166,11 +168,14 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Content",
     "Defer",
     "Denied",
+    "DocumentContent",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
+    "ImageContent",
     "InMemoryChatMemoryStore",
     "IntermediateResponse",
     "InvocationTimeoutError",
@@ -199,6 +204,7 @@ __all__ = [
     "StoredMemory",
     "StreamEvent",
     "SystemMessage",
+    "TextContent",
     "TokenStream",
     "TokenUsage",
     "ToolApprovalRequest",
@@ -220,6 +226,7 @@ __all__ = [
     "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
+    "UserInput",
     "UserMessage",
     "VersionedChatMemoryStore",
     "execute_tool_calls",
