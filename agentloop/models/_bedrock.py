@@ -18,8 +18,9 @@ Bedrock specifics handled here:
 
 from __future__ import annotations
 
+import mimetypes
 import os
-from collections import OrderedDict
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from urllib.parse import quote
 import anyio.to_thread
 import msgspec
 
+from agentloop._content import IMAGE_MEDIA_TYPES, Content, DocumentContent, ImageContent, TextContent
 from agentloop._errors import (
     AgentLoopError,
     AuthenticationError,
@@ -65,7 +67,6 @@ __all__ = ["BedrockChatModel"]
 _PROVIDER = "bedrock"
 _SERVICE = "bedrock"  # the SigV4 signing name of bedrock-runtime
 _EVENT_STREAM = "application/vnd.amazon.eventstream"
-_CACHE_SIZE = 1024
 _RESERVED = frozenset({"messages", "system", "toolConfig", "modelId"})
 _INFERENCE = {
     "max_tokens": "maxTokens",
@@ -343,9 +344,9 @@ class BedrockChatModel:
         self._aws_request = botocore.awsrequest.AWSRequest
         model_path = quote(self.model_id, safe="")
         self._paths = (f"/model/{model_path}/converse", f"/model/{model_path}/converse-stream")
-        # Reasoning blocks (with the signatures Claude demands back) of the responses this model produced,
-        # keyed by their tool-call ids: how a later request of the same tool loop returns them verbatim.
-        self._reasoning: OrderedDict[tuple[str, ...], tuple[dict[str, Any], ...]] = OrderedDict()
+        # Claude and Nova take pictures and documents inside a tool result; other models get them after it.
+        lowered = self.model_id.lower()
+        self.media_in_tool_results = "anthropic" in lowered or "nova" in lowered
 
     def _profile_region(self) -> str | None:
         try:
@@ -613,6 +614,13 @@ class BedrockChatModel:
         messages: list[dict[str, Any]] = []
         unnamed: list[tuple[str, str]] = []
         uses_tools = False
+        names: dict[str, int] = {}  # document names used so far: Bedrock wants them unique
+        deferred: list[dict[str, Any]] = []  # attachments of tool results, for models that take none there
+
+        def flush() -> None:
+            if deferred:
+                add("user", list(deferred))
+                deferred.clear()
 
         def add(role: str, blocks: list[dict[str, Any]]) -> None:
             if not blocks:
@@ -624,6 +632,10 @@ class BedrockChatModel:
 
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
+                flush()
+                if message.has_media:
+                    add("user", [self._block(c, names) for c in message.contents if _wanted(c)])
+                    continue
                 if not message.text.strip():
                     raise BadRequestError(
                         f"bedrock: message {n} is a user message with no text (empty or only whitespace); "
@@ -647,16 +659,24 @@ class BedrockChatModel:
                     "toolUseId": tool_use_id,
                     "content": [{"text": message.text}] if message.text else [],
                 }
+                media = [self._block(c, names) for c in message.contents if not isinstance(c, TextContent)]
+                if media and self.media_in_tool_results:
+                    result["content"].extend(media)
+                elif media:  # after all the results, in the same user turn, saying where they came from
+                    deferred.append(
+                        {"text": f"Attachments returned by {message.tool_name} (call {tool_use_id}):"}
+                    )
+                    deferred.extend(media)
                 if message.is_error:
                     result["status"] = "error"
                 add("user", [{"toolResult": result}])
             elif isinstance(message, AiMessage):
+                flush()
                 blocks: list[dict[str, Any]] = []
                 calls = message.tool_execution_requests
-                if calls:
-                    known = self._reasoning.get(tuple(c.id or "" for c in calls))
-                    if known is not None:
-                        blocks.extend(known)
+                if calls:  # the reasoning that led to the calls goes back with them, verbatim
+                    state = message.provider_state.get(_PROVIDER) or {}
+                    blocks.extend(state.get("reasoning") or ())
                 if message.text and not message.text.isspace():
                     blocks.append({"text": message.text})
                 unnamed = []
@@ -678,7 +698,35 @@ class BedrockChatModel:
                     f"BedrockChatModel cannot send a {type(message).__name__}: not a chat message (use "
                     "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
                 )
+        flush()
         return system, messages, uses_tools
+
+    def _block(self, content: Content, names: dict[str, int]) -> dict[str, Any]:
+        """One content block: text, an image or a document, as bytes or an S3 location."""
+        if isinstance(content, TextContent):
+            return {"text": content.text}
+        kind = "image" if isinstance(content, ImageContent) else "document"
+        if content.data is not None:
+            source: dict[str, Any] = {"bytes": content.base64}
+        elif content.url is not None and content.url.lower().startswith("s3://"):
+            source = {"s3Location": {"uri": content.url}}
+        else:
+            raise IllegalConfigurationError(
+                f"bedrock: a {kind} at {content.url!r} cannot be sent: Converse takes {kind}s as bytes or "
+                f"as s3:// locations only; download it and pass data= (e.g. {type(content).__name__}"
+                "(data=...)) or put it in S3"
+            )
+        media_type = content.media_type or mimetypes.guess_type(content.url or "")[0]
+        if kind == "image":
+            if media_type not in IMAGE_MEDIA_TYPES:
+                raise IllegalConfigurationError(
+                    f"bedrock: cannot tell the format of the image at {content.url!r}: give media_type="
+                )
+            return {"image": {"format": media_type.split("/", 1)[1], "source": source}}
+        assert isinstance(content, DocumentContent)
+        return {
+            "document": {"format": "pdf", "name": _document_name(content.filename, names), "source": source}
+        }
 
     # -- response --------------------------------------------------------------------------------------------
 
@@ -721,14 +769,11 @@ class BedrockChatModel:
                 error_type=stop_reason,
                 request_id=request_id,
             )
-        if calls and reasoning:
-            key = tuple(c.id or "" for c in calls)
-            self._reasoning[key] = tuple(reasoning)
-            self._reasoning.move_to_end(key)
-            while len(self._reasoning) > _CACHE_SIZE:
-                self._reasoning.popitem(last=False)
         message = AiMessage(
-            "".join(texts) if texts else None, tuple(calls), "".join(thoughts) if thoughts else None
+            "".join(texts) if texts else None,
+            tuple(calls),
+            "".join(thoughts) if thoughts else None,
+            {_PROVIDER: {"reasoning": reasoning}} if reasoning else {},
         )
         finish = _FINISH_REASONS.get(stop_reason, FinishReason.OTHER) if stop_reason else None
         return ChatResponse(message, _token_usage(usage), finish, self.model_id, request_id)
@@ -851,6 +896,23 @@ def _joined(block: _Open) -> str:
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
+
+
+def _wanted(content: Content) -> bool:
+    """Whether a part goes out (Converse refuses blank text blocks, and they say nothing)."""
+    return not isinstance(content, TextContent) or bool(content.text.strip())
+
+
+def _document_name(filename: str, used: dict[str, int]) -> str:
+    """A document name Bedrock accepts (letters, digits, single spaces, hyphens, parentheses, brackets; no
+    dots, so no extension), unique within the request."""
+    stem = filename.rsplit(".", 1)[0] if "." in filename else filename
+    cleaned = re.sub(r"[^A-Za-z0-9\s\-()\[\]]", "-", stem)
+    cleaned = re.sub(r"\s+", " ", cleaned).strip() or "document"
+    cleaned = cleaned[:200]
+    count = used.get(cleaned, 0) + 1
+    used[cleaned] = count
+    return cleaned if count == 1 else f"{cleaned} ({count})"
 
 
 def _place(name: str, value: Any, inference: dict[str, Any], top: dict[str, Any]) -> None:

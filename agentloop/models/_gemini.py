@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
+from agentloop._content import Content, TextContent
 from agentloop._errors import (
     AgentLoopError,
     AuthenticationError,
@@ -61,7 +61,6 @@ SKIP_SIGNATURE = "skip_thought_signature_validator"
 """The value Google documents for a function call whose thought signature was lost (or never existed)."""
 
 _PROVIDER = "gemini"
-_SIGNATURE_CACHE_SIZE = 4096
 _RESERVED = frozenset({"contents", "systemInstruction", "system_instruction", "tools", "toolConfig"})
 
 # Parameters that belong in `generationConfig`: portable and snake_case names mapped to the API's.
@@ -284,9 +283,6 @@ class GeminiChatModel:
             )
         except (ValueError, TypeError) as exc:
             raise IllegalConfigurationError(f"GeminiChatModel: {exc}") from None
-        # Thought signatures of the function calls this model received, by call id: sent back on the same
-        # parts in later requests, as thinking models demand.
-        self._signatures: OrderedDict[str, str] = OrderedDict()
 
     @property
     def base_url(self) -> str:
@@ -347,7 +343,7 @@ class GeminiChatModel:
             chunk = await self._http.request_json(
                 self._path(False), body, _chunk_decoder, tools=bool(request.tool_specifications)
             )
-            state = _Assembler(self)
+            state = _Assembler()
             state.feed(chunk)
             return state.response(None)
         except ModelError as error:
@@ -365,7 +361,7 @@ class GeminiChatModel:
             async with self._http.open_sse(
                 self._path(True), body, tools=bool(request.tool_specifications)
             ) as events:
-                state = _Assembler(self)
+                state = _Assembler()
                 while batch := await events.batch():
                     for sse in batch:
                         try:
@@ -453,8 +449,19 @@ class GeminiChatModel:
             else:
                 contents.append({"role": role, "parts": parts})
 
+        deferred: list[dict[str, Any]] = []  # attachments of tool results, sent after all the responses
+
+        def flush() -> None:
+            if deferred:
+                add("user", list(deferred))
+                deferred.clear()
+
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
+                flush()
+                if message.has_media:
+                    add("user", [_part(content) for content in message.contents if _wanted(content)])
+                    continue
                 if not message.text.strip():
                     raise BadRequestError(
                         f"gemini: message {n} is a user message with no text (empty or only whitespace); the "
@@ -465,12 +472,26 @@ class GeminiChatModel:
             elif isinstance(message, ToolExecutionResultMessage):
                 call_id, name = self._answered(message, pending)
                 key = "error" if message.is_error else "result"
-                response = {"id": call_id, "name": name, "response": {key: message.text}}
+                media = [c for c in message.contents if not isinstance(c, TextContent)]
+                text = message.text
+                if media:
+                    # Function responses carry JSON only (but on Gemini 3): the pictures follow them, in the
+                    # same user turn, introduced by a line that says which call they came from.
+                    text = f"{text}\n[{len(media)} attachment(s) follow this result]".lstrip()
+                    deferred.append({"text": f"Attachments returned by {name} (call {call_id}):"})
+                    deferred.extend(_part(content) for content in media)
+                response = {"id": call_id, "name": name, "response": {key: text}}
                 add("user", [{"functionResponse": response}])
             elif isinstance(message, AiMessage):
+                flush()
+                state = message.provider_state.get(_PROVIDER) or {}
+                signatures = state.get("signatures") or {}
                 parts: list[dict[str, Any]] = []
                 if message.text:
-                    parts.append({"text": message.text})
+                    text_part: dict[str, Any] = {"text": message.text}
+                    if state.get("text_signature"):
+                        text_part["thoughtSignature"] = state["text_signature"]
+                    parts.append(text_part)
                 pending = []
                 for i, call in enumerate(message.tool_execution_requests):
                     call_id = call.id or f"call_{n}_{i}"
@@ -478,7 +499,7 @@ class GeminiChatModel:
                     part: dict[str, Any] = {
                         "functionCall": {"id": call_id, "name": call.name, "args": _args(call)}
                     }
-                    signature = self._signatures.get(call_id)
+                    signature = signatures.get(call_id)
                     if signature is None and i == 0:
                         signature = SKIP_SIGNATURE
                     if signature is not None:
@@ -493,6 +514,7 @@ class GeminiChatModel:
                     f"GeminiChatModel cannot send a {type(message).__name__}: not a chat message (use "
                     "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
                 )
+        flush()
         return ("\n\n".join(system) or None), contents
 
     @staticmethod
@@ -513,13 +535,6 @@ class GeminiChatModel:
             "ToolExecutionResultMessage the id of the call it answers"
         )
 
-    def remember_signature(self, call_id: str, signature: str) -> None:
-        """Keeps the thought signature of function call `call_id`, to send it back with that call."""
-        self._signatures[call_id] = signature
-        self._signatures.move_to_end(call_id)
-        while len(self._signatures) > _SIGNATURE_CACHE_SIZE:
-            self._signatures.popitem(last=False)
-
 
 # -- the answer ----------------------------------------------------------------------------------------------
 
@@ -530,9 +545,10 @@ class _Assembler:
 
     __slots__ = (
         "_calls",
-        "_model",
         "_pending_signature",
         "_sent",
+        "_signatures",
+        "_text_signature",
         "blocked",
         "finish_message",
         "finish_reason",
@@ -543,8 +559,9 @@ class _Assembler:
         "usage",
     )
 
-    def __init__(self, model: GeminiChatModel) -> None:
-        self._model = model
+    def __init__(self) -> None:
+        self._signatures: dict[str, str] = {}
+        self._text_signature: str | None = None
         self.texts: list[str] = []
         self.thoughts: list[str] = []
         self._calls: list[ToolExecutionRequest] = []
@@ -592,12 +609,15 @@ class _Assembler:
             signature = part.thought_signature or self._pending_signature
             self._pending_signature = None
             if signature:
-                self._model.remember_signature(call_id, signature)
+                self._signatures[call_id] = signature
             events.append(ToolCallDelta(index, call_id, call.name, request.arguments))
             events.extend(self.completed_calls())
             return
-        if part.thought_signature and not self._calls:
-            self._pending_signature = part.thought_signature  # moved onto the first call that follows
+        if part.thought_signature:
+            if self._calls:  # a signature after the calls: on the text that ends the answer
+                self._text_signature = part.thought_signature
+            else:  # kept for the first call that follows, else for the text
+                self._pending_signature = part.thought_signature
         text = part.text
         if text:
             if part.thought:
@@ -650,15 +670,39 @@ class _Assembler:
             )
         if self._calls and finish is FinishReason.STOP:
             finish = FinishReason.TOOL_EXECUTION
+        state: dict[str, Any] = {}
+        if self._signatures:
+            state["signatures"] = self._signatures
+        text_signature = self._text_signature or self._pending_signature
+        if text_signature and self.texts:
+            state["text_signature"] = text_signature
         message = AiMessage(
             "".join(self.texts) if self.texts else None,
             tuple(self._calls),
             "".join(self.thoughts) if self.thoughts else None,
+            {_PROVIDER: state} if state else {},
         )
         return ChatResponse(message, _token_usage(self.usage), finish, self.model_version, self.id)
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
+
+
+def _wanted(content: Content) -> bool:
+    """Whether a part goes out (empty text parts are refused by the API and say nothing)."""
+    return not isinstance(content, TextContent) or bool(content.text)
+
+
+def _part(content: Content) -> dict[str, Any]:
+    """One user part: text, a picture or a document, as bytes (`inlineData`) or a URI (`fileData`)."""
+    if isinstance(content, TextContent):
+        return {"text": content.text}
+    if content.data is not None:
+        return {"inlineData": {"mimeType": content.media_type, "data": content.base64}}
+    file: dict[str, Any] = {"fileUri": content.url}
+    if content.media_type:
+        file["mimeType"] = content.media_type
+    return {"fileData": file}
 
 
 def _place(name: str, value: Any, generation: dict[str, Any], top: dict[str, Any]) -> None:

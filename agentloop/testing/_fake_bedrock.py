@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import re
 import string
 import uuid
 from collections.abc import Iterable
@@ -83,6 +84,9 @@ _ALTERNATE = (
     "between user and assistant roles and try again."
 )
 _NEEDS_TOOLS = "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+_IMAGE_FORMATS = ("png", "jpeg", "gif", "webp")
+_DOCUMENT_FORMATS = ("pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md")
+_DOCUMENT_NAME = re.compile(r"^[A-Za-z0-9\s\-()\[\]]{1,200}$")
 _PADDING = string.ascii_letters + string.digits
 _ids = itertools.count(1)
 
@@ -402,6 +406,7 @@ def _check_messages(messages: Any, has_tools: bool) -> str | None:
         return _START
     pending: list[str] = []
     previous = None
+    documents: set[str] = set()
     for n, message in enumerate(messages):
         role = message.get("role")
         if role not in ("user", "assistant"):
@@ -432,6 +437,16 @@ def _check_messages(messages: Any, has_tools: bool) -> str | None:
                     f"The text field in the ContentBlock object at messages.{n}.content.{m} is blank. Add "
                     "text to the text field, and try again."
                 )
+            problem = _check_media(block, f"messages.{n}.content.{m}", documents)
+            if problem:
+                return problem
+            if "toolResult" in block:
+                for k, inner in enumerate(block["toolResult"].get("content") or ()):
+                    problem = _check_media(
+                        inner, f"messages.{n}.content.{m}.toolResult.content.{k}", documents
+                    )
+                    if problem:
+                        return problem
             if ("toolUse" in block or "toolResult" in block) and not has_tools:
                 return _NEEDS_TOOLS
             if "toolUse" in block:
@@ -449,4 +464,37 @@ def _check_messages(messages: Any, has_tools: bool) -> str | None:
             f"Expected toolResult blocks at messages.{len(messages)}.content for the following Ids: "
             f"{', '.join(pending)}"
         )
+    return None
+
+
+def _check_media(block: dict[str, Any], where: str, documents: set[str]) -> str | None:
+    """Images and documents as Converse takes them: a known format, base64 bytes or an S3 location, and
+    documents with a unique name of the allowed characters."""
+    for kind, formats in (("image", _IMAGE_FORMATS), ("document", _DOCUMENT_FORMATS)):
+        media = block.get(kind)
+        if media is None:
+            continue
+        if media.get("format") not in formats:
+            return f"{where}.{kind}.format: must be one of {', '.join(formats)}"
+        source = media.get("source") or {}
+        if len(source) != 1 or next(iter(source)) not in ("bytes", "s3Location"):
+            return f"{where}.{kind}.source: must hold exactly one of bytes, s3Location"
+        if "bytes" in source:
+            try:
+                base64.b64decode(source["bytes"], validate=True)
+            except ValueError:
+                return f"{where}.{kind}.source.bytes: Invalid base64-encoded string"
+        elif not str(source["s3Location"].get("uri", "")).startswith("s3://"):
+            return f"{where}.{kind}.source.s3Location.uri: must be an s3:// URI"
+        if kind == "document":
+            name = media.get("name")
+            if not isinstance(name, str) or not _DOCUMENT_NAME.match(name) or "  " in name:
+                return (
+                    f"{where}.document.name: The document file name can only contain alphanumeric "
+                    "characters, "
+                    "whitespace characters, hyphens, parentheses, and square brackets."
+                )
+            if name in documents:
+                return f"{where}.document.name: document names must be unique ({name!r} is used twice)"
+            documents.add(name)
     return None

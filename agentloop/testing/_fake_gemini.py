@@ -373,6 +373,9 @@ def _check_contents(contents: Any) -> str | None:
                 return f"{where}.parts[{m}].data: required oneof field 'data' must have one initialized field"
             if "text" in part and not isinstance(part["text"], str):
                 return f"{where}.parts[{m}].text: must be a string"
+            problem = _check_media(part, f"{where}.parts[{m}]")
+            if problem:
+                return problem
             call = part.get("functionCall")
             if call is not None:
                 if content["role"] != "model":
@@ -392,4 +395,20 @@ def _check_contents(contents: Any) -> str | None:
                         )
                     if signature not in expected:
                         return f"{where}.parts[{m}]: Corrupted thought signature."
+    return None
+
+
+def _check_media(part: dict[str, Any], where: str) -> str | None:
+    """`inlineData` must be base64 with a MIME type; `fileData` needs a URI."""
+    inline = part.get("inlineData")
+    if inline is not None:
+        if not isinstance(inline.get("mimeType"), str) or not inline["mimeType"]:
+            return f"{where}.inline_data.mime_type: required"
+        try:
+            base64.b64decode(inline.get("data", ""), validate=True)
+        except ValueError:
+            return f"{where}.inline_data.data: Invalid value (bytes must be base64)"
+    file = part.get("fileData")
+    if file is not None and not str(file.get("fileUri", "")).startswith(("https://", "http://", "gs://")):
+        return f"{where}.file_data.file_uri: Invalid or unsupported file uri"
     return None
