@@ -377,6 +377,10 @@ class GeminiChatModel:
                             )
                         for event in state.feed(chunk):
                             yield event
+                    if state.finish_reason is not None or state.blocked is not None:
+                        # The last chunk: read the end of the body, so the connection goes back to the pool.
+                        await events.drain()
+                        break
                 if state.finish_reason is None and state.blocked is None:
                     raise self._http.bad_response(
                         "the event stream ended before a finishReason (the response is incomplete)",
@@ -436,7 +440,8 @@ class GeminiChatModel:
         return body
 
     def _contents(self, history: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
-        """System text and the `contents` array: consecutive same-role turns merged, call ids filled in."""
+        """System text and the `contents` array: consecutive same-role turns merged, call ids filled in,
+        function responses in the order of their calls (Gemini pairs them by position)."""
         system: list[str] = []
         contents: list[dict[str, Any]] = []
         pending: list[tuple[str, str]] = []  # (call id, tool name) of the last model turn's calls, unanswered
@@ -449,9 +454,15 @@ class GeminiChatModel:
             else:
                 contents.append({"role": role, "parts": parts})
 
+        order: dict[str, int] = {}  # position of each call of the last model turn
+        answers: list[tuple[int, dict[str, Any]]] = []  # function responses, put in call order on flush
         deferred: list[dict[str, Any]] = []  # attachments of tool results, sent after all the responses
 
         def flush() -> None:
+            if answers:
+                answers.sort(key=lambda answer: answer[0])  # stable: unknown calls keep their order
+                add("user", [part for _, part in answers])
+                answers.clear()
             if deferred:
                 add("user", list(deferred))
                 deferred.clear()
@@ -481,7 +492,7 @@ class GeminiChatModel:
                     deferred.append({"text": f"Attachments returned by {name} (call {call_id}):"})
                     deferred.extend(_part(content) for content in media)
                 response = {"id": call_id, "name": name, "response": {key: text}}
-                add("user", [{"functionResponse": response}])
+                answers.append((order.get(call_id, len(order)), {"functionResponse": response}))
             elif isinstance(message, AiMessage):
                 flush()
                 state = message.provider_state.get(_PROVIDER) or {}
@@ -493,9 +504,11 @@ class GeminiChatModel:
                         text_part["thoughtSignature"] = state["text_signature"]
                     parts.append(text_part)
                 pending = []
+                order = {}
                 for i, call in enumerate(message.tool_execution_requests):
                     call_id = call.id or f"call_{n}_{i}"
                     pending.append((call_id, call.name))
+                    order[call_id] = i
                     part: dict[str, Any] = {
                         "functionCall": {"id": call_id, "name": call.name, "args": _args(call)}
                     }
