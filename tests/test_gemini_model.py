@@ -319,7 +319,7 @@ def test_the_model_string_reads_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("GOOGLE_GEMINI_BASE_URL", raising=False)
     with pytest.raises(IllegalConfigurationError, match="GEMINI_API_KEY"):
         infer_model("gemini:gemini-2.5-flash")
-    with pytest.raises(IllegalConfigurationError, match="did you mean 'gemini:gemini-2.5-pro'"):
+    with pytest.raises(IllegalConfigurationError, match=r"did you mean 'gemini:gemini-2\.5-pro'"):
         infer_model("gemini-2.5-pro")
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     model = infer_model("gemini:models/gemini-2.5-pro")
