@@ -393,7 +393,7 @@ def _check_contents(contents: Any) -> str | None:
                             f"to degraded model performance. Additional data, function call `default_api:"
                             f"{call.get('name')}` , position {m + 1}."
                         )
-                    if signature not in expected:
+                    if signature != SKIP_SIGNATURE and _bytes_of(signature) not in map(_bytes_of, expected):
                         return f"{where}.parts[{m}]: Corrupted thought signature."
     return None
 
@@ -412,3 +412,14 @@ def _check_media(part: dict[str, Any], where: str) -> str | None:
     if file is not None and not str(file.get("fileUri", "")).startswith(("https://", "http://", "gs://")):
         return f"{where}.file_data.file_uri: Invalid or unsupported file uri"
     return None
+
+
+def _bytes_of(signature: Any) -> bytes | None:
+    """A signature's bytes: Google's JSON takes bytes fields in standard or URL-safe base64 (the SDKs send
+    the URL-safe form), so both are read."""
+    if not isinstance(signature, str):
+        return None
+    try:
+        return base64.b64decode(signature.replace("-", "+").replace("_", "/"), validate=True)
+    except ValueError:
+        return None
