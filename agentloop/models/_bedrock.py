@@ -742,7 +742,10 @@ class BedrockChatModel:
                 texts.append(block.text)
             elif block.tool_use is not None:
                 use = block.tool_use
-                arguments = _encode(use.input).decode() if isinstance(use.input, dict) else "{}"
+                if isinstance(use.input, msgspec.Raw):  # streamed: the text as it came
+                    arguments = bytes(use.input).decode()
+                else:
+                    arguments = _encode(use.input).decode() if isinstance(use.input, dict) else "{}"
                 calls.append(ToolExecutionRequest(use.tool_use_id, use.name, arguments))
             elif block.reasoning_content is not None:
                 found = block.reasoning_content
@@ -875,11 +878,8 @@ class _Assembler:
             if block.kind == "text":
                 result.append(_Block(text="".join(block.parts)))
             elif block.kind == "tool":
-                try:
-                    value = _json_decoder.decode(_joined(block))
-                except (msgspec.DecodeError, RecursionError):
-                    value = {}
-                result.append(_Block(tool_use=_ToolUse(block.id, block.name, value)))
+                raw = msgspec.Raw(_joined(block).encode())
+                result.append(_Block(tool_use=_ToolUse(block.id, block.name, raw)))
             else:
                 text = _ReasoningText("".join(block.parts), block.signature) if block.parts else None
                 reasoning = _Reasoning(text, block.redacted)
