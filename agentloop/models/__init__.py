@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
+    from ._responses import OpenAIResponsesModel
     from ._strict import strict_schema
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "LocalModelWeightsError",
     "ModelEvent",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ResponseComplete",
     "TextDelta",
     "ThinkingDelta",
@@ -50,6 +52,7 @@ __all__ = [
 
 _LAZY = {
     "OpenAIChatModel": "._openai",
+    "OpenAIResponsesModel": "._responses",
     "AnthropicChatModel": "._anthropic",
     "FallbackChatModel": "._fallback",
     "GeminiChatModel": "._gemini",

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from agentloop._content import Content, ImageContent, TextContent
 from agentloop._errors import AgentLoopError, BadRequestError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
@@ -419,6 +420,9 @@ class AnthropicChatModel:
 
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
+                if message.has_media:
+                    add("user", [_block(part) for part in message.contents if _block_wanted(part)])
+                    continue
                 if not message.text.strip():
                     raise BadRequestError(
                         f"anthropic: message {n} is a user message with no text (empty or only whitespace); "
@@ -441,7 +445,12 @@ class AnthropicChatModel:
                     unnamed.remove(match)
                     tool_use_id = match[1]
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id}
-                if message.text:
+                if message.has_media:  # tool results take image and document blocks beside the text
+                    block["content"] = [
+                        *_text_block(message.text),
+                        *(_block(part) for part in message.contents if not isinstance(part, TextContent)),
+                    ]
+                elif message.text:
                     block["content"] = message.text
                 if message.is_error:
                     block["is_error"] = True
@@ -666,6 +675,21 @@ def _retry_policy(retry: RetryPolicy | None, max_retries: int) -> RetryPolicy:
     if retry.retry_statuses == RetryPolicy().retry_statuses:
         return dataclasses.replace(retry, retry_statuses=retry.retry_statuses | {529})
     return retry
+
+
+def _block_wanted(part: Content) -> bool:
+    """Empty text parts are left out: the Messages API rejects empty text blocks."""
+    return not isinstance(part, TextContent) or bool(part.text.strip())
+
+
+def _block(part: Content) -> dict[str, Any]:
+    """One content part as a Messages API block: `text`, `image` or `document` (base64 or URL source)."""
+    if isinstance(part, TextContent):
+        return {"type": "text", "text": part.text}
+    kind = "image" if isinstance(part, ImageContent) else "document"
+    if part.data is None:
+        return {"type": kind, "source": {"type": "url", "url": part.url}}
+    return {"type": kind, "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
 
 
 def _text_block(text: str | None) -> list[dict[str, Any]]:
