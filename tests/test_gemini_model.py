@@ -530,5 +530,5 @@ async def test_a_picture_a_tool_returned_follows_the_function_responses(server: 
     assert last["role"] == "user"
     kinds = [next(iter(part)) for part in last["parts"]]
     assert kinds == ["functionResponse", "functionResponse", "text", "inlineData"]
-    assert last["parts"][0]["functionResponse"]["response"]["result"].startswith("captured")
+    assert last["parts"][0]["functionResponse"]["response"]["result"] == "captured"
     assert "screenshot (call s1)" in last["parts"][2]["text"]

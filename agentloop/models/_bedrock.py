@@ -59,6 +59,7 @@ from agentloop._text import valid_text
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
 from ._http import ProviderClient, RetryPolicy, Timeouts, model_error_from_exception
+from ._media import media_of_results_note
 from ._secrets import mask_secret
 from ._strict import strict_schema
 
@@ -615,12 +616,14 @@ class BedrockChatModel:
         unnamed: list[tuple[str, str]] = []
         uses_tools = False
         names: dict[str, int] = {}  # document names used so far: Bedrock wants them unique
-        deferred: list[dict[str, Any]] = []  # attachments of tool results, for models that take none there
+        deferred: list[dict[str, Any]] = []  # pictures of tool results, for models that take none there
+        with_media: list[ToolExecutionResultMessage] = []  # the results they came with
 
         def flush() -> None:
             if deferred:
-                add("user", list(deferred))
+                add("user", [{"text": media_of_results_note(with_media)}, *deferred])
                 deferred.clear()
+                with_media.clear()
 
         def add(role: str, blocks: list[dict[str, Any]]) -> None:
             if not blocks:
@@ -663,9 +666,7 @@ class BedrockChatModel:
                 if media and self.media_in_tool_results:
                     result["content"].extend(media)
                 elif media:  # after all the results, in the same user turn, saying where they came from
-                    deferred.append(
-                        {"text": f"Attachments returned by {message.tool_name} (call {tool_use_id}):"}
-                    )
+                    with_media.append(message)
                     deferred.extend(media)
                 if message.is_error:
                     result["status"] = "error"

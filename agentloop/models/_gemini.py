@@ -52,6 +52,7 @@ from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._media import media_of_results_note
 from ._secrets import clean_api_key
 
 __all__ = ["GEMINI_BASE_URL", "GeminiChatModel"]
@@ -456,7 +457,8 @@ class GeminiChatModel:
 
         order: dict[str, int] = {}  # position of each call of the last model turn
         answers: list[tuple[int, dict[str, Any]]] = []  # function responses, put in call order on flush
-        deferred: list[dict[str, Any]] = []  # attachments of tool results, sent after all the responses
+        deferred: list[dict[str, Any]] = []  # pictures of tool results, sent after all the responses
+        with_media: list[ToolExecutionResultMessage] = []  # the results they came with
 
         def flush() -> None:
             if answers:
@@ -464,8 +466,9 @@ class GeminiChatModel:
                 add("user", [part for _, part in answers])
                 answers.clear()
             if deferred:
-                add("user", list(deferred))
+                add("user", [{"text": media_of_results_note(with_media)}, *deferred])
                 deferred.clear()
+                with_media.clear()
 
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
@@ -484,14 +487,13 @@ class GeminiChatModel:
                 call_id, name = self._answered(message, pending)
                 key = "error" if message.is_error else "result"
                 media = [c for c in message.contents if not isinstance(c, TextContent)]
-                text = message.text
                 if media:
                     # Function responses carry JSON only (but on Gemini 3): the pictures follow them, in the
-                    # same user turn, introduced by a line that says which call they came from.
-                    text = f"{text}\n[{len(media)} attachment(s) follow this result]".lstrip()
-                    deferred.append({"text": f"Attachments returned by {name} (call {call_id}):"})
+                    # same user turn, after a line saying which call each came from (the result's text
+                    # names them already).
+                    with_media.append(ToolExecutionResultMessage(call_id, name, "", contents=media))
                     deferred.extend(_part(content) for content in media)
-                response = {"id": call_id, "name": name, "response": {key: text}}
+                response = {"id": call_id, "name": name, "response": {key: message.text}}
                 answers.append((order.get(call_id, len(order)), {"functionResponse": response}))
             elif isinstance(message, AiMessage):
                 flush()
