@@ -30,6 +30,7 @@ MAX_MESSAGE_BYTES = 24 * 1024 * 1024  # AWS allows 16 MiB of payload and 128 KiB
 MAX_HEADER_BYTES = 128 * 1024
 _INTS = {2: struct.Struct(">b"), 3: struct.Struct(">h"), 4: struct.Struct(">i"), 5: struct.Struct(">q")}
 _U16 = struct.Struct(">H")
+_KNOWN_HEADER_SETS = 64
 _I64 = struct.Struct(">q")
 
 
@@ -39,7 +40,8 @@ class EventStreamError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EventStreamMessage:
-    """One decoded message: its headers (`:event-type`, `:message-type`...) and its payload bytes."""
+    """One decoded message: its headers (`:event-type`, `:message-type`...; shared between messages with the
+    same headers: do not change them) and its payload bytes."""
 
     headers: Mapping[str, Any]
     payload: bytes
@@ -48,10 +50,13 @@ class EventStreamMessage:
 class EventStreamDecoder:
     """Feed it the body's bytes in any pieces; it returns each message as soon as the last byte of it came."""
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_buffer", "_known")
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        # Parsed headers by their bytes: a stream repeats a handful of header sets (one per event type), so
+        # each is parsed once. The dicts are shared between messages: read them, never change them.
+        self._known: dict[bytes, dict[str, Any]] = {}
 
     @property
     def pending(self) -> int:
@@ -82,7 +87,12 @@ class EventStreamDecoder:
             if zlib.crc32(view[: total - _CRC_LENGTH]) != message_crc:
                 raise EventStreamError("event stream message CRC mismatch (corrupted stream)")
             headers_end = _PRELUDE_LENGTH + headers_length
-            headers = _headers(view[_PRELUDE_LENGTH:headers_end])
+            raw_headers = bytes(view[_PRELUDE_LENGTH:headers_end])
+            headers = self._known.get(raw_headers)
+            if headers is None:
+                headers = _headers(memoryview(raw_headers))
+                if len(self._known) < _KNOWN_HEADER_SETS:
+                    self._known[raw_headers] = headers
             payload = bytes(view[headers_end : total - _CRC_LENGTH])
             view.release()
             messages.append(EventStreamMessage(headers, payload))
