@@ -432,7 +432,7 @@ async def test_throttling_is_retried_then_raised(server: FakeBedrockServer) -> N
     for _ in range(3):
         server.add(FakeBedrockServer.error(429, "Too many requests, please wait before trying again."))
     retry = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
-    async with model_for(server, retry=retry) as model:
+    async with model_for(server, max_retries=2, retry=retry) as model:
         assert final(await collect(model.stream(QUESTION))).text == "finally"
         with pytest.raises(RateLimitError) as caught:
             await model.chat(QUESTION)

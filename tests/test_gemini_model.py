@@ -479,7 +479,7 @@ async def test_an_error_in_the_stream_is_raised(server: FakeGeminiServer) -> Non
 async def test_a_stream_cut_before_its_finish_reason_is_an_error(server: FakeGeminiServer) -> None:
     server.add("one two three four five six", disconnect_after_chunks=2)
     server.add(Reply.sse([b"data: {not json\r\n\r\n"]))
-    async with model_for(server, retry=RetryPolicy(max_retries=2, initial_delay=0.01)) as model:
+    async with model_for(server, max_retries=2, retry=RetryPolicy(initial_delay=0.01)) as model:
         with pytest.raises(ModelConnectionError):
             await collect(model.stream(QUESTION))
         with pytest.raises(BadResponseError, match="unreadable stream chunk"):

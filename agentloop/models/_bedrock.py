@@ -58,7 +58,8 @@ from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
-from ._http import ProviderClient, RetryPolicy, Timeouts, model_error_from_exception
+from ._http import RetryPolicy, Timeouts, model_error_from_exception
+from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note
 from ._secrets import mask_secret
 from ._strict import strict_schema
@@ -220,7 +221,7 @@ def _botocore() -> Any:
 # -- the model -----------------------------------------------------------------------------------------------
 
 
-class BedrockChatModel:
+class BedrockChatModel(HTTPChatModel):
     """Models on Amazon Bedrock (Claude, Nova, Llama, Mistral...) through Converse / ConverseStream.
 
     `model_id`: a model id, inference profile id or ARN ("anthropic.claude-3-5-haiku-20241022-v1:0",
@@ -261,7 +262,7 @@ class BedrockChatModel:
         parameters: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: Timeouts | float | None = None,
-        max_retries: int = 2,
+        max_retries: int | None = None,
         retry: RetryPolicy | None = None,
         http_client: Any = None,
         structured_output: bool = True,
@@ -329,18 +330,17 @@ class BedrockChatModel:
         self.inference_config: Mapping[str, Any] = inference
         self.body_defaults: Mapping[str, Any] = top
         secrets = (aws_secret_access_key, aws_session_token)
-        try:
-            self._http = ProviderClient(
-                provider=_PROVIDER,
-                base_url=endpoint,
-                headers=headers,
-                timeouts=timeout,
-                retry=retry or RetryPolicy(max_retries=max_retries),
-                client=http_client,
-                secrets=secrets,
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"BedrockChatModel: {exc}") from None
+        self._connect(
+            owner="BedrockChatModel",
+            provider=_PROVIDER,
+            base_url=endpoint,
+            headers=headers or {},
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries),
+            http_client=http_client,
+            secrets=secrets,
+            has_key=True,
+        )
         self._signer = botocore.auth.SigV4Auth
         self._aws_request = botocore.awsrequest.AWSRequest
         model_path = quote(self.model_id, safe="")
@@ -357,32 +357,12 @@ class BedrockChatModel:
         return str(region) if region else None
 
     @property
-    def base_url(self) -> str:
-        """The endpoint requests go to (`{endpoint}/model/{model_id}/converse[-stream]`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in errors, traces and prices ("bedrock")."""
-        return self._http.provider
-
-    @property
     def model(self) -> str:
         """The model id (the name other providers call `model`)."""
         return self.model_id
 
     def __repr__(self) -> str:
         return f"BedrockChatModel(model_id={self.model_id!r}, region={self.region!r})"
-
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> BedrockChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # -- signing ---------------------------------------------------------------------------------------------
 

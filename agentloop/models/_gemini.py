@@ -51,7 +51,8 @@ from agentloop._spec import ToolSpecification
 from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._http import RetryPolicy, Timeouts
+from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note
 from ._secrets import clean_api_key
 
@@ -175,7 +176,7 @@ _call_ids = itertools.count(1)
 # -- the model -----------------------------------------------------------------------------------------------
 
 
-class GeminiChatModel:
+class GeminiChatModel(HTTPChatModel):
     """Gemini models through the Gemini API (`{base_url}/{api_version}/models/{model}:generateContent`).
 
     `api_key`: sent as the `x-goog-api-key` header (never in the URL); when omitted and `base_url` is omitted
@@ -214,7 +215,7 @@ class GeminiChatModel:
         parameters: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: Timeouts | float | None = None,
-        max_retries: int = 2,
+        max_retries: int | None = None,
         retry: RetryPolicy | None = None,
         http_client: Any = None,
         structured_output: bool = True,
@@ -272,41 +273,20 @@ class GeminiChatModel:
         if api_key:
             all_headers["x-goog-api-key"] = api_key
         self._has_key = bool(api_key)
-        try:
-            self._http = ProviderClient(
-                provider=_PROVIDER,
-                base_url=base_url,
-                headers=all_headers,
-                timeouts=timeout,
-                retry=retry or RetryPolicy(max_retries=max_retries),
-                client=http_client,
-                secrets=(api_key,),
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"GeminiChatModel: {exc}") from None
-
-    @property
-    def base_url(self) -> str:
-        """The API root (requests go to `{base_url}/{api_version}/models/{model}:...`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in errors, traces and prices ("gemini")."""
-        return self._http.provider
+        self._connect(
+            owner="GeminiChatModel",
+            provider=_PROVIDER,
+            base_url=base_url,
+            headers=all_headers,
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries),
+            http_client=http_client,
+            secrets=(api_key,),
+            has_key=bool(api_key),
+        )
 
     def __repr__(self) -> str:
         return f"GeminiChatModel(model={self.model!r}, base_url={self._http.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> GeminiChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # -- calls -----------------------------------------------------------------------------------------------
 

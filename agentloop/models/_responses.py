@@ -48,7 +48,8 @@ from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import ProviderClient, RetryPolicy, Timeouts
-from ._openai import OPENAI_BASE_URL, _retry_policy
+from ._http._provider import retry_policy as _retry_policy
+from ._openai import OPENAI_BASE_URL
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
