@@ -1,133 +1,183 @@
-"""CPU each HTTP provider spends per streamed token and per call, over real loopback sockets.
+"""CPU per streamed token of each HTTP provider's parser, without any transport.
 
-    python benchmarks/provider_cpu.py [--calls 40] [--only openai,anthropic,gemini,bedrock]
+    python benchmarks/provider_cpu.py [--profile openai-responses]
 
-For each provider its fake server (`agentloop.testing`) runs in a child process, so only the client's CPU is
-measured (`time.process_time()` of this process): `model.stream(request)` read to its end, one token per
-wire event (an SSE event, or for Bedrock one event-stream frame). Per token: the CPU of calls of 1000 tokens
-minus that of 200-token calls, over 800; per call: what is left of a 200-token call. Median of `--trials`.
-Write the machine load beside the figures: other processes on the machine move them.
-"""
+For OpenAIChatModel, OpenAIResponsesModel, AnthropicChatModel, GeminiChatModel and BedrockChatModel: the HTTP
+send is replaced by a response that replays the provider's fake server's exact event stream
+(agentloop.testing; one chunk per event, as h11 hands them over) for an answer of T distinct word tokens, and
+`model.stream(request)` is read to the end. Prints each provider's fixed CPU per call (T=1), CPU per token
+(T=1000 against T=200) and a whole T=200 call, best of 3 runs each. No sockets, no server: differences of a
+fraction of a microsecond per token show. The Responses API sends more bytes per token than Chat Completions
+(each `response.output_text.delta` event names its item, output and content indexes, a sequence number and
+logprobs), so its parser has more to decode. Bedrock's fixed cost includes SigV4 signing (botocore) on every
+call; its stream is AWS's binary event stream (one frame per token, padded by Bedrock, two CRCs each).
+`benchmarks/provider_cpu_sockets.py` measures the same over real loopback sockets (transport included)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import statistics
-import subprocess
+import cProfile
+import pstats
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentloop import ChatRequest, UserMessage  # noqa: E402
-from agentloop.models import ResponseComplete  # noqa: E402
+from agentloop import AiMessage, ChatRequest, UserMessage
+from agentloop.models import (
+    AnthropicChatModel,
+    BedrockChatModel,
+    GeminiChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    _http,
+)
+from agentloop.testing import (
+    FakeAnthropicServer,
+    FakeBedrockServer,
+    FakeGeminiServer,
+    FakeOpenAIResponsesServer,
+    FakeOpenAIServer,
+)
+from agentloop.testing._fake_server import RecordedRequest
 
-SERVER = """
-import sys
-sys.path.insert(0, {root!r})
-from agentloop.testing import {cls}
-words = " ".join(f"w{{i}}" for i in range({tokens}))
-server = {cls}([words] * {count}, {options})
-server.start()
-print(server.base_url, flush=True)
-sys.stdin.read()
-server.stop()
-"""
 
-FAKES = {
-    "openai": ("FakeOpenAIServer", ""),
-    "anthropic": ("FakeAnthropicServer", ""),
-    "gemini": ("FakeGeminiServer", "words_per_chunk=1"),
-    "bedrock": ("FakeBedrockServer", ""),
+class _Response:
+    """Just enough of an `httpx2.Response` for a streaming provider."""
+
+    status_code = 200
+    is_closed = False
+
+    def __init__(self, chunks: tuple[bytes, ...]) -> None:
+        self._chunks = chunks
+        self.headers = {"content-type": "text/event-stream", "x-request-id": "req"}
+        self.extensions: dict[str, Any] = {}
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _answer(tokens: int) -> str:
+    return "".join(f"w{n} " for n in range(tokens))
+
+
+PROVIDERS: dict[str, tuple[Any, Any, str]] = {
+    "openai-chat": (OpenAIChatModel, FakeOpenAIServer, "/v1/chat/completions"),
+    "openai-responses": (OpenAIResponsesModel, FakeOpenAIResponsesServer, "/v1/responses"),
+    "anthropic": (AnthropicChatModel, FakeAnthropicServer, "/v1/messages"),
+    "gemini": (GeminiChatModel, FakeGeminiServer, "/v1beta/models/model-x:streamGenerateContent"),
+    "bedrock": (BedrockChatModel, FakeBedrockServer, "/model/model-x/converse-stream"),
 }
+_BEDROCK = FakeBedrockServer(verify_signatures=False)  # never started: it only renders the stream
 
 
-def model_for(name: str, base_url: str) -> Any:
-    if name == "openai":
-        from agentloop.models import OpenAIChatModel
-
-        return OpenAIChatModel("gpt-4o-mini", base_url=base_url, api_key="bench")
-    if name == "anthropic":
-        from agentloop.models import AnthropicChatModel
-
-        return AnthropicChatModel("claude-bench", base_url=base_url, api_key="bench")
+def _model(name: str) -> Any:
+    model_class = PROVIDERS[name][0]
+    if name == "bedrock":
+        return BedrockChatModel(
+            "model-x",
+            region=_BEDROCK.region,
+            endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id=_BEDROCK.access_key,
+            aws_secret_access_key=_BEDROCK.secret_key,
+        )
     if name == "gemini":
-        from agentloop.models import GeminiChatModel
-
-        return GeminiChatModel("gemini-bench", base_url=base_url, api_key="bench")
-    from agentloop.models import BedrockChatModel
-    from agentloop.testing import FakeBedrockServer
-
-    fake = FakeBedrockServer()
-    return BedrockChatModel(
-        "anthropic.claude-bench-v1:0",
-        region=fake.region,
-        endpoint_url=base_url,
-        aws_access_key_id=fake.access_key,
-        aws_secret_access_key=fake.secret_key,
-    )
+        return GeminiChatModel("model-x", base_url="http://127.0.0.1:9", api_key="replay")
+    return model_class("model-x", base_url="http://127.0.0.1:9/v1", api_key="replay")
 
 
-async def measure(name: str, tokens: int, calls: int) -> float:
-    """CPU seconds per call of `tokens` tokens (after 5 warm-up calls)."""
-    cls, options = FAKES[name]
-    script = SERVER.format(root=str(ROOT), cls=cls, tokens=tokens, count=calls + 5, options=options)
-    child = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        base_url = child.stdout.readline().strip()
-        request = ChatRequest([UserMessage("Say many words")])
-        async with model_for(name, base_url) as model:
+def _server(name: str) -> Any:
+    if name == "bedrock":
+        return _BEDROCK
+    if name == "gemini":
+        return FakeGeminiServer(words_per_chunk=1)
+    return PROVIDERS[name][1]()
 
-            async def one() -> None:
-                pieces = 0
-                async for event in model.stream(request):
-                    if isinstance(event, ResponseComplete):
-                        assert len((event.response.text or "").split()) == tokens, name
-                    else:
-                        pieces += 1
-                assert pieces >= tokens, (name, pieces)
 
-            for _ in range(5):
-                await one()
-            start = time.process_time()
-            for _ in range(calls):
-                await one()
-            return (time.process_time() - start) / calls
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=30)
+def _call(name: str, tokens: int) -> Callable[[], Awaitable[None]]:
+    path = PROVIDERS[name][2]
+    model = _model(name)
+    request = ChatRequest([UserMessage("q")])
+    if name in ("gemini", "bedrock"):
+        body = model.build_body(request)
+    else:
+        body = model.build_body(request, stream=True)
+    scope = f"{_BEDROCK.access_key}/20260101/{_BEDROCK.region}/bedrock/aws4_request"
+    headers = {
+        "x-api-key": "replay",
+        "x-goog-api-key": "replay",
+        "anthropic-version": "2023-06-01",
+        "content-type": "application/json",
+        "authorization": f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host, Signature=0",
+    }
+    recorded = RecordedRequest("POST", path, {"alt": "sse"}, headers, b"", 0, json=body)
+    server = _server(name)
+    chunks = server.render(AiMessage(_answer(tokens)), recorded).chunks
+    assert chunks, f"{name}: the fake rendered no stream: {server.render(AiMessage('x'), recorded)}"
+
+    async def send(self: Any, _request: Any) -> _Response:
+        shard = self._acquire()
+        shard.in_flight += 1
+        response = _Response(chunks)
+        response.extensions["agentloop.shard"] = shard
+        return response
+
+    _http.ProviderClient._send = send  # type: ignore[method-assign,assignment]
+
+    async def call() -> None:
+        count = 0
+        async for _ in model.stream(request):
+            count += 1
+        assert count >= tokens
+
+    return call
+
+
+async def _cpu_per_call(name: str, tokens: int, n: int) -> float:
+    call = _call(name, tokens)
+    for _ in range(50):
+        await call()
+    start = time.process_time()
+    for _ in range(n):
+        await call()
+    return (time.process_time() - start) / n * 1e6
+
+
+def measure(name: str) -> tuple[float, float, float]:
+    """(fixed µs per call, µs per token, µs per T=200 call); best of 3 runs each."""
+    best = {
+        tokens: min(asyncio.run(_cpu_per_call(name, tokens, n)) for _ in range(3))
+        for tokens, n in ((1, 2000), (200, 1000), (1000, 200))
+    }
+    return best[1], (best[1000] - best[200]) / 800, best[200]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=40)
-    parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--only", default=",".join(FAKES))
+    parser.add_argument("--profile", choices=sorted(PROVIDERS), help="cProfile one provider at T=200")
+    parser.add_argument("--only", help="comma-separated providers to measure")
     args = parser.parse_args()
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    for name in args.only.split(","):
-        per_token, per_call = [], []
-        for _ in range(args.trials):
-            short = asyncio.run(measure(name, 200, args.calls))
-            long = asyncio.run(measure(name, 1000, args.calls))
-            token = (long - short) / 800
-            per_token.append(token)
-            per_call.append(short - 200 * token)
-        print(
-            f"{name:10} {statistics.median(per_token) * 1e6:6.2f} µs/token  "
-            f"{statistics.median(per_call) * 1e6:8.0f} µs/call (fixed)",
-            flush=True,
-        )
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        asyncio.run(_cpu_per_call(args.profile, 200, 500))
+        profiler.disable()
+        pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(25)
+        return
+    names = args.only.split(",") if args.only else list(PROVIDERS)
+    print("| provider | fixed µs/call (T=1) | µs/token | T=200 call µs |")
+    print("|---|---:|---:|---:|")
+    for name in names:
+        fixed, token, whole = measure(name)
+        print(f"| {name} | {fixed:.0f} | {token:.2f} | {whole:.0f} |")
 
 
 if __name__ == "__main__":

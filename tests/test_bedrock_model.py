@@ -511,9 +511,26 @@ async def test_pictures_and_documents_go_as_bytes_with_valid_unique_names(server
 
 
 def test_a_picture_at_a_web_address_is_refused_before_sending(server: FakeBedrockServer) -> None:
-    message = UserMessage.of(["What is this?", ImageContent(url="https://example.com/cat.png")])
-    with pytest.raises(IllegalConfigurationError, match="as bytes or as s3:// locations only"):
-        model_for(server).build_body(ChatRequest([message]))
+    for url in ("https://example.com/cat.png", "gs://bucket/cat.png"):
+        message = UserMessage.of(["What is this?", ImageContent(url=url)])
+        with pytest.raises(IllegalConfigurationError, match="as bytes or as s3:// locations only"):
+            model_for(server).build_body(ChatRequest([message]))
+
+
+async def test_pictures_and_documents_in_s3_go_as_s3_locations(server: FakeBedrockServer) -> None:
+    server.add("Read both.")
+    message = UserMessage.of(
+        ["Compare", ImageContent(url="s3://bucket/cat.png"), DocumentContent(url="s3://bucket/q3.pdf")]
+    )
+    async with model_for(server) as model:
+        assert (await model.chat(ChatRequest([message]))).text == "Read both."
+    content = server.requests[0].json["messages"][0]["content"]
+    assert content[1] == {
+        "image": {"format": "png", "source": {"s3Location": {"uri": "s3://bucket/cat.png"}}}
+    }
+    assert content[2] == {
+        "document": {"format": "pdf", "name": "q3", "source": {"s3Location": {"uri": "s3://bucket/q3.pdf"}}}
+    }
 
 
 @pytest.mark.parametrize(

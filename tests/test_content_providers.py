@@ -172,3 +172,22 @@ def test_mcp_image_results_become_image_content() -> None:
     from agentloop._convert import result_media
 
     assert result_media(answer) == answer.media
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/cat.png", "gs://bucket/cat.png"])
+def test_cloud_storage_uris_are_kept_and_refused_by_providers_that_cannot_fetch_them(uri: str) -> None:
+    from agentloop.models import OpenAIResponsesModel
+
+    image = ImageContent(url=uri)
+    assert (image.url, image.media_type, image.is_web_url) == (uri, "image/png", False)
+    assert ImageContent(url="https://x.org/a.png").is_web_url and not ImageContent(PNG).is_web_url
+    request = ChatRequest([UserMessage("What is it?", [image])])
+    for model in (
+        OpenAIChatModel("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="k"),
+        OpenAIResponsesModel("gpt-5", base_url="http://127.0.0.1:9/v1", api_key="k"),
+        AnthropicChatModel("claude-sonnet-4-5", base_url="http://127.0.0.1:9", api_key="k"),
+    ):
+        with pytest.raises(
+            IllegalConfigurationError, match=r"cannot fetch '(s3|gs)://bucket/cat.png'.*give data="
+        ):
+            model.build_body(request, stream=False)

@@ -19,6 +19,7 @@ from agentloop import (
     BadResponseError,
     ChatRequest,
     ChatResponse,
+    DocumentContent,
     FinishReason,
     IllegalConfigurationError,
     ImageContent,
@@ -502,7 +503,12 @@ async def test_streamed_responses_leave_their_connection_in_the_pool(server: Fak
 async def test_pictures_go_as_inline_data_or_file_data(server: FakeGeminiServer) -> None:
     server.add("A cat.")
     message = UserMessage.of(
-        ["What is on these?", ImageContent(data=PNG), ImageContent(url="https://example.com/cat.jpg")]
+        [
+            "What is on these?",
+            ImageContent(data=PNG),
+            ImageContent(url="https://example.com/cat.jpg"),
+            DocumentContent(url="gs://bucket/paper.pdf"),
+        ]
     )
     async with model_for(server) as model:
         assert (await model.chat(ChatRequest([message]))).text == "A cat."
@@ -511,7 +517,11 @@ async def test_pictures_go_as_inline_data_or_file_data(server: FakeGeminiServer)
         {"text": "What is on these?"},
         {"inlineData": {"mimeType": "image/png", "data": ImageContent(data=PNG).base64}},
         {"fileData": {"fileUri": "https://example.com/cat.jpg", "mimeType": "image/jpeg"}},
+        {"fileData": {"fileUri": "gs://bucket/paper.pdf", "mimeType": "application/pdf"}},
     ]
+    s3 = UserMessage.of(["And this?", ImageContent(url="s3://bucket/cat.png")])
+    with pytest.raises(IllegalConfigurationError, match="s3:// URIs are Bedrock's"):
+        model_for(server).build_body(ChatRequest([s3]))
 
 
 async def test_a_picture_a_tool_returned_follows_the_function_responses(server: FakeGeminiServer) -> None:

@@ -34,6 +34,7 @@ from agentloop._text import valid_text
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
+from ._media import web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
@@ -653,7 +654,7 @@ def _block(part: Content) -> dict[str, Any]:
         return {"type": "text", "text": part.text}
     kind = "image" if isinstance(part, ImageContent) else "document"
     if part.data is None:
-        return {"type": kind, "source": {"type": "url", "url": part.url}}
+        return {"type": kind, "source": {"type": "url", "url": web_url(part, "Anthropic")}}
     return {"type": kind, "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
 
 

@@ -689,11 +689,17 @@ def _wanted(content: Content) -> bool:
 
 
 def _part(content: Content) -> dict[str, Any]:
-    """One user part: text, a picture or a document, as bytes (`inlineData`) or a URI (`fileData`)."""
+    """One user part: text, a picture or a document, as bytes (`inlineData`) or a URI (`fileData`: http(s),
+    gs://, or a Files API URI)."""
     if isinstance(content, TextContent):
         return {"text": content.text}
     if content.data is not None:
         return {"inlineData": {"mimeType": content.media_type, "data": content.base64}}
+    if content.url is not None and content.url.lower().startswith("s3://"):
+        raise IllegalConfigurationError(
+            f"gemini cannot fetch {content.url!r}: it takes pictures and documents as bytes, http(s) URLs or "
+            "gs:// URIs (s3:// URIs are Bedrock's); give data= or another URL"
+        )
     file: dict[str, Any] = {"fileUri": content.url}
     if content.media_type:
         file["mimeType"] = content.media_type

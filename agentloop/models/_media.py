@@ -10,10 +10,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentloop._content import DocumentContent, ImageContent
-from agentloop._errors import BadRequestError
+from agentloop._errors import BadRequestError, IllegalConfigurationError
 from agentloop._messages import ChatMessage, ToolExecutionResultMessage, UserMessage
 
-__all__ = ["media_of_results_note", "refuse_media"]
+__all__ = ["media_of_results_note", "refuse_media", "web_url"]
+
+
+def web_url(part: ImageContent | DocumentContent, provider: str) -> str:
+    """The http(s) URL of `part`; a cloud storage URI (`s3://`, `gs://`) is refused before anything is sent,
+    since only Bedrock and Gemini read those."""
+    if not part.is_web_url:
+        raise IllegalConfigurationError(
+            f"{provider} cannot fetch {part.url!r}: it takes pictures and documents as bytes or http(s) URLs "
+            "(s3:// URIs are Bedrock's, gs:// Gemini's); give data= or an http(s) URL"
+        )
+    assert part.url is not None
+    return part.url
 
 
 def refuse_media(messages: Sequence[ChatMessage], *, provider: str, model: str) -> None:

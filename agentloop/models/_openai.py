@@ -41,7 +41,7 @@ from agentloop._spec import ToolSpecification
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
-from ._media import media_of_results_note
+from ._media import media_of_results_note, web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
@@ -182,7 +182,8 @@ def _part(part: Content) -> dict[str, Any]:
     if isinstance(part, TextContent):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImageContent):
-        return {"type": "image_url", "image_url": {"url": part.data_url}}
+        url = part.data_url if part.data is not None else web_url(part, "Chat Completions")
+        return {"type": "image_url", "image_url": {"url": url}}
     if part.data is None:
         raise IllegalConfigurationError(
             f"Chat Completions takes a document as its bytes, not a URL ({part.url!r}): download it and "

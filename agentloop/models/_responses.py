@@ -47,8 +47,9 @@ from agentloop._messages import (
 from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import ProviderClient, RetryPolicy, Timeouts
-from ._http._provider import retry_policy as _retry_policy
+from ._http import RetryPolicy, Timeouts
+from ._http._provider import HTTPChatModel, retry_policy
+from ._media import web_url
 from ._openai import OPENAI_BASE_URL
 from ._secrets import clean_api_key
 from ._strict import strict_schema
@@ -216,9 +217,10 @@ def _input_part(part: Content) -> dict[str, Any]:
     if isinstance(part, TextContent):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, ImageContent):
-        return {"type": "input_image", "image_url": part.data_url, "detail": "auto"}
+        url = part.data_url if part.data is not None else web_url(part, "OpenAI Responses")
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
     if part.data is None:
-        return {"type": "input_file", "file_url": part.url}
+        return {"type": "input_file", "file_url": web_url(part, "OpenAI Responses")}
     return {"type": "input_file", "filename": part.filename, "file_data": part.data_url}
 
 
@@ -365,7 +367,7 @@ def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> Any:
 # -- the model ----------------------------------------------------------------------------------------------
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(HTTPChatModel):
     """A chat model on OpenAI's Responses API (`"openai-responses:<model>"`).
 
     `model`: the model name. `api_key`: sent as a bearer token; when omitted and `base_url` is omitted too,
@@ -385,6 +387,7 @@ class OpenAIResponsesModel:
     """
 
     supports_response_format = True
+    _KEY_HINT = "pass api_key= or set OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -460,42 +463,21 @@ class OpenAIResponsesModel:
         self.strict_tools = strict_tools
         self.defaults: Mapping[str, Any] = defaults
         self._key_source = source if api_key else None
-        try:
-            self._http = ProviderClient(
-                provider=provider,
-                base_url=base_url,
-                headers=all_headers,
-                query=query,
-                timeouts=timeout,
-                retry=_retry_policy(retry, max_retries),
-                client=http_client,
-                secrets=(api_key,),
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"OpenAIResponsesModel: {exc}") from None
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (`{base_url}/responses`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in error messages ("openai" unless set)."""
-        return self._http.provider
+        self._connect(
+            owner="OpenAIResponsesModel",
+            provider=provider,
+            base_url=base_url,
+            headers=all_headers,
+            query=query,
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries),
+            http_client=http_client,
+            secrets=(api_key,),
+            has_key=bool(api_key),
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> OpenAIResponsesModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # -- requests -------------------------------------------------------------------------------------------
 
@@ -540,14 +522,13 @@ class OpenAIResponsesModel:
         return body
 
     def _refine(self, error: ModelError) -> ModelError:
-        """A 401/403 says which key to check (where it came from; never the key itself)."""
-        if error.status_code in (401, 403):
-            if self._key_source is None:
-                error.message += "; no API key was given (pass api_key= or set OPENAI_API_KEY)"
-            else:
-                error.message += f"; the key sent was the one from {self._key_source}"
+        """A 401/403 says which key to check: where the key sent came from (never the key itself), or how to
+        give one."""
+        if error.status_code in (401, 403) and self._key_source is not None:
+            error.message += f"; the key sent was the one from {self._key_source}"
             error.args = (error.message,)
-        return error
+            return error
+        return super()._refine(error)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
