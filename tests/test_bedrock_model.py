@@ -49,7 +49,7 @@ from agentloop.models import (
 )
 from agentloop.models._http import RetryPolicy
 from agentloop.testing import FakeBedrockServer
-from agentloop.testing._fake_server import Reply
+from agentloop.testing._fake_server import FakeServer, Reply
 
 pytest.importorskip("botocore")
 
@@ -555,3 +555,50 @@ async def test_a_picture_a_tool_returned(server: FakeBedrockServer, model_id: st
     else:  # others get it right after the results, saying where it came from
         assert [next(iter(block)) for block in content] == ["toolResult", "text", "image"]
         assert "screenshot (call s1)" in content[1]["text"]
+
+
+async def test_credentials_from_an_assumed_role(
+    server: FakeBedrockServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A profile that assumes a role: botocore calls STS (a fake STS here, at AWS_ENDPOINT_URL_STS) in the
+    model's worker thread, and the role's temporary credentials sign the Bedrock request."""
+    token = "FwoGZXIvYXdzEFAKE-role-session-token-0000000000000000"
+    sts_answer = f"""<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <AssumeRoleResult>
+    <Credentials>
+      <AccessKeyId>{server.access_key}</AccessKeyId>
+      <SecretAccessKey>{server.secret_key}</SecretAccessKey>
+      <SessionToken>{token}</SessionToken>
+      <Expiration>2099-01-01T00:00:00Z</Expiration>
+    </Credentials>
+    <AssumedRoleUser>
+      <AssumedRoleId>AROAFAKE:agentloop</AssumedRoleId>
+      <Arn>arn:aws:sts::123456789012:assumed-role/bedrock-caller/agentloop</Arn>
+    </AssumedRoleUser>
+  </AssumeRoleResult>
+  <ResponseMetadata><RequestId>4f6c2a52-0000-0000-0000-000000000000</RequestId></ResponseMetadata>
+</AssumeRoleResponse>"""
+    (tmp_path / "credentials").write_text(
+        "[base]\naws_access_key_id = AKIDBASEPROFILE00001\naws_secret_access_key = base/secret/0000000000\n"
+    )
+    (tmp_path / "config").write_text(
+        "[profile caller]\nrole_arn = arn:aws:iam::123456789012:role/bedrock-caller\nsource_profile = base\n"
+        "role_session_name = agentloop\nregion = us-east-1\n"
+    )
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_PROFILE", "caller")
+    server.add("signed by the role")
+    with FakeServer([Reply(200, (("content-type", "text/xml"),), sts_answer.encode())]) as sts:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.base_url)
+        async with BedrockChatModel(MODEL_ID, endpoint_url=server.base_url, max_retries=0) as model:
+            assert (await model.chat(QUESTION)).text == "signed by the role"
+    form = dict(pair.split("=", 1) for pair in sts.requests[0].body.decode().split("&"))
+    assert form["Action"] == "AssumeRole"
+    assert "bedrock-caller" in form["RoleArn"]
+    assert (
+        sts.requests[0]
+        .headers["authorization"]
+        .startswith("AWS4-HMAC-SHA256 Credential=AKIDBASEPROFILE00001/")
+    )
+    assert server.requests[0].headers["x-amz-security-token"] == token
