@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -25,6 +26,7 @@ from agentloop import (
     ImageContent,
     ModelConnectionError,
     ModelError,
+    ModelTimeoutError,
     RateLimitError,
     ResponseFormat,
     ServerError,
@@ -47,7 +49,7 @@ from agentloop.models import (
     ToolCallDelta,
     infer_model,
 )
-from agentloop.models._http import RetryPolicy
+from agentloop.models._http import RetryPolicy, Timeouts
 from agentloop.testing import FakeBedrockServer
 from agentloop.testing._fake_server import FakeServer, Reply
 
@@ -602,3 +604,32 @@ async def test_credentials_from_an_assumed_role(
         .startswith("AWS4-HMAC-SHA256 Credential=AKIDBASEPROFILE00001/")
     )
     assert server.requests[0].headers["x-amz-security-token"] == token
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+async def test_leaving_the_stream_closes_the_connection(server: FakeBedrockServer, how: str) -> None:
+    frames = server._frames(ChatResponse(AiMessage("Hello there")), {})
+    server.add(Reply.stream(frames[:3], content_type="application/vnd.amazon.eventstream", hold_open=True))
+    async with model_for(server) as model:
+        stream = model.stream(QUESTION)
+        if how == "aclose":
+            assert await stream.__anext__() == TextDelta("Hello ")
+            await stream.aclose()  # type: ignore[attr-defined]
+        else:
+            with anyio.move_on_after(0.3) as scope:
+                async for _ in stream:
+                    pass
+            assert scope.cancelled_caught
+        with anyio.fail_after(5):
+            await server.requests[0].wait_disconnected()
+    assert not server.requests[0].completed.is_set()
+
+
+async def test_the_total_timeout_bounds_the_whole_stream(server: FakeBedrockServer) -> None:
+    frames = server._frames(ChatResponse(AiMessage("Hello there")), {})
+    server.add(Reply.stream(frames[:3], content_type="application/vnd.amazon.eventstream", hold_open=True))
+    received: list[ModelEvent] = []
+    async with model_for(server, timeout=Timeouts(total=0.5)) as model:
+        with pytest.raises(ModelTimeoutError, match=r"total timeout of 0\.5s"):
+            await collect(model.stream(QUESTION), into=received)
+    assert received == [TextDelta("Hello "), TextDelta("there")]  # what came before the time ran out

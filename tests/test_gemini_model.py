@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -542,3 +543,22 @@ async def test_a_picture_a_tool_returned_follows_the_function_responses(server: 
     assert kinds == ["functionResponse", "functionResponse", "text", "inlineData"]
     assert last["parts"][0]["functionResponse"]["response"]["result"] == "captured"
     assert "screenshot (call s1)" in last["parts"][2]["text"]
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+async def test_leaving_the_stream_closes_the_connection(server: FakeGeminiServer, how: str) -> None:
+    first = {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hello "}]}, "index": 0}]}
+    server.add(Reply.sse([b"data: " + msgspec.json.encode(first) + b"\r\n\r\n"], hold_open=True))
+    async with model_for(server) as model:
+        stream = model.stream(QUESTION)
+        if how == "aclose":
+            assert await stream.__anext__() == TextDelta("Hello ")
+            await stream.aclose()  # type: ignore[attr-defined]
+        else:
+            with anyio.move_on_after(0.3) as scope:
+                async for _ in stream:
+                    pass
+            assert scope.cancelled_caught
+        with anyio.fail_after(5):
+            await server.requests[0].wait_disconnected()
+    assert not server.requests[0].completed.is_set()

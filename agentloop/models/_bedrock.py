@@ -21,10 +21,12 @@ from __future__ import annotations
 import mimetypes
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
+import anyio
 import anyio.to_thread
 import msgspec
 
@@ -37,6 +39,7 @@ from agentloop._errors import (
     IllegalConfigurationError,
     ModelConnectionError,
     ModelError,
+    ModelTimeoutError,
     RateLimitError,
     ServerError,
 )
@@ -448,6 +451,8 @@ class BedrockChatModel(HTTPChatModel):
         try:
             body = self._http.encode(self.build_body(request))
             path = self._paths[1]
+            total = self._http.timeouts.total
+            deadline = None if total is None else time.monotonic() + total
             headers = await self._signed_headers(path, body)
             async with self._http.open_stream(
                 path,
@@ -460,20 +465,18 @@ class BedrockChatModel(HTTPChatModel):
                 decoder = EventStreamDecoder()
                 state = _Assembler()
                 chunks = response.aiter_bytes()
-                while True:
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        break
-                    except Exception as exc:
-                        raise self._broken(exc, request_id) from exc
-                    try:
-                        messages = decoder.feed(chunk)
-                    except EventStreamError as exc:
-                        raise self._http.bad_response(str(exc), request_id=request_id) from None
-                    for message in messages:
-                        for event in self._event(state, message, request_id):
-                            yield event
+                try:
+                    while (chunk := await self._next_chunk(chunks, deadline, request_id)) is not None:
+                        try:
+                            messages = decoder.feed(chunk)
+                        except EventStreamError as exc:
+                            raise self._http.bad_response(str(exc), request_id=request_id) from None
+                        for message in messages:
+                            for event in self._event(state, message, request_id):
+                                yield event
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await chunks.aclose()
                 if decoder.pending or state.stop_reason is None:
                     raise self._http.bad_response(
                         "the event stream ended before messageStop (the response is incomplete)",
@@ -488,6 +491,24 @@ class BedrockChatModel(HTTPChatModel):
             raise
         except Exception as exc:  # only AgentLoopErrors leave a provider
             raise self._http.unexpected(exc) from exc
+
+    async def _next_chunk(self, chunks: Any, deadline: float | None, request_id: str | None) -> bytes | None:
+        """The next piece of the body (None at its end), within the total timeout when one is set."""
+        try:
+            if deadline is None:
+                return cast(bytes, await chunks.__anext__())
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                return cast(bytes, await chunks.__anext__())
+        except StopAsyncIteration:
+            return None
+        except Exception as exc:
+            raise self._broken(exc, request_id) from exc
+        total = self._http.timeouts.total or 0.0
+        raise ModelTimeoutError(
+            f"bedrock: the stream did not finish within the total timeout of {total:g}s",
+            provider=_PROVIDER,
+            request_id=request_id,
+        )
 
     def _broken(self, exc: Exception, request_id: str | None) -> ModelError:
         error = model_error_from_exception(exc, provider=_PROVIDER, url=self._http.base_url)
