@@ -633,3 +633,19 @@ async def test_the_total_timeout_bounds_the_whole_stream(server: FakeBedrockServ
         with pytest.raises(ModelTimeoutError, match=r"total timeout of 0\.5s"):
             await collect(model.stream(QUESTION), into=received)
     assert received == [TextDelta("Hello "), TextDelta("there")]  # what came before the time ran out
+
+
+async def test_a_bedrock_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "ABSKQmVkcm9ja0FQSUtleS1mYWtlLWtleS1mb3ItYWdlbnRsb29wLXRlc3Rz"
+    with FakeBedrockServer(["with a key", "never"], api_key=key) as server:
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", key)
+        async with BedrockChatModel(MODEL_ID, region="us-east-1", endpoint_url=server.base_url) as model:
+            assert (await model.chat(QUESTION)).text == "with a key"
+        assert server.requests[0].headers["authorization"] == f"Bearer {key}"
+        wrong = "ABSK-wrong-key-that-must-never-be-printed-00000000"
+        async with BedrockChatModel(
+            MODEL_ID, region="us-east-1", endpoint_url=server.base_url, api_key=wrong, max_retries=0
+        ) as model:
+            with pytest.raises(AuthenticationError, match="the Bedrock API key from api_key=") as caught:
+                await model.chat(QUESTION)
+    assert wrong not in str(caught.value) and wrong not in repr(model)

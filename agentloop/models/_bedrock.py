@@ -64,7 +64,7 @@ from ._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessa
 from ._http import RetryPolicy, Timeouts, model_error_from_exception
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note
-from ._secrets import mask_secret
+from ._secrets import clean_api_key, mask_secret
 from ._strict import strict_schema
 
 __all__ = ["BedrockChatModel"]
@@ -232,7 +232,9 @@ class BedrockChatModel(HTTPChatModel):
     region. `endpoint_url`: else `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, else
     https://bedrock-runtime.{region}.amazonaws.com. Credentials: `aws_access_key_id` /
     `aws_secret_access_key` / `aws_session_token` if given, else botocore's chain (environment, `profile` or
-    `AWS_PROFILE`, SSO, assumed role, container or instance role), or the `botocore_session` you pass.
+    `AWS_PROFILE`, SSO, assumed role, container or instance role), or the `botocore_session` you pass. A
+    Bedrock API key (`api_key=`, else `AWS_BEARER_TOKEN_BEDROCK` when no keys were passed) is sent as a bearer
+    token instead of signing, as the AWS SDKs do.
 
     `max_tokens`, `temperature`, `top_p`, `stop_sequences` (`inferenceConfig`), `thinking` (a token budget
     for Claude's extended thinking), `additional_model_request_fields` and `parameters` (any other body
@@ -252,6 +254,7 @@ class BedrockChatModel(HTTPChatModel):
         region: str | None = None,
         endpoint_url: str | None = None,
         profile: str | None = None,
+        api_key: str | None = None,
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
         aws_session_token: str | None = None,
@@ -313,6 +316,17 @@ class BedrockChatModel(HTTPChatModel):
                 aws_access_key_id.strip(), aws_secret_access_key.strip(), aws_session_token
             )
             self._credential_source = "aws_access_key_id= / aws_secret_access_key="
+        # A Bedrock API key (a bearer token) replaces SigV4, as in the AWS SDKs: api_key=, else
+        # AWS_BEARER_TOKEN_BEDROCK unless keys were passed.
+        key_source = "api_key="
+        if api_key is None and self._credentials is None and os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):
+            api_key, key_source = os.environ["AWS_BEARER_TOKEN_BEDROCK"], "AWS_BEARER_TOKEN_BEDROCK"
+        api_key = clean_api_key(api_key, owner="BedrockChatModel", source=key_source)
+        self._bearer = api_key is not None
+        all_headers = {k.lower(): v for k, v in (headers or {}).items()}
+        if api_key is not None:
+            all_headers["authorization"] = f"Bearer {api_key}"
+            self._credential_source = f"the Bedrock API key from {key_source}"
         inference: dict[str, Any] = {}
         for name, value in (
             ("maxTokens", max_tokens),
@@ -332,12 +346,12 @@ class BedrockChatModel(HTTPChatModel):
             _place(name, value, inference, top)
         self.inference_config: Mapping[str, Any] = inference
         self.body_defaults: Mapping[str, Any] = top
-        secrets = (aws_secret_access_key, aws_session_token)
+        secrets = (aws_secret_access_key, aws_session_token, api_key)
         self._connect(
             owner="BedrockChatModel",
             provider=_PROVIDER,
             base_url=endpoint,
-            headers=headers or {},
+            headers=all_headers,
             timeout=timeout,
             retry=retry_policy(retry, max_retries),
             http_client=http_client,
@@ -393,7 +407,10 @@ class BedrockChatModel(HTTPChatModel):
         self._http.add_secrets(frozen.secret_key, frozen.token)
         return frozen
 
-    async def _signed_headers(self, path: str, body: bytes) -> dict[str, str]:
+    async def _signed_headers(self, path: str, body: bytes) -> dict[str, str] | None:
+        """The SigV4 headers of this request (None with an API key: its bearer header is sent instead)."""
+        if self._bearer:
+            return None
         credentials = await self._frozen_credentials()
         request = self._aws_request(
             method="POST",
@@ -415,7 +432,7 @@ class BedrockChatModel(HTTPChatModel):
 
     def _refine(self, error: ModelError) -> ModelError:
         if error.status_code in (401, 403):
-            key_id = getattr(self._credentials, "access_key", None)
+            key_id = None if self._bearer else getattr(self._credentials, "access_key", None)
             shown = f", access key {mask_secret(key_id)}" if key_id else ""
             error.message += (
                 f"; check the AWS credentials ({self._credential_source}{shown}): that they are valid and "

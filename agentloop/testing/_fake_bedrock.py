@@ -101,7 +101,8 @@ class FakeBedrockServer(FakeServer):
 
     `responses`: `AiMessage`, `str`, `ChatResponse` or `Reply` items (or callables of the request returning
     one), answered in order. `access_key` / `secret_key` / `region`: the credentials requests must be signed
-    with (`verify_signatures=False` accepts any signature). `argument_pieces`: fragments per tool input.
+    with (`verify_signatures=False` accepts any signature). `api_key`: a Bedrock API key accepted as a bearer
+    token instead of a signature (none by default). `argument_pieces`: fragments per tool input.
     `frame_pieces`: when set, the event-stream bytes go out cut into chunks of at most that many bytes (frames
     split at arbitrary points, as networks deliver them).
     """
@@ -113,6 +114,7 @@ class FakeBedrockServer(FakeServer):
         access_key: str = "AKIDFAKEBEDROCK00001",
         secret_key: str = "fake/secret/key/for/agentloop/tests/0000000",
         region: str = "us-east-1",
+        api_key: str | None = None,
         verify_signatures: bool = True,
         argument_pieces: int = 3,
         frame_pieces: int | None = None,
@@ -123,6 +125,7 @@ class FakeBedrockServer(FakeServer):
         self.access_key = access_key
         self.secret_key = secret_key
         self.region = region
+        self.api_key = api_key
         self.verify_signatures = verify_signatures
         self.argument_pieces = argument_pieces
         self.frame_pieces = frame_pieces
@@ -203,6 +206,10 @@ class FakeBedrockServer(FakeServer):
 
     def _check_signature(self, request: RecordedRequest) -> Reply | None:
         authorization = request.headers.get("authorization", "")
+        if authorization.startswith("Bearer "):  # a Bedrock API key
+            if self.api_key is None or authorization[len("Bearer ") :] != self.api_key:
+                return self.error(403, "Authentication failed: Invalid API Key", type="AccessDeniedException")
+            return None
         if not authorization.startswith("AWS4-HMAC-SHA256 "):
             return self.error(403, "Missing Authentication Token", type="MissingAuthenticationTokenException")
         fields = dict(
