@@ -649,3 +649,21 @@ async def test_a_bedrock_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.M
             with pytest.raises(AuthenticationError, match="the Bedrock API key from api_key=") as caught:
                 await model.chat(QUESTION)
     assert wrong not in str(caught.value) and wrong not in repr(model)
+
+
+def test_botocore_is_imported_only_by_a_bedrock_model() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentloop, agentloop.models, agentloop.testing\n"
+        "from agentloop.models import BedrockChatModel, GeminiChatModel\n"
+        "assert 'botocore' not in sys.modules, 'botocore imported'\n"
+        "sys.modules['botocore'] = None  # as if the extra were not installed\n"
+        "try:\n"
+        "    BedrockChatModel('m', region='us-east-1')\n"
+        "except agentloop.IllegalConfigurationError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'agentloop[bedrock]'" in done.stdout
