@@ -11,6 +11,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agentloop import (
@@ -429,3 +430,71 @@ def test_infer_model_builds_a_responses_model(monkeypatch: pytest.MonkeyPatch) -
     assert isinstance(model, OpenAIResponsesModel)
     assert (model.model, model.base_url) == ("gpt-5-mini", "https://api.openai.com/v1")
     assert KEY not in repr(model)
+
+
+async def test_a_paused_tool_loop_resumes_from_json_with_its_reasoning_and_pictures() -> None:
+    """What a pending approval keeps (`to_json()`): the picture the user sent and the reasoning items, so a
+    new agent resuming in another process sends both back as the API needs them."""
+
+    @tool(requires_approval=True)
+    def pay(to: str, amount: float) -> str:
+        """Pays someone."""
+        return f"paid {amount} to {to}"
+
+    call = ToolExecutionRequest("call_pay", "pay", '{"to": "bob", "amount": 5}')
+    script = [AiMessage(None, (call,), thinking="Pay per the invoice."), "Paid."]
+    async with FakeOpenAIResponsesServer(script) as server:
+        paused = await Agent(model_for(server), tools=[pay]).chat(["Pay this invoice", ImageContent(PNG)])
+        assert paused.pending is not None
+        data = paused.pending.to_json()
+        resumed = await Agent(model_for(server), tools=[pay]).resume(data, {"call_pay": True})
+    assert resumed.output == "Paid." and not server.unanswered
+    sent = server.requests[1].json["input"]
+    assert [item.get("type", "message") for item in sent] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert sent[0]["content"][1]["image_url"].startswith("data:image/png;base64,")
+    assert sent[1]["encrypted_content"] == encrypted(sent[1]["id"])
+
+
+async def test_breaking_out_of_a_stream_closes_the_connection_and_a_finished_one_is_reused() -> None:
+    async with FakeOpenAIResponsesServer() as server, model_for(server) as model:
+        server.add("one two three", hold_open=True)  # never finishes by itself
+        async with aclosing(model.stream(HELLO)) as events:  # type: ignore[type-var]
+            async for event in events:
+                assert event == TextDelta("one ")
+                break
+        with anyio.fail_after(5):
+            await server.requests[0].wait_disconnected()
+        assert not server.requests[0].completed.is_set()
+        server.add("again")
+        server.add("and again")
+        assert final(await collect(model)).text == "again"
+        assert final(await collect(model)).text == "and again"
+    assert server.connections_opened == 2  # the closed one, then one connection for both finished calls
+
+
+async def test_items_sent_whole_without_deltas_still_stream_their_text() -> None:
+    """A server (or proxy) that sends a message or a reasoning summary only in `output_item.done`."""
+    reasoning = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Think."}]}
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Whole answer.", "annotations": []}],
+    }
+    done = {"id": "resp_1", "status": "completed", "output": [reasoning, message], "usage": None}
+    events = [
+        encode_sse({"type": "response.output_item.done", "output_index": 0, "item": reasoning}),
+        encode_sse({"type": "response.output_item.done", "output_index": 1, "item": message}),
+        encode_sse({"type": "response.completed", "response": done}),
+    ]
+    async with FakeOpenAIResponsesServer([Reply.sse(events)]) as server, model_for(server) as model:
+        received = await collect(model)
+    assert [type(e).__name__ for e in received] == ["ThinkingDelta", "TextDelta", "ResponseComplete"]
+    response = final(received)
+    assert (response.text, response.ai_message.thinking) == ("Whole answer.", "Think.")

@@ -40,6 +40,10 @@ from ._strict import strict_schema
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 
+STATE_KEY = "anthropic"
+"""The key of this provider's state in `AiMessage.provider_state`: the signed thinking blocks of an answer
+with tool calls, which the API demands back verbatim when the tool loop continues with thinking enabled."""
+
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 _PROVIDER = "anthropic"
@@ -250,7 +254,7 @@ class AnthropicChatModel(HTTPChatModel):
             has_key=bool(api_key),
         )
         # Thinking blocks (with the signatures the API demands back) of the responses this model produced,
-        # keyed by their tool-call ids: how a later request of the same tool loop can return them verbatim.
+        # keyed by their tool-call ids: for messages without provider_state (stored by older releases).
         self._thinking_blocks: OrderedDict[tuple[str, ...], tuple[dict[str, Any], ...]] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -434,9 +438,14 @@ class AnthropicChatModel(HTTPChatModel):
                 blocks: list[dict[str, Any]] = []
                 calls = message.tool_execution_requests
                 if calls:
-                    known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
-                    if known is not None:
-                        blocks.extend(known)
+                    state = message.provider_state.get(STATE_KEY)
+                    kept = state.get("thinking") if isinstance(state, Mapping) else None
+                    if isinstance(kept, list) and kept:
+                        blocks.extend(kept)
+                    else:
+                        known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
+                        if known is not None:
+                            blocks.extend(known)
                 blocks.extend(_text_block(message.text))
                 unnamed = []
                 for call in calls:
@@ -481,12 +490,15 @@ class AnthropicChatModel(HTTPChatModel):
                     )
             elif kind == "redacted_thinking" and block.data:
                 thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
+        state: dict[str, Any] = {}
         if calls and thinking_blocks:
             self._remember_thinking(tuple(c.id or "" for c in calls), tuple(thinking_blocks))
+            state = {STATE_KEY: {"thinking": thinking_blocks}}  # what memory stores keep and send back
         ai_message = AiMessage(
             text="".join(texts) if texts else None,
             tool_execution_requests=tuple(calls),
             thinking="".join(thoughts) if thoughts else None,
+            provider_state=state,
         )
         return ChatResponse(
             ai_message,

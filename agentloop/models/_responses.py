@@ -377,11 +377,12 @@ class OpenAIResponsesModel(HTTPChatModel):
     `parallel_tool_calls`, `reasoning_effort` ("minimal", "low", "medium", "high"), `reasoning_summary`
     ("auto", "concise", "detailed": streamed as thinking), `store` (default False: OpenAI keeps nothing;
     reasoning travels as encrypted content) and `parameters` (any other body field, e.g.
-    `{"previous_response_id": "resp_..."}`, `{"service_tier": "flex"}`) are defaults that
-    `ChatRequest.parameters` overrides per call (a None there removes one). `include_reasoning`: ask for
-    reasoning items' encrypted content, to send them back on the next call (default: for reasoning models,
-    o-series, gpt-5 and codex, whose names start so). `strict_tools`: send tools as strict (schemas rewritten
-    by `strict_schema`). `timeout`, `max_retries`, `retry`, `http_client`, `provider`: as `OpenAIChatModel`'s.
+    `{"service_tier": "flex"}`; `previous_response_id` goes with `store=True` and only the new messages) are
+    defaults that `ChatRequest.parameters` overrides per call (a None there removes one).
+    `include_reasoning`: ask for reasoning items' encrypted content, to send them back on the next call
+    (default: for reasoning models, o-series, gpt-5 and codex, whose names start so). `strict_tools`: send
+    tools as strict (schemas rewritten by `strict_schema`). `timeout`, `max_retries`, `retry`,
+    `http_client`, `provider`: as `OpenAIChatModel`'s.
 
     A `ChatRequest.response_format` goes out as `text.format` `json_schema`.
     """
@@ -580,6 +581,7 @@ class OpenAIResponsesModel(HTTPChatModel):
             answer = _Answer()
             text = answer.text
             positions: dict[int, int] = {}  # output index of a function call -> its position among calls
+            streamed: set[int | None] = set()  # output indexes whose text or summary came in deltas
             finished: _Response | None = None
             while finished is None and (batch := await events.batch()):
                 for event in batch:
@@ -593,6 +595,7 @@ class OpenAIResponsesModel(HTTPChatModel):
                     kind = decoded.type
                     if kind == "response.output_text.delta" or kind == "response.refusal.delta":
                         if decoded.delta:
+                            streamed.add(decoded.output_index)
                             text.append(decoded.delta)
                             yield TextDelta(decoded.delta)
                     elif kind == "response.function_call_arguments.delta":
@@ -601,6 +604,7 @@ class OpenAIResponsesModel(HTTPChatModel):
                             yield ToolCallDelta(position, None, None, decoded.delta)
                     elif kind == "response.reasoning_summary_text.delta":
                         if decoded.delta:
+                            streamed.add(decoded.output_index)
                             answer.thinking.append(decoded.delta)
                             yield ThinkingDelta(decoded.delta)
                     elif kind == "response.reasoning_summary_part.added":
@@ -615,7 +619,15 @@ class OpenAIResponsesModel(HTTPChatModel):
                     elif kind == "response.output_item.done":
                         item = decoded.item
                         if item is not None:
-                            call = answer.add(item, streamed=True)
+                            texts, thoughts = len(text), len(answer.thinking)
+                            call = answer.add(item, streamed=decoded.output_index in streamed)
+                            for piece in text[texts:]:  # an item whose content came only whole, here
+                                yield TextDelta(piece)
+                            if len(answer.thinking) > thoughts:
+                                whole = "\n\n".join(answer.thinking[thoughts:])
+                                whole = "\n\n" + whole if thoughts else whole
+                                answer.thinking[thoughts:] = [whole]
+                                yield ThinkingDelta(whole)
                             if call is not None:
                                 position = positions.get(decoded.output_index or 0, len(answer.calls) - 1)
                                 yield ToolCallComplete(position, call)
