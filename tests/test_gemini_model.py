@@ -562,3 +562,28 @@ async def test_leaving_the_stream_closes_the_connection(server: FakeGeminiServer
         with anyio.fail_after(5):
             await server.requests[0].wait_disconnected()
     assert not server.requests[0].completed.is_set()
+
+
+async def test_gemini_3_takes_a_tool_picture_inside_the_function_response(server: FakeGeminiServer) -> None:
+    server.add("It is a chart.")
+    shot = ToolExecutionRequest("s1", "screenshot", "{}")
+    history = [
+        UserMessage("Take a screenshot"),
+        AiMessage(None, [shot]),
+        ToolExecutionResultMessage("s1", "screenshot", "captured", contents=[ImageContent(data=PNG)]),
+    ]
+    specs = [ToolSpecification("screenshot", None, {"type": "object", "properties": {}})]
+    async with GeminiChatModel("gemini-3-pro-preview", base_url=server.base_url, api_key=KEY) as model:
+        assert model.media_in_tool_results
+        assert (await model.chat(ChatRequest(history, specs))).text == "It is a chart."
+    last = server.requests[0].json["contents"][-1]
+    assert last["parts"] == [
+        {
+            "functionResponse": {
+                "id": "s1",
+                "name": "screenshot",
+                "response": {"result": "captured"},
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": ImageContent(data=PNG).base64}}],
+            }
+        }
+    ]

@@ -20,8 +20,10 @@ from agentloop import (
     ChatRequest,
     ChatResponse,
     FinishReason,
+    ImageContent,
     TokenUsage,
     ToolExecutionRequest,
+    ToolExecutionResultMessage,
     ToolSpecification,
     UserMessage,
 )
@@ -235,3 +237,63 @@ def test_the_sdk_and_agentloop_read_the_same_stream_alike(server: FakeGeminiServ
     )
     assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
     assert response.finish_reason is FinishReason.TOOL_EXECUTION
+
+
+def test_the_sdk_and_agentloop_send_a_tool_picture_alike(server: FakeGeminiServer) -> None:
+    """Gemini 3's multimodal function response: the same JSON from the SDK and from agentloop."""
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
+    server.add("A chart.")
+    server.add("A chart.")
+    call = types.Part(function_call=types.FunctionCall(id="s1", name="screenshot", args={}))
+    call.thought_signature = base64.b64decode(signature_of("screenshot", {}))
+    answer = types.Part(
+        function_response=types.FunctionResponse(
+            id="s1",
+            name="screenshot",
+            response={"result": "captured"},
+            parts=[
+                types.FunctionResponsePart(
+                    inline_data=types.FunctionResponseBlob(mime_type="image/png", data=png)
+                )
+            ],
+        )
+    )
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="Take a screenshot")]),
+        types.Content(role="model", parts=[call]),
+        types.Content(role="user", parts=[answer]),
+    ]
+    declaration = types.FunctionDeclaration(
+        name="screenshot", parameters_json_schema={"type": "object", "properties": {}}
+    )
+    client_for(server).models.generate_content(
+        model="gemini-3-pro-preview",
+        contents=contents,
+        config=config(tools=[types.Tool(function_declarations=[declaration])]),
+    )
+
+    async def ours() -> None:
+        history = [
+            UserMessage("Take a screenshot"),
+            AiMessage(
+                None,
+                [ToolExecutionRequest("s1", "screenshot", "{}")],
+                provider_state={"gemini": {"signatures": {"s1": signature_of("screenshot", {})}}},
+            ),
+            ToolExecutionResultMessage("s1", "screenshot", "captured", contents=[ImageContent(data=png)]),
+        ]
+        specs = [ToolSpecification("screenshot", None, {"type": "object", "properties": {}})]
+        async with GeminiChatModel(
+            "gemini-3-pro-preview", base_url=server.base_url, api_key="test-key"
+        ) as model:
+            await model.chat(ChatRequest(history, specs))
+
+    anyio.run(ours)
+    theirs, mine = (r.json["contents"][-1]["parts"][0]["functionResponse"] for r in server.requests)
+    # The SDK writes these nested parts with proto field names (inline_data, mime_type), which Google's JSON
+    # takes as well as the camelCase ones, and bytes in URL-safe base64: the same request.
+    [part] = theirs.pop("parts")
+    blob = part["inline_data"]
+    data = base64.b64encode(base64.urlsafe_b64decode(blob["data"])).decode()
+    assert [{"inlineData": {"mimeType": blob["mime_type"], "data": data}}] == mine.pop("parts")
+    assert mine == theirs

@@ -195,7 +195,9 @@ class GeminiChatModel(HTTPChatModel):
     `httpx2.AsyncClient` or `httpx.AsyncClient` to use (never closed by this model).
 
     A `ChatRequest.response_format` goes out as `responseMimeType: application/json` with
-    `responseJsonSchema` (Gemini's native structured output, JSON Schema with `$ref` allowed).
+    `responseJsonSchema` (Gemini's native structured output, JSON Schema with `$ref` allowed). Pictures a tool
+    returned go inside its `functionResponse` (`parts`) when `media_in_tool_results` (default: for Gemini 3
+    models), otherwise right after the function responses.
     """
 
     def __init__(
@@ -219,6 +221,7 @@ class GeminiChatModel(HTTPChatModel):
         retry: RetryPolicy | None = None,
         http_client: Any = None,
         structured_output: bool = True,
+        media_in_tool_results: bool | None = None,
     ) -> None:
         self.supports_response_format = structured_output
         if not isinstance(model, str) or not model.strip():
@@ -250,6 +253,11 @@ class GeminiChatModel(HTTPChatModel):
                 f"max_output_tokens must be a positive int, got {max_output_tokens!r}"
             )
         self.model = model
+        # Gemini 3 takes pictures inside a function response ("multimodal function responses"); older
+        # models get them right after the responses.
+        self.media_in_tool_results = (
+            model.startswith("gemini-3") if media_in_tool_results is None else media_in_tool_results
+        )
         self.api_version = api_version.strip("/")
         generation: dict[str, Any] = {}
         top: dict[str, Any] = {}
@@ -467,13 +475,15 @@ class GeminiChatModel(HTTPChatModel):
                 call_id, name = self._answered(message, pending)
                 key = "error" if message.is_error else "result"
                 media = [c for c in message.contents if not isinstance(c, TextContent)]
-                if media:
-                    # Function responses carry JSON only (but on Gemini 3): the pictures follow them, in the
-                    # same user turn, after a line saying which call each came from (the result's text
-                    # names them already).
+                response: dict[str, Any] = {"id": call_id, "name": name, "response": {key: message.text}}
+                if media and self.media_in_tool_results:
+                    response["parts"] = [_part(content) for content in media]
+                elif media:
+                    # Function responses of models before Gemini 3 carry JSON only: the pictures follow
+                    # them, in the same user turn, after a line saying which call each came from (the
+                    # result's text names them already).
                     with_media.append(ToolExecutionResultMessage(call_id, name, "", contents=media))
                     deferred.extend(_part(content) for content in media)
-                response = {"id": call_id, "name": name, "response": {key: message.text}}
                 answers.append((order.get(call_id, len(order)), {"functionResponse": response}))
             elif isinstance(message, AiMessage):
                 flush()

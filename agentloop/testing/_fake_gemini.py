@@ -355,6 +355,11 @@ def _check_contents(contents: Any) -> str | None:
                     "Please ensure that the number of function response parts is equal to the number of "
                     "function call parts of the function call turn."
                 )
+            for k, response in enumerate(answered):
+                for m, inner in enumerate(response.get("parts") or ()):
+                    problem = _check_media(inner, f"{where}.function_response[{k}].parts[{m}]")
+                    if problem:
+                        return problem
             for (call_id, name), response in zip(pending, answered, strict=True):
                 if response.get("name") != name:
                     return f"{where}: function response name {response.get('name')!r} does not match {name!r}"
@@ -399,17 +404,20 @@ def _check_contents(contents: Any) -> str | None:
 
 
 def _check_media(part: dict[str, Any], where: str) -> str | None:
-    """`inlineData` must be base64 with a MIME type; `fileData` needs a URI."""
-    inline = part.get("inlineData")
+    """`inlineData` must be base64 with a MIME type; `fileData` needs a URI. Google's JSON takes proto field
+    names too (`inline_data`, `mime_type`: what google-genai sends inside function responses)."""
+    inline = part.get("inlineData", part.get("inline_data"))
     if inline is not None:
-        if not isinstance(inline.get("mimeType"), str) or not inline["mimeType"]:
+        mime_type = inline.get("mimeType", inline.get("mime_type"))
+        if not isinstance(mime_type, str) or not mime_type:
             return f"{where}.inline_data.mime_type: required"
         try:
-            base64.b64decode(inline.get("data", ""), validate=True)
+            base64.b64decode(str(inline.get("data", "")).replace("-", "+").replace("_", "/"), validate=True)
         except ValueError:
             return f"{where}.inline_data.data: Invalid value (bytes must be base64)"
-    file = part.get("fileData")
-    if file is not None and not str(file.get("fileUri", "")).startswith(("https://", "http://", "gs://")):
+    file = part.get("fileData", part.get("file_data"))
+    uri = None if file is None else str(file.get("fileUri", file.get("file_uri", "")))
+    if uri is not None and not uri.startswith(("https://", "http://", "gs://")):
         return f"{where}.file_data.file_uri: Invalid or unsupported file uri"
     return None
 
