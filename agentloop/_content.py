@@ -20,6 +20,7 @@ import msgspec
 
 __all__ = [
     "IMAGE_MEDIA_TYPES",
+    "URL_SCHEMES",
     "Content",
     "DocumentContent",
     "ImageContent",
@@ -33,6 +34,10 @@ IMAGE_MEDIA_TYPES: Final = ("image/png", "image/jpeg", "image/gif", "image/webp"
 
 DOCUMENT_MEDIA_TYPES: Final = ("application/pdf",)
 """The document formats `DocumentContent` takes."""
+
+URL_SCHEMES: Final = ("http", "https", "s3", "gs")
+"""What `url=` may be besides a data: URL: a web address, or a cloud storage URI (Bedrock reads `s3://`,
+Gemini `gs://`; providers that cannot fetch one refuse it before sending anything)."""
 
 _MAGIC: Final = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -86,10 +91,10 @@ class _Media(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
                 msgspec.structs.force_setattr(self, "url", None)
                 if self.media_type is None:
                     msgspec.structs.force_setattr(self, "media_type", embedded_type)
-            elif scheme not in ("http", "https"):
+            elif scheme not in URL_SCHEMES:
                 raise ValueError(
-                    f"{kind}: url must be an http(s) URL or a data: URL, not {self.url[:40]!r}; for a file "
-                    f"on disk use {kind}.from_path(path)"
+                    f"{kind}: url must be an http(s) URL, a data: URL, or a cloud storage URI (s3://, "
+                    f"gs://), not {self.url[:40]!r}; for a file on disk use {kind}.from_path(path)"
                 )
         media_type: str | None = self.media_type
         if media_type is None:
@@ -110,6 +115,12 @@ class _Media(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
             raise ValueError(f"{kind}: media_type {media_type!r} is not one of {', '.join(allowed)}")
         if media_type != self.media_type:
             msgspec.structs.force_setattr(self, "media_type", media_type)
+
+    @property
+    def is_web_url(self) -> bool:
+        """True for an http(s) URL (what every provider that takes URLs fetches); False for bytes and cloud
+        storage URIs (`s3://`, `gs://`)."""
+        return self.url is not None and urlsplit(self.url).scheme.lower() in ("http", "https")
 
     @property
     def base64(self) -> str:

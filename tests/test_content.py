@@ -51,7 +51,9 @@ def test_bad_images_are_refused_with_what_to_do() -> None:
         ImageContent()
     with pytest.raises(ValueError, match="exactly one of data="):
         ImageContent(PNG, url="https://example.com/cat.png")
-    with pytest.raises(ValueError, match=r"url must be an http\(s\) URL .* use ImageContent.from_path"):
+    with pytest.raises(
+        ValueError, match=r"url must be an http\(s\) URL, a data: URL, or a cloud storage URI"
+    ):
         ImageContent(url="file:///etc/passwd")
     with pytest.raises(ValueError, match="media_type 'image/tiff' is not one of image/png"):
         ImageContent(PNG, media_type="image/tiff")
