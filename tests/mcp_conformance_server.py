@@ -97,7 +97,9 @@ async def _elicited(ctx: ToolContext, message: str, schema: dict[str, Any], pref
 
 
 @tool("Tests server-initiated elicitation (user input request)")
-async def test_elicitation(message: Annotated[str, P("The message to show the user")], ctx: ToolContext) -> str:
+async def test_elicitation(
+    message: Annotated[str, P("The message to show the user")], ctx: ToolContext
+) -> str:
     schema = {
         "type": "object",
         "properties": {
@@ -127,13 +129,21 @@ async def test_elicitation_sep1034_defaults(ctx: ToolContext) -> str:
         },
         "required": [],
     }
-    return await _elicited(ctx, "Please review and update the form fields with defaults", schema, "Elicitation completed: ")
+    return await _elicited(
+        ctx, "Please review and update the form fields with defaults", schema, "Elicitation completed: "
+    )
 
 
 @tool("Tests elicitation with enum schema improvements per SEP-1330")
 async def test_elicitation_sep1330_enums(ctx: ToolContext) -> str:
-    titled = [{"const": f"value{i}", "title": f"{word} Option"} for i, word in ((1, "First"), (2, "Second"), (3, "Third"))]
-    choices = [{"const": f"value{i}", "title": f"{word} Choice"} for i, word in ((1, "First"), (2, "Second"), (3, "Third"))]
+    titled = [
+        {"const": f"value{i}", "title": f"{word} Option"}
+        for i, word in ((1, "First"), (2, "Second"), (3, "Third"))
+    ]
+    choices = [
+        {"const": f"value{i}", "title": f"{word} Choice"}
+        for i, word in ((1, "First"), (2, "Second"), (3, "Third"))
+    ]
     schema = {
         "type": "object",
         "properties": {
@@ -144,12 +154,17 @@ async def test_elicitation_sep1330_enums(ctx: ToolContext) -> str:
                 "enum": ["opt1", "opt2", "opt3"],
                 "enumNames": ["Option One", "Option Two", "Option Three"],
             },
-            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "untitledMulti": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            },
             "titledMulti": {"type": "array", "items": {"anyOf": choices}},
         },
         "required": [],
     }
-    return await _elicited(ctx, "Please select options from the enum fields", schema, "Elicitation completed: ")
+    return await _elicited(
+        ctx, "Please select options from the enum fields", schema, "Elicitation completed: "
+    )
 
 
 JSON_SCHEMA_2020_12 = ToolSpecification(
@@ -159,7 +174,10 @@ JSON_SCHEMA_2020_12 = ToolSpecification(
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "$defs": {
-            "address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+            "address": {
+                "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+            }
         },
         "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
         "additionalProperties": False,
@@ -201,7 +219,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
     return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
 
 
-def test_prompt_with_embedded_resource(resourceUri: str) -> list[Any]:  # noqa: N803 - the scenario's name
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[Any]:
     """A prompt that includes an embedded resource"""
     return [
         _text_resource(resourceUri, "text/plain", "Embedded resource content for testing."),
@@ -237,6 +255,11 @@ server = server_from(
         "test://template/{id}/data": template_data,
         "test://watched-resource": watched_resource,
     },
-    prompts=[test_simple_prompt, test_prompt_with_arguments, test_prompt_with_embedded_resource, test_prompt_with_image],
+    prompts=[
+        test_simple_prompt,
+        test_prompt_with_arguments,
+        test_prompt_with_embedded_resource,
+        test_prompt_with_image,
+    ],
     name="agentloop-conformance-server",
 )

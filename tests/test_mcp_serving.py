@@ -12,18 +12,23 @@ import threading
 import warnings
 from typing import Any
 
-import anyio
 import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from agentloop import Agent, ImageContent, ToolContext, tool
+from agentloop import (
+    Agent,
+    AiMessage,
+    IllegalConfigurationError,
+    ImageContent,
+    ToolContext,
+    ToolExecutionRequest,
+    tool,
+)
 from agentloop.mcp import server_from
 from agentloop.mcp._catalog import catalog_of
-from agentloop import IllegalConfigurationError
 from agentloop.testing import ScriptedChatModel
-from agentloop import AiMessage, ToolExecutionRequest
 
 from .mcp_conformance_server import PNG
 

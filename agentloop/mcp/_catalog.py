@@ -94,7 +94,9 @@ class Catalog:
     async def get_prompt(self, name: str, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
         prompt = self.prompts.get(name)
         if prompt is None:
-            raise ValueError(f"Unknown prompt: {name!r}; this server offers {', '.join(self.prompts) or 'none'}")
+            raise ValueError(
+                f"Unknown prompt: {name!r}; this server offers {', '.join(self.prompts) or 'none'}"
+            )
         messages = await prompt.render(dict(arguments or {}), None)  # type: ignore[arg-type]
         if not isinstance(messages, list):
             raise ValueError(f"prompt {name!r} asked for input, which agentloop's server does not support")
@@ -113,7 +115,9 @@ async def _read(resource: Resource) -> Any:
     return await resource.read()
 
 
-def _contents(uri: str, mime_type: str, value: Any) -> types.TextResourceContents | types.BlobResourceContents:
+def _contents(
+    uri: str, mime_type: str, value: Any
+) -> types.TextResourceContents | types.BlobResourceContents:
     if isinstance(value, (ImageContent, DocumentContent)):
         if value.data is None:
             raise ValueError(f"resource {uri}: a URL cannot be served as contents; return the bytes")
@@ -128,7 +132,7 @@ def _contents(uri: str, mime_type: str, value: Any) -> types.TextResourceContent
 
 
 def catalog_of(resources: ResourcesLike | None, prompts: PromptsLike | None) -> Catalog:
-    """The catalog of `server_from(resources=, prompts=)`; raises `IllegalConfigurationError` on a bad entry."""
+    """The catalog of `server_from(resources=, prompts=)`; `IllegalConfigurationError` on a bad entry."""
     by_uri: dict[str, Resource] = {}
     templates: list[ResourceTemplate] = []
     entries: Iterable[tuple[str | None, Any]]
@@ -151,8 +155,8 @@ def catalog_of(resources: ResourcesLike | None, prompts: PromptsLike | None) -> 
                 by_uri[uri] = FunctionResource.from_function(item, uri, name=name)
         else:
             raise IllegalConfigurationError(
-                f"server_from(resources=...): {item!r} is not a resource; give {{uri: function}} or the SDK's "
-                "Resource / ResourceTemplate objects"
+                f"server_from(resources=...): {item!r} is not a resource; give {{uri: function}} or the "
+                "SDK's Resource / ResourceTemplate objects"
             )
     by_name: dict[str, Prompt] = {}
     for entry in prompts or ():
@@ -160,10 +164,13 @@ def catalog_of(resources: ResourcesLike | None, prompts: PromptsLike | None) -> 
         if prompt is None:
             if not callable(entry):
                 raise IllegalConfigurationError(
-                    f"server_from(prompts=...): {entry!r} is not a prompt; give functions or the SDK's Prompt objects"
+                    f"server_from(prompts=...): {entry!r} is not a prompt; give functions or the SDK's "
+                    "Prompt objects"
                 )
             prompt = Prompt.from_function(entry)
         if prompt.name in by_name:
-            raise IllegalConfigurationError(f"server_from(prompts=...): two prompts are named {prompt.name!r}")
+            raise IllegalConfigurationError(
+                f"server_from(prompts=...): two prompts are named {prompt.name!r}"
+            )
         by_name[prompt.name] = prompt
     return Catalog(by_uri, tuple(templates), by_name)

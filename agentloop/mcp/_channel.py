@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import mcp_types as types
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -24,7 +24,16 @@ from .._context import LogLevel
 
 __all__ = ["LEVELS", "CallChannel", "LogLevels"]
 
-LEVELS: tuple[LogLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVELS: tuple[LogLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 _Note = Callable[[], Awaitable[None]]
 
@@ -58,8 +67,8 @@ class CallChannel:
         self._levels = levels
         self._logger = logger
         self._loop_thread = threading.get_ident()
-        self._send: ObjectSendStream[_Note]
-        self._receive: ObjectReceiveStream[_Note]
+        self._send: MemoryObjectSendStream[_Note]
+        self._receive: MemoryObjectReceiveStream[_Note]
         self._send, self._receive = anyio.create_memory_object_stream[_Note](float("inf"))
 
     async def drain(self) -> None:
@@ -69,7 +78,7 @@ class CallChannel:
             async for note in self._receive:
                 try:
                     await note()
-                except Exception:  # noqa: BLE001 - a notification must never fail the call
+                except Exception:  # a notification must never fail the call
                     continue
 
     def close(self) -> None:
@@ -119,7 +128,7 @@ class CallChannel:
         async def note() -> None:
             try:
                 outcome.append(await request())
-            except Exception as exc:  # noqa: BLE001 - handed back to the tool that asked
+            except Exception as exc:  # handed back to the tool that asked
                 failure.append(exc)
             finally:
                 done.set()
@@ -133,7 +142,7 @@ class CallChannel:
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> Any:
         session, request_id = self._ctx.session, self._ctx.request_id
         return await self._ask(
-            lambda: session.elicit_form(message, dict(schema), related_request_id=request_id)  # type: ignore[arg-type]
+            lambda: session.elicit_form(message, dict(schema), related_request_id=request_id)
         )
 
     async def sample(self, prompt: str, *, max_tokens: int, system: str | None) -> str:

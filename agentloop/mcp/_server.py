@@ -82,12 +82,16 @@ def server_from(
             group.start_soon(channel.drain)
             try:
                 with bind_channel(channel):
-                    result = await _call(toolset, run_options, params.name, params.arguments, str(ctx.request_id))
+                    result = await _call(
+                        toolset, run_options, params.name, params.arguments, str(ctx.request_id)
+                    )
             finally:
                 channel.close()  # every notification is delivered before the result goes out
         return result
 
-    async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_level(
+        ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
         levels.set(ctx.session, params.level)
         return types.EmptyResult()
 
@@ -144,7 +148,9 @@ def server_from(
         handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
     if catalog.prompts or catalog.templates:
 
-        async def complete(ctx: ServerRequestContext[Any], params: types.CompleteRequestParams) -> types.CompleteResult:
+        async def complete(
+            ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+        ) -> types.CompleteResult:
             # Arguments are free text: no suggestions, as the protocol allows (an empty list).
             return types.CompleteResult(completion=types.Completion(values=[], has_more=False))
 
