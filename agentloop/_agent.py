@@ -90,11 +90,11 @@ class Agent(Generic[OutputT]):
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
     `ToolExecuted` events in call order instead of completion order.
 
-    `instrument`: True traces this agent with OpenTelemetry (`agentloop[otel]`), an
+    `instrument`: True traces this agent with OpenTelemetry (`agentloop-runtime[otel]`), an
     `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
     `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
     `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
-    None (default) uses genai-prices when it is installed (`agentloop[prices]`).
+    None (default) uses genai-prices when it is installed (`agentloop-runtime[prices]`).
     """
 
     def __init__(

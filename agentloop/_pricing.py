@@ -1,4 +1,4 @@
-"""What an invocation cost: a user's `pricing=` function, or the `genai-prices` package (`agentloop[prices]`).
+"""What an invocation cost: a user's `pricing=` function, or the `genai-prices` package (`agentloop-runtime[prices]`).
 
 A price is worked out only when `Result.cost` is read, one model call at a time (prices depend on the call's
 model and, for some models, on its size). `genai-prices` ships its price data in the package; importing it
@@ -85,7 +85,7 @@ def resolve_pricing(pricing: PricingLike) -> Pricing | None:
         if not _has_genai_prices():
             raise IllegalConfigurationError(
                 "pricing=True uses the genai-prices package, which is not installed: "
-                "pip install 'agentloop[prices]' (or pass your own pricing function)"
+                "pip install 'agentloop-runtime[prices]' (or pass your own pricing function)"
             )
         return genai_prices
     if not callable(pricing):

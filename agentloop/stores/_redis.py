@@ -151,7 +151,7 @@ _SCRIPTS = {
 
 
 class RedisChatMemoryStore:
-    """Chat memory in Redis (`pip install 'agentloop[redis]'`): one conversation, any number of workers.
+    """Chat memory in Redis (`pip install 'agentloop-runtime[redis]'`): one conversation, any number of workers.
 
     `url` is a redis URL (`redis://host:6379/0`, `rediss://...`, `unix://...`); `ttl` (seconds) makes every
     key the store writes expire that long after its last write; keys are named `{prefix}:{memory id}:...`.
@@ -174,7 +174,7 @@ class RedisChatMemoryStore:
             from redis.retry import Retry
         except ImportError:
             raise ImportError(
-                "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
+                "RedisChatMemoryStore needs the redis client: pip install 'agentloop-runtime[redis]'"
             ) from None
         if ttl is not None and ttl <= 0:
             raise ValueError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
