@@ -23,9 +23,11 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
+from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, exclusive_access
 from ._messages import (
+    ChatMessage,
     FinishReason,
     SystemMessage,
     ToolExecutionRequest,
@@ -186,6 +188,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
     ) -> Result[OutputT]: ...
 
@@ -198,6 +201,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
     ) -> Result[T]: ...
 
@@ -209,15 +213,21 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
     ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
         `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
         values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
-        and tools together. `output_type` replaces the agent's for this call.
+        and tools together. `output_type` replaces the agent's for this call. `message_history` gives the
+        conversation so far for this call instead of a memory (`result.new_messages` is what to append to
+        it); with a `memory_id` too it raises `IllegalConfigurationError` (docs/runtime.md).
         """
-        return await self._invoke(message, memory_id, context, tools, timeout, None, output_type)
+        memory_id, history = _history_or_memory(memory_id, message_history)
+        return await self._invoke(
+            message, memory_id, context, tools, timeout, None, output_type, history=history
+        )
 
     @overload
     def stream(
@@ -228,6 +238,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
     ) -> TokenStream[OutputT]: ...
 
@@ -240,6 +251,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
     ) -> TokenStream[T]: ...
 
@@ -251,6 +263,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
     ) -> TokenStream[Any]:
         """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
@@ -260,9 +273,12 @@ class Agent(Generic[OutputT]):
         resolved = self.output_type if output_type is None else output_type
         if output_type is not None:
             structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
+        memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
 
         async def runner(emit: Listener) -> Result[Any]:
-            return await self._invoke(message, memory_id, context, toolset, timeout, emit, output_type)
+            return await self._invoke(
+                message, memory_id, context, toolset, timeout, emit, output_type, history=history
+            )
 
         description = f"agent={self.name or type(self.model).__name__}"
         return TokenStream(runner, description=description, structured=resolved is not str)
@@ -305,7 +321,33 @@ class Agent(Generic[OutputT]):
             return ""
         return result.content
 
-    def chat_sync(self, message: str | UserMessage, **options: Any) -> Result[str]:
+    @overload
+    def chat_sync(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
+        output_type: None = None,
+    ) -> Result[OutputT]: ...
+
+    @overload
+    def chat_sync(
+        self,
+        message: str | UserMessage,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
+        output_type: OutputType[T],
+    ) -> Result[T]: ...
+
+    def chat_sync(self, message: str | UserMessage, **options: Any) -> Result[Any]:
         """`chat()` for scripts and notebooks: blocks until the `Result` is there (same options as `chat()`).
 
         Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
@@ -316,6 +358,18 @@ class Agent(Generic[OutputT]):
     def ask_sync(self, message: str | UserMessage, **options: Any) -> str:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
         return run_sync(self.ask, message, **options)
+
+    def resume_sync(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[OutputT]:
+        """`resume()` for scripts and notebooks: blocks until the `Result` is there (see `chat_sync`)."""
+        return run_sync(self.resume, pending, decisions, context=context, tools=tools, timeout=timeout)
 
     async def resume(
         self,
@@ -379,6 +433,7 @@ class Agent(Generic[OutputT]):
         emit: Listener | None,
         output_type: Any = None,
         resume: Resume | None = None,
+        history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
         user_message = message if isinstance(message, UserMessage) else UserMessage(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
@@ -390,10 +445,14 @@ class Agent(Generic[OutputT]):
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit, output, resume)
+            return await self._run(
+                user_message, memory_id, merged, toolset, None, emit, output, resume, history
+            )
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output, resume)
+            return await self._run(
+                user_message, memory_id, merged, toolset, deadline, emit, output, resume, history
+            )
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -411,6 +470,7 @@ class Agent(Generic[OutputT]):
         emit: Listener | None,
         output: OutputRun | None = None,
         resume: Resume | None = None,
+        history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
         if memory_id is _STATELESS:
             memory, memory_id = None, None
@@ -436,6 +496,7 @@ class Agent(Generic[OutputT]):
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
                 output=output,
+                history=history,
             )
             result = await run_invocation(invocation, emit)
         if self._pricing is None:
@@ -540,6 +601,22 @@ class Agent(Generic[OutputT]):
         if self.memory is not None:
             parts.append(f"memory={self.memory!r}")
         return f"Agent({', '.join(parts)})"
+
+
+def _history_or_memory(
+    memory_id: Any, message_history: Sequence[ChatMessage] | None
+) -> tuple[Any, tuple[ChatMessage, ...]]:
+    """The memory id and history one call runs with: a `message_history` replaces the memory for the call
+    (nothing is read from it or written to it); with a `memory_id` too, it is ambiguous which conversation
+    goes on, so that is refused."""
+    if message_history is None:
+        return memory_id, ()
+    if memory_id is not None:
+        raise IllegalConfigurationError(
+            "Give either memory_id (the agent's memory keeps the conversation) or message_history (you keep "
+            "it and append result.new_messages), not both"
+        )
+    return _STATELESS, checked_history(message_history)
 
 
 def _observer_for(instrument: Any) -> Observer | None:

@@ -109,6 +109,8 @@ class Invocation:
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
     output: OutputRun | None = None
     """Structured output (`output_type=`), None for plain text."""
+    history: Sequence[ChatMessage] = ()
+    """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
@@ -128,7 +130,7 @@ async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
 
 
 async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
-    history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else []
+    history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else [*inv.history]
     unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
     added: list[ChatMessage] = []
     executions: list[ToolExecution] = []

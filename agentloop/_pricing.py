@@ -1,4 +1,5 @@
-"""What an invocation cost: a user's `pricing=` function, or the `genai-prices` package (`agentloop-runtime[prices]`).
+"""What an invocation cost: a user's `pricing=` function, or the `genai-prices` package (extra `prices`:
+`pip install "agentloop-runtime[prices]"`).
 
 A price is worked out only when `Result.cost` is read, one model call at a time (prices depend on the call's
 model and, for some models, on its size). `genai-prices` ships its price data in the package; importing it

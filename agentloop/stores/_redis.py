@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
-import sniffio
 
+from .._backend import running_on_asyncio
 from .._codec import FORMAT, CodecError, decode_messages, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import StoredMemory, split_round
@@ -151,7 +151,7 @@ _SCRIPTS = {
 
 
 class RedisChatMemoryStore:
-    """Chat memory in Redis (`pip install 'agentloop-runtime[redis]'`): one conversation, any number of workers.
+    """Chat memory in Redis (`pip install 'agentloop-runtime[redis]'`): one conversation, many workers.
 
     `url` is a redis URL (`redis://host:6379/0`, `rediss://...`, `unix://...`); `ttl` (seconds) makes every
     key the store writes expire that long after its last write; keys are named `{prefix}:{memory id}:...`.
@@ -334,7 +334,7 @@ class RedisChatMemoryStore:
 
     async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         """Runs one of the store's scripts: natively on asyncio, through a worker thread elsewhere."""
-        if sniffio.current_async_library() == "asyncio":
+        if running_on_asyncio():
             scripts = self._native_scripts()
             try:
                 return await scripts[script](keys=keys, args=args)
