@@ -54,10 +54,13 @@ if TYPE_CHECKING:
     T = TypeVar("T")
     OutputType: TypeAlias = "TypeForm[T] | Sequence[TypeForm[T]]"
 else:
-    from typing import TypeVar
+    from typing import TypeVar, Union
+
+    from typing_extensions import TypeForm
 
     OutputT = TypeVar("OutputT")
     T = TypeVar("T")
+    OutputType = Union[TypeForm[T], Sequence[TypeForm[T]]]  # so help() and get_type_hints() resolve it
 
 __all__ = ["Agent"]
 

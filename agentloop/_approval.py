@@ -31,7 +31,6 @@ from ._errors import (
     ToolArgumentsError,
     ToolDeniedError,
 )
-from ._events import ApprovalRequired
 from ._execution import ToolExecution
 from ._memory import PendingApprovalStore
 from ._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
@@ -686,6 +685,8 @@ class ApprovalGate:
         self._waiting = []
         await _record(inv.memory, pending)
         if emit is not None:
+            from ._events import ApprovalRequired  # here: _events imports this module for its annotations
+
             await emit(ApprovalRequired(pending))
         return pending
 

@@ -56,17 +56,6 @@ HallucinatedToolNameStrategy = Callable[
 ]
 """`request -> what to tell the model` when it calls a tool that does not exist."""
 
-ToolRunner = Callable[
-    [ToolExecutionRequest, Callable[[], Awaitable["ToolExecution"]]], Awaitable["ToolExecution"]
-]
-"""`(request, run) -> record`: every call an agent runs goes through it; `run()` runs the call in this
-process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
-call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
-
-A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
-and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
-an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
-
 OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]
 
@@ -123,6 +112,18 @@ class ToolExecution(msgspec.Struct, frozen=True):
             f"ToolExecution(index={self.index}, name={self.request.name!r}, result={result!r}, "
             f"is_error={self.is_error}{error}, duration={self.duration:.4f})"
         )
+
+
+ToolRunner = Callable[
+    [ToolExecutionRequest, Callable[[], Awaitable[ToolExecution]]], Awaitable[ToolExecution]
+]
+"""`(request, run) -> record`: every call an agent runs goes through it; `run()` runs the call in this
+process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
+call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
+
+A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
+and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
+an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
 
 
 @dataclass(frozen=True, slots=True)

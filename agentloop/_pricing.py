@@ -14,7 +14,7 @@ import importlib.util
 import threading
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Union
 
 from ._errors import IllegalConfigurationError
 from ._messages import ChatResponse, TokenUsage
@@ -29,14 +29,14 @@ __all__ = [
     "resolve_pricing",
 ]
 
-Pricing = Callable[[TokenUsage, "str | None", "str | None"], "float | Decimal | None"]
+Pricing = Callable[[TokenUsage, Union[str, None], Union[str, None]], Union[float, Decimal, None]]
 """`pricing(usage, model, provider) -> cost in US dollars` of one model call; None when unknown."""
 
 PricingLike = Pricing | bool | None
 """`Agent(pricing=...)`: a `Pricing` function; True: genai-prices (an error when it is not installed);
 None (default): genai-prices when installed, else no cost; False: never a cost."""
 
-PriceSource = tuple[Pricing, "str | None", "str | None"]
+PriceSource = tuple[Pricing, Union[str, None], Union[str, None]]
 """What a `Result` prices its calls with: the function, the provider's name, the model's name."""
 
 _module: list[Any] = []  # genai_prices, once loaded

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+# Imported for real, not under TYPE_CHECKING, so help(Result) and typing.get_type_hints() resolve the fields.
+from ._approval import PendingApproval
+from ._execution import ToolExecution
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
-
-if TYPE_CHECKING:
-    from ._approval import PendingApproval
-    from ._execution import ToolExecution
-    from ._pricing import PriceSource
+from ._pricing import PriceSource
 
 __all__ = ["Result"]
 
