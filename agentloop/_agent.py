@@ -40,7 +40,7 @@ from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
-from ._sync import run_sync
+from ._sync import close_at_exit, run_sync
 from ._tool import ReturnBehavior, Tool, ToolContext
 from ._toolset import ToolProvider, resolve_tools
 from .models import ChatModel
@@ -356,10 +356,12 @@ class Agent(Generic[OutputT]):
         Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
         agent: its model's connections belong to the loop of the sync calls.
         """
+        close_at_exit(self.model)
         return run_sync(self.chat, message, **options)
 
     def ask_sync(self, message: str | UserMessage, **options: Any) -> str:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
+        close_at_exit(self.model)
         return run_sync(self.ask, message, **options)
 
     def resume_sync(
@@ -372,6 +374,7 @@ class Agent(Generic[OutputT]):
         timeout: float | None = None,
     ) -> Result[OutputT]:
         """`resume()` for scripts and notebooks: blocks until the `Result` is there (see `chat_sync`)."""
+        close_at_exit(self.model)
         return run_sync(self.resume, pending, decisions, context=context, tools=tools, timeout=timeout)
 
     async def resume(
