@@ -24,7 +24,13 @@ EXPECTED = {
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "local-model.md": ["Paris"],
     "models.md": ["echo: Hi", "one two ", "Hello!", "retry after 1.0 s", "Bonjour!"],
-    "runtime.md": ["tokens: 2 + 3 = 5.", "tool add -> 5.0", "customer 42: Ada, tier gold"],
+    "runtime.md": [
+        "4 messages added",
+        "You asked what 2 + 3 is, Ada.",
+        "tokens: 2 + 3 = 5.",
+        "tool add -> 5.0",
+        "customer 42: Ada, tier gold",
+    ],
     "tools.md": ["add", "get_weather"],
 }
 
