@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
 import anyio
 import msgspec
@@ -91,6 +91,10 @@ class Agent(Generic[OutputT]):
     `output_type` makes every invocation end in a validated value of that type (`Result.output`; see
     docs/output.md), delivered as `output_mode` says, corrected at most `output_retries` times.
 
+    A call to a tool that does not exist gets, by default (`hallucinated_tool_name_strategy="tell_model"`),
+    an error result naming the tools the model can call, so it corrects itself; a function
+    `request -> text` answers instead, and None raises `HallucinatedToolError` (aborting the invocation).
+
     For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
     `ToolExecuted` events in call order instead of completion order.
@@ -114,7 +118,7 @@ class Agent(Generic[OutputT]):
         max_concurrent_tools: int | None = None,
         tool_timeout: float | None = None,
         context: Mapping[str, Any] | None = None,
-        hallucinated_tool_name_strategy: HallucinationStrategy | None = None,
+        hallucinated_tool_name_strategy: HallucinationStrategy | Literal["tell_model"] | None = "tell_model",
         tool_arguments_error_handler: ErrorHandler | None = None,
         tool_execution_error_handler: ErrorHandler | None = None,
         eager_tools: bool = True,

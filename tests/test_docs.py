@@ -31,7 +31,12 @@ EXPECTED = {
         "tool add -> 5.0",
         "customer 42: Ada, tier gold",
     ],
-    "tools.md": ["add", "get_weather"],
+    "tools.md": [
+        "add",
+        "get_weather",
+        "True '" + "next Monday' is not a date",
+        "False Room booked for 2026-11-30",
+    ],
 }
 
 # Pages whose snippets need a server and run in their own test, with that server started.
