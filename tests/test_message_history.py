@@ -171,3 +171,34 @@ def test_chat_sync_takes_a_history() -> None:
         )
         assert result.new_messages == [UserMessage("Who am I?"), AiMessage("Ada")]
         assert [m["content"] for m in sent_messages(server, 0)] == ["I am Ada.", "Hi Ada.", "Who am I?"]
+
+
+@pytest.mark.parametrize("mode", ["chat", "stream"])
+async def test_a_paused_history_call_resumes_and_new_messages_leave_the_history_out(mode: str) -> None:
+    @tool("Sends money", requires_approval=True)
+    def send_money(to: str, amount: int) -> str:
+        return f"Sent {amount} EUR to {to}"
+
+    pay = AiMessage(
+        tool_execution_requests=[ToolExecutionRequest("p1", "send_money", '{"to": "Bo", "amount": 5}')]
+    )
+    with FakeOpenAIServer([pay, "Paid Bo."]) as server:
+        agent = Agent(OpenAIChatModel("m", base_url=server.base_url, api_key="k"), tools=[send_money])
+        history: list[ChatMessage] = [UserMessage("Bo lent me 5 EUR."), AiMessage("Noted.")]
+        paused = await run(agent, "Pay Bo back.", mode, message_history=history)
+        assert paused.pending is not None and paused.new_messages == []  # nothing is added while it waits
+        if mode == "chat":
+            resumed = await agent.resume(paused.pending, {"p1": True})
+        else:
+            stream = agent.resume_stream(paused.pending, {"p1": True})
+            async for _ in stream:
+                pass
+            resumed = stream.result
+        assert resumed.new_messages == [
+            UserMessage("Pay Bo back."),
+            pay,
+            ToolExecutionResultMessage("p1", "send_money", "Sent 5 EUR to Bo"),
+            AiMessage("Paid Bo."),
+        ]
+        contents = [m.get("content") for m in sent_messages(server, 1)]
+        assert contents[:3] == ["Bo lent me 5 EUR.", "Noted.", "Pay Bo back."]  # the model saw the history
