@@ -12,8 +12,8 @@ import msgspec
 
 # Imported for real, not under TYPE_CHECKING: the events' annotations name these, and help() and
 # typing.get_type_hints() resolve annotations in this module's namespace (a NameError otherwise).
-from ._approval import PendingApproval, ToolApprovalRequest
 from ._execution import ToolExecution
+from ._features.approval import PendingApproval, ToolApprovalRequest
 from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
 from ._result import Result
 

@@ -9,8 +9,8 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 # Imported for real, not under TYPE_CHECKING, so help(Result) and typing.get_type_hints() resolve the fields.
-from ._approval import PendingApproval
 from ._execution import ToolExecution
+from ._features.approval import PendingApproval
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 from ._pricing import PriceSource
 
