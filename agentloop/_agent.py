@@ -40,6 +40,7 @@ from ._messages import (
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserInput,
     UserMessage,
 )
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
@@ -196,7 +197,7 @@ class Agent(Generic[OutputT]):
     @overload
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -209,7 +210,7 @@ class Agent(Generic[OutputT]):
     @overload
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -221,7 +222,7 @@ class Agent(Generic[OutputT]):
 
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -246,7 +247,7 @@ class Agent(Generic[OutputT]):
     @overload
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -259,7 +260,7 @@ class Agent(Generic[OutputT]):
     @overload
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -271,7 +272,7 @@ class Agent(Generic[OutputT]):
 
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -299,7 +300,7 @@ class Agent(Generic[OutputT]):
 
     async def ask(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -338,7 +339,7 @@ class Agent(Generic[OutputT]):
     @overload
     def chat_sync(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -351,7 +352,7 @@ class Agent(Generic[OutputT]):
     @overload
     def chat_sync(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -361,7 +362,7 @@ class Agent(Generic[OutputT]):
         output_type: OutputType[T],
     ) -> Result[T]: ...
 
-    def chat_sync(self, message: str | UserMessage, **options: Any) -> Result[Any]:
+    def chat_sync(self, message: UserInput, **options: Any) -> Result[Any]:
         """`chat()` for scripts and notebooks: blocks until the `Result` is there (same options as `chat()`).
 
         Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
@@ -370,7 +371,7 @@ class Agent(Generic[OutputT]):
         close_at_exit(self.model)
         return run_sync(self.chat, message, **options)
 
-    def ask_sync(self, message: str | UserMessage, **options: Any) -> str:
+    def ask_sync(self, message: UserInput, **options: Any) -> str:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
         close_at_exit(self.model)
         return run_sync(self.ask, message, **options)
@@ -442,7 +443,7 @@ class Agent(Generic[OutputT]):
 
     async def _invoke(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         memory_id: Any,
         context: Mapping[str, Any] | None,
         tools: Any,
@@ -452,7 +453,7 @@ class Agent(Generic[OutputT]):
         resume: Resume | None = None,
         history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
-        user_message = message if isinstance(message, UserMessage) else UserMessage(message)
+        user_message = UserMessage.of(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         resolved = self.output_type if output_type is None else output_type
