@@ -30,9 +30,33 @@ EXPECTED = {
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
     ],
-    "models.md": ["echo: Hi", "one two ", "Hello!", "retry after 1.0 s", "Bonjour!"],
-    "runtime.md": ["tokens: 2 + 3 = 5.", "tool add -> 5.0", "customer 42: Ada, tier gold"],
-    "tools.md": ["add", "get_weather"],
+    "models.md": [
+        "echo: Hi",
+        "one two ",
+        "Hello!",
+        "retry after 1.0 s",
+        "Sunny in Paris.",
+        "['message', 'reasoning', 'function_call', 'function_call_output']",
+        "A cat.",
+        "['text', 'image_url']",
+        "Bonjour!",
+        "Sunny in Rome.",
+        "['functionCall', 'thoughtSignature']",
+        "Hello from Bedrock.",
+    ],
+    "runtime.md": [
+        "4 messages added",
+        "You asked what 2 + 3 is, Ada.",
+        "tokens: 2 + 3 = 5.",
+        "tool add -> 5.0",
+        "customer 42: Ada, tier gold",
+    ],
+    "tools.md": [
+        "add",
+        "get_weather",
+        "True '" + "next Monday' is not a date",
+        "False Room booked for 2026-11-30",
+    ],
 }
 
 # Pages whose snippets need a server and run in their own test, with that server started.
