@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
 import anyio
 import msgspec
@@ -39,9 +39,11 @@ from ._features.output import (
     OutputValidator,
     structured_output,
 )
+from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, exclusive_access
 from ._messages import (
+    ChatMessage,
     FinishReason,
     SystemMessage,
     ToolExecutionRequest,
@@ -55,7 +57,7 @@ from ._result import Result
 from ._seam import NO_OPTIONS, CallContext, CallOptions, InvocationCall, Middleware, Seam, check_middleware
 from ._spec import ToolSpecification
 from ._stream import TokenStream
-from ._sync import run_sync
+from ._sync import close_at_exit, run_sync
 from ._tool import ReturnBehavior, Tool
 from ._toolset import ToolProvider, is_dynamic, resolve_tools
 from .models import ChatModel
@@ -69,10 +71,13 @@ if TYPE_CHECKING:
     T = TypeVar("T")
     OutputType: TypeAlias = "TypeForm[T] | Sequence[TypeForm[T]]"
 else:
-    from typing import TypeVar
+    from typing import TypeVar, Union
+
+    from typing_extensions import TypeForm
 
     OutputT = TypeVar("OutputT")
     T = TypeVar("T")
+    OutputType = Union[TypeForm[T], Sequence[TypeForm[T]]]  # so help() and get_type_hints() resolve it
 
 __all__ = ["Agent"]
 
@@ -99,6 +104,10 @@ class Agent(Generic[OutputT]):
     `output_type` makes every invocation end in a validated value of that type (`Result.output`; see
     docs/output.md), delivered as `output_mode` says, corrected at most `output_retries` times.
 
+    A call to a tool that does not exist gets, by default (`hallucinated_tool_name_strategy="tell_model"`),
+    an error result naming the tools the model can call, so it corrects itself; a function
+    `request -> text` answers instead, and None raises `HallucinatedToolError` (aborting the invocation).
+
     For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
     `ToolExecuted` events in call order instead of completion order.
@@ -106,11 +115,11 @@ class Agent(Generic[OutputT]):
     `middleware`: `Middleware` around every model call, tool call and invocation, outermost first (a call's
     own `middleware=` runs inside these); see docs/middleware.md.
 
-    `instrument`: True traces this agent with OpenTelemetry (`agentloop[otel]`), an
+    `instrument`: True traces this agent with OpenTelemetry (`agentloop-runtime[otel]`), an
     `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
     `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
     `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
-    None (default) uses genai-prices when it is installed (`agentloop[prices]`).
+    None (default) uses genai-prices when it is installed (`agentloop-runtime[prices]`).
     """
 
     def __init__(
@@ -125,7 +134,7 @@ class Agent(Generic[OutputT]):
         max_concurrent_tools: int | None = None,
         tool_timeout: float | None = None,
         context: Mapping[str, Any] | None = None,
-        hallucinated_tool_name_strategy: HallucinationStrategy | None = None,
+        hallucinated_tool_name_strategy: HallucinationStrategy | Literal["tell_model"] | None = "tell_model",
         tool_arguments_error_handler: ErrorHandler | None = None,
         tool_execution_error_handler: ErrorHandler | None = None,
         eager_tools: bool = True,
@@ -204,6 +213,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
         middleware: Sequence[Middleware] | None = None,
     ) -> Result[OutputT]: ...
@@ -217,6 +227,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
         middleware: Sequence[Middleware] | None = None,
     ) -> Result[T]: ...
@@ -229,6 +240,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
         middleware: Sequence[Middleware] | None = None,
     ) -> Result[Any]:
@@ -237,10 +249,13 @@ class Agent(Generic[OutputT]):
         `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
         values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
         and tools together. `output_type` replaces the agent's for this call; `middleware` runs inside the
-        agent's for this call.
+        agent's for this call. `message_history` gives the conversation so far for this call instead of a
+        memory (`result.new_messages` is what to append to it); with a `memory_id` too it raises
+        `IllegalConfigurationError` (docs/runtime.md).
         """
         options = _call_options(output_type, middleware)
-        return await self._invoke(message, memory_id, context, tools, timeout, None, options)
+        memory_id, history = _history_or_memory(memory_id, message_history)
+        return await self._invoke(message, memory_id, context, tools, timeout, None, options, history=history)
 
     @overload
     def stream(
@@ -251,6 +266,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
         middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[OutputT]: ...
@@ -264,6 +280,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
         middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[T]: ...
@@ -276,6 +293,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
         middleware: Sequence[Middleware] | None = None,
     ) -> TokenStream[Any]:
@@ -287,9 +305,12 @@ class Agent(Generic[OutputT]):
         if output_type is not None:
             structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
         options = _call_options(output_type, middleware)
+        memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
 
         async def runner(emit: Listener) -> Result[Any]:
-            return await self._invoke(message, memory_id, context, toolset, timeout, emit, options)
+            return await self._invoke(
+                message, memory_id, context, toolset, timeout, emit, options, history=history
+            )
 
         description = f"agent={self.name or type(self.model).__name__}"
         return TokenStream(runner, description=description, structured=resolved is not str)
@@ -332,17 +353,58 @@ class Agent(Generic[OutputT]):
             return ""
         return result.content
 
-    def chat_sync(self, message: UserInput, **options: Any) -> Result[str]:
+    @overload
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
+        output_type: None = None,
+    ) -> Result[OutputT]: ...
+
+    @overload
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
+        output_type: OutputType[T],
+    ) -> Result[T]: ...
+
+    def chat_sync(self, message: UserInput, **options: Any) -> Result[Any]:
         """`chat()` for scripts and notebooks: blocks until the `Result` is there (same options as `chat()`).
 
         Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
         agent: its model's connections belong to the loop of the sync calls.
         """
+        close_at_exit(self.model)
         return run_sync(self.chat, message, **options)
 
     def ask_sync(self, message: UserInput, **options: Any) -> str:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
+        close_at_exit(self.model)
         return run_sync(self.ask, message, **options)
+
+    def resume_sync(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[OutputT]:
+        """`resume()` for scripts and notebooks: blocks until the `Result` is there (see `chat_sync`)."""
+        close_at_exit(self.model)
+        return run_sync(self.resume, pending, decisions, context=context, tools=tools, timeout=timeout)
 
     async def resume(
         self,
@@ -418,6 +480,7 @@ class Agent(Generic[OutputT]):
         emit: Listener | None,
         options: CallOptions = NO_OPTIONS,
         resume: Resume | None = None,
+        history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
@@ -425,7 +488,17 @@ class Agent(Generic[OutputT]):
         seam = Seam.of(self.middleware + options.middleware)
         if seam.invocation is None:
             return await self._invoke_with(
-                user_message, memory_id, merged, tools, timeout, emit, options, resume, seam, invocation_id
+                user_message,
+                memory_id,
+                merged,
+                tools,
+                timeout,
+                emit,
+                options,
+                resume,
+                seam,
+                invocation_id,
+                history,
             )
         public_id = None if memory_id is _STATELESS else memory_id
         call = InvocationCall(
@@ -452,6 +525,7 @@ class Agent(Generic[OutputT]):
                 resume,
                 seam,
                 invocation_id,
+                history,
             )
 
         return await seam.invocation(call, call_next)
@@ -468,6 +542,7 @@ class Agent(Generic[OutputT]):
         resume: Resume | None,
         seam: Seam,
         invocation_id: str,
+        history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
         toolset = self.tools if tools is None else resolve_tools(tools)
         resolved = self.output_type if options.output_type is None else options.output_type
@@ -477,7 +552,18 @@ class Agent(Generic[OutputT]):
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
         run = _Run(
-            user_message, memory_id, merged, toolset, None, emit, output, resume, seam, invocation_id, options
+            user_message,
+            memory_id,
+            merged,
+            toolset,
+            None,
+            emit,
+            output,
+            resume,
+            seam,
+            invocation_id,
+            options,
+            history,
         )
         if timeout is None:
             return await self._run(run)
@@ -523,6 +609,7 @@ class Agent(Generic[OutputT]):
                 dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
+                history=run.history,
             )
             result = await run_invocation(invocation, run.emit)
         if self._pricing is None:
@@ -629,6 +716,22 @@ class Agent(Generic[OutputT]):
         return f"Agent({', '.join(parts)})"
 
 
+def _history_or_memory(
+    memory_id: Any, message_history: Sequence[ChatMessage] | None
+) -> tuple[Any, tuple[ChatMessage, ...]]:
+    """The memory id and history one call runs with: a `message_history` replaces the memory for the call
+    (nothing is read from it or written to it); with a `memory_id` too, it is ambiguous which conversation
+    goes on, so that is refused."""
+    if message_history is None:
+        return memory_id, ()
+    if memory_id is not None:
+        raise IllegalConfigurationError(
+            "Give either memory_id (the agent's memory keeps the conversation) or message_history (you keep "
+            "it and append result.new_messages), not both"
+        )
+    return _STATELESS, checked_history(message_history)
+
+
 def _observer_for(instrument: Any) -> Observer | None:
     """The observer an `Agent(instrument=...)` setting asks for (None also for "follow
     agentloop.instrument()", which is looked up at each invocation)."""
@@ -675,6 +778,7 @@ class _Run:
     seam: Seam
     invocation_id: str
     options: CallOptions
+    history: Sequence[ChatMessage] = ()
 
 
 def _call_options(output_type: Any, middleware: Any) -> CallOptions:

@@ -80,6 +80,9 @@ class PausedRound(Protocol):
     @property
     def round(self) -> int: ...
 
+    @property
+    def user_message(self) -> UserMessage: ...
+
 
 class Resumed(Protocol):
     @property
