@@ -256,7 +256,9 @@ async def ag_ui_events(
             async for event in stream.events():
                 if type(event) is ApprovalRequired:
                     paused = True
-                    token, _ = await park(runs or _default_runs, event.pending, state.ui_ids)
+                    token, _ = await park(
+                        runs if runs is not None else _default_runs, event.pending, state.ui_ids
+                    )
                     for item in state.interrupted(event, token):
                         yield sse(item)
                     continue

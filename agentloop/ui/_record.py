@@ -51,13 +51,12 @@ class PausedRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     calls: list[WaitingCall]
     ui_ids: dict[str, str]
     """Every tool call the page was shown in the paused round, `"<round>.<index>"` -> its UI id."""
-    memory_id: str | None = None
+    round: int
+    """The tool round that paused (from 1)."""
 
 
-def encode_record(
-    pending: str, calls: list[WaitingCall], ui_ids: dict[str, str], memory_id: str | None
-) -> bytes:
-    return msgspec.json.encode(PausedRecord(_FORMAT, _KIND, pending, calls, ui_ids, memory_id))
+def encode_record(pending: str, calls: list[WaitingCall], ui_ids: dict[str, str], round: int) -> bytes:
+    return msgspec.json.encode(PausedRecord(_FORMAT, _KIND, pending, calls, ui_ids, round))
 
 
 def decode_record(data: bytes) -> PausedRecord:
@@ -95,7 +94,7 @@ async def park(
         WaitingCall(r.call_id, ui_ids.get(f"{r.round}.{r.index}", r.call_id), r.tool_name)
         for r in pending.requests
     ]
-    await runs.save(token, encode_record(pending.to_json().decode(), calls, ui_ids, None))
+    await runs.save(token, encode_record(pending.to_json().decode(), calls, ui_ids, pending.round))
     return token, calls
 
 

@@ -90,15 +90,31 @@ class VercelChunks:
     """The state of one stream: which step, text, reasoning and tool blocks are open. `feed(event)` returns
     the chunks an event becomes; `close()` the chunks that end every open block."""
 
-    def __init__(self, *, ui_ids: dict[str, str] | None = None, asked: frozenset[str] = frozenset()) -> None:
+    def __init__(self) -> None:
         self._prefix = f"call_{secrets.token_hex(4)}"
-        self._ui_ids = dict(ui_ids or {})  # "<tool round>.<index>" -> the page's id (seeded on resume)
-        self._asked = asked  # UI ids whose approval the page answered (a denial ends as output-denied)
+        self._ui_ids: dict[str, str] = {}  # "<tool round>.<index>" -> the page's id
+        self._asked: frozenset[str] = frozenset()  # UI ids whose approval the page answered
         self._calls: dict[tuple[int, int], _Call] = {}
         self._step: int | None = None  # the model round whose step is open
         self._text: str | None = None
         self._reasoning: str | None = None
         self._blocks = 0
+
+    @classmethod
+    def resuming(cls, round: int, ui_ids: dict[str, str], asked: frozenset[str]) -> VercelChunks:
+        """The state of a stream that goes on with tool round `round` of a message the page already shows:
+        its calls are there (`ui_ids`), the step that asked for them still open; `asked` are the calls
+        whose approval the page answered (a denial of one ends as `tool-output-denied`)."""
+        chunks = cls()
+        chunks._ui_ids = dict(ui_ids)
+        chunks._asked = asked
+        chunks._step = round - 1
+        for name in ui_ids:
+            tool_round, _, index = name.partition(".")
+            if int(tool_round) == round:
+                call = chunks._call(round, int(index))
+                call.started = call.available = True
+        return chunks
 
     @property
     def ui_ids(self) -> dict[str, str]:
@@ -310,7 +326,9 @@ async def vercel_ai_events(
         async with stream:
             async for event in stream.events():
                 if type(event) is ApprovalRequired:
-                    token, _ = await park(runs or _default_runs, event.pending, chunks.ui_ids)
+                    token, _ = await park(
+                        runs if runs is not None else _default_runs, event.pending, chunks.ui_ids
+                    )
                     for chunk in chunks.approval_requests(event, token):
                         yield sse(chunk)
                     continue

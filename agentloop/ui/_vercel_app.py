@@ -114,7 +114,8 @@ def vercel_ai_app(
                 raise HTTPError(422, "ApprovalError", str(error)) from None
             if await paused.take(token) is None:  # another request took the run since `get`
                 raise HTTPError(409, "RunNotWaiting", "This run was answered already; nothing ran again")
-            chunks = VercelChunks(ui_ids=record.ui_ids, asked=frozenset(c.ui_id for c in record.calls))
+            asked = frozenset(c.ui_id for c in record.calls)
+            chunks = VercelChunks.resuming(record.round, record.ui_ids, asked)
             events = vercel_ai_events(stream, runs=paused, on_error=on_error, _chunks=chunks)
         else:
             key = memory_id(info) if memory_id is not None else None
