@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ._ag_ui import ag_ui_events
 from ._ag_ui_app import ag_ui_app
-from ._asgi import UIRequest
+from ._asgi import UIApp, UIRequest
 from ._runs import InMemoryPausedRuns, PausedRuns
 from ._vercel import VERCEL_AI_HEADERS, vercel_ai_events
 from ._vercel_app import vercel_ai_app
@@ -22,6 +22,7 @@ __all__ = [
     "VERCEL_AI_HEADERS",
     "InMemoryPausedRuns",
     "PausedRuns",
+    "UIApp",
     "UIRequest",
     "ag_ui_app",
     "ag_ui_events",

@@ -23,7 +23,7 @@ from .. import (
     UserMessage,
 )
 from ._ag_ui import AG_UI_HEADERS, AgUiEvents, ag_ui_events
-from ._asgi import ASGIApp, HTTPError, Receive, Scope, Send, serve, stream_sse
+from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
 from ._history import resume_with_history, stream_with_history, tool_result_text
 from ._record import decode_record
 from ._runs import InMemoryPausedRuns, PausedRuns
@@ -153,7 +153,7 @@ def ag_ui_app(
     memory_id: PerRequest | None = None,
     context: PerRequest | None = None,
     on_error: Callable[[BaseException], str] | None = None,
-) -> ASGIApp:
+) -> UIApp:
     """An ASGI app serving `agent` to AG-UI clients (`HttpAgent`, CopilotKit): POST a `RunAgentInput`, get
     the run's events as SSE. The options are `vercel_ai_app`'s: `runs` where paused runs wait,
     `memory_id(request)` whose conversation it is (required when the agent has a memory; else the client's
@@ -197,7 +197,4 @@ def ag_ui_app(
             events = ag_ui_events(stream, thread_id=thread_id, run_id=run_id, runs=paused, on_error=on_error)
         await stream_sse(receive, send, AG_UI_HEADERS, events)
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        await serve(scope, receive, send, handle)
-
-    return app
+    return UIApp("ag_ui_app", handle, paused)

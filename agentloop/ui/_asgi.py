@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import msgspec
 
-__all__ = ["ASGIApp", "HTTPError", "UIRequest", "answer_json", "read_body", "serve", "stream_sse"]
+__all__ = ["ASGIApp", "HTTPError", "UIApp", "UIRequest", "answer_json", "read_body", "serve", "stream_sse"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -106,6 +106,24 @@ async def stream_sse(
         except OSError:
             pass  # the server says the client went away: stop as for a disconnect
         group.cancel_scope.cancel()
+
+
+class UIApp:
+    """An ASGI app of agentloop.ui (a class, so frameworks mount it as an ASGI app rather than calling it as
+    an endpoint function): `app(scope, receive, send)`. `runs` is where its paused runs wait."""
+
+    def __init__(
+        self, name: str, handle: Callable[[Scope, Receive, Send, Any], Awaitable[None]], runs: Any
+    ) -> None:
+        self.name = name
+        self.runs = runs
+        self._handle = handle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await serve(scope, receive, send, self._handle)
+
+    def __repr__(self) -> str:
+        return f"<{self.name} app>"
 
 
 async def serve(

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import Agent, ApprovalError, Denied, IllegalConfigurationError
-from ._asgi import ASGIApp, HTTPError, Receive, Scope, Send, UIRequest, headers_of, serve, stream_sse
+from ._asgi import HTTPError, Receive, Scope, Send, UIApp, UIRequest, headers_of, stream_sse
 from ._history import resume_with_history, stream_with_history
 from ._record import decode_record, split_approval_id
 from ._runs import InMemoryPausedRuns, PausedRuns
@@ -82,7 +82,7 @@ def vercel_ai_app(
     memory_id: PerRequest | None = None,
     context: PerRequest | None = None,
     on_error: Callable[[BaseException], str] | None = None,
-) -> ASGIApp:
+) -> UIApp:
     """An ASGI app serving `agent` to the Vercel AI SDK's `useChat` (`DefaultChatTransport`): POST the chat's
     request body (its UI messages), get the UI message stream.
 
@@ -125,7 +125,4 @@ def vercel_ai_app(
             events = vercel_ai_events(stream, runs=paused, on_error=on_error)
         await stream_sse(receive, send, VERCEL_AI_HEADERS, events)
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        await serve(scope, receive, send, handle)
-
-    return app
+    return UIApp("vercel_ai_app", handle, paused)
