@@ -132,3 +132,31 @@ def test_stop_in_the_page_cancels_the_model_on_the_server(browser: Any) -> None:
         assert model.cancelled.wait(10), "Stop in the page did not cancel the model request"
         idle(page)
         page.close()
+
+
+def test_the_offline_run_of_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    web_chat.outbox.clear()
+    web_chat.demo()  # asserts its own outcome: both protocols, the approval, the refused second answer
+    out = capsys.readouterr().out
+    assert "ai sdk, approved: Email sent to ada@example.com." in out and "409 RunNotWaiting" in out
+
+
+def test_a_run_paused_on_one_worker_resumes_on_another_once() -> None:
+    from tests.store_servers import require_redis
+
+    require_redis()
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("REDIS_URL", None)  # the example starts its own redis-server
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "web_workers.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    paused, resumed, again = done.stdout.splitlines()
+    assert paused.startswith("worker 1 paused the run") and "worker 2 resumed it: Done: deleted" in resumed
+    assert again.endswith("409 RunNotWaiting")
