@@ -410,3 +410,20 @@ def test_import_agentloop_does_not_import_the_ui() -> None:
     code = "import sys, agentloop; print('agentloop.ui' in sys.modules, 'fastapi' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+async def test_docs_snippets_run() -> None:
+    from pathlib import Path
+
+    from tests.snippets import python_blocks, run_snippets
+
+    blocks = python_blocks(Path(__file__).resolve().parent.parent / "docs" / "web.md")
+    printed = await run_snippets(blocks, "docs/web.md", {"__name__": "docs_web"})
+    lines = printed.splitlines()
+    assert lines[0] == "v1"
+    assert lines[1].startswith("start start-step text-start text-delta text-end tool-input-start")
+    assert "Done: deleted /tmp/x" in lines and "409 RunNotWaiting" in lines
+    assert "TOOL_CALL_RESULT" in lines[4] and lines[4].endswith("RUN_FINISHED")
+    assert "'result': '2 + 3 = 5.'" in lines[5]
+    assert lines[6] == "['Delete /tmp/x', 'Hello Ada.']"
+    assert lines[7].startswith("['start', 'start-step', 'text-start'")

@@ -3,6 +3,7 @@ running the real JavaScript clients (tests/node, Node 22 from the `node-linux-x6
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import socket
@@ -30,7 +31,8 @@ _install_lock = threading.Lock()
 
 def node_clients() -> Path:
     """The Node 22 binary, with tests/node's packages installed (`npm ci` once if they are not)."""
-    with _install_lock:
+    with _install_lock, open(NODE_DIR / "package.json") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers: one `npm ci` at a time
         if not NODE.exists():
             npm = shutil.which("npm")
             if npm is None:

@@ -11,7 +11,7 @@ The apps are plain ASGI: mount them in FastAPI or Starlette, or run them with uv
 
 from __future__ import annotations
 
-from ._ag_ui import ag_ui_events
+from ._ag_ui import AG_UI_HEADERS, ag_ui_events
 from ._ag_ui_app import ag_ui_app
 from ._asgi import UIApp, UIRequest
 from ._runs import InMemoryPausedRuns, PausedRuns
@@ -19,6 +19,7 @@ from ._vercel import VERCEL_AI_HEADERS, vercel_ai_events
 from ._vercel_app import vercel_ai_app
 
 __all__ = [
+    "AG_UI_HEADERS",
     "VERCEL_AI_HEADERS",
     "InMemoryPausedRuns",
     "PausedRuns",
