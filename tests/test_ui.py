@@ -406,6 +406,54 @@ async def test_an_agent_with_memory_needs_to_know_whose_conversation_it_is() -> 
     assert [m.text for m in messages] == ["I am Ada", "Hi Ada.", "Who am I?", "Still you."]
 
 
+async def test_a_paused_run_is_answered_only_from_its_own_conversation() -> None:
+    ran.clear()
+    model = ScriptedChatModel(
+        [AiMessage(tool_execution_requests=[request("c1", "delete", {"path": "/tmp/x"})]), "Gone."]
+    )
+    agent = Agent(model, tools=[delete], memory=MessageWindowChatMemory.provider(10))
+    app = vercel_ai_app(agent, memory_id=lambda r: r.headers["x-user"])
+    paused = await Exchange(chat("Delete /tmp/x")).run(app)  # as ada
+    body = answer_to(paused.chunks(), True)
+    mallory = Exchange(body)
+    mallory.scope["headers"] = [(b"x-user", b"mallory")]
+    await mallory.run(app)
+    assert mallory.status == 403 and mallory.json()["type"] == "Forbidden" and ran == []
+    resumed = await Exchange(body).run(app)  # ada herself
+    assert resumed.status == 200 and ran == ["/tmp/x"]
+
+
+def test_page_tool_call_ids_become_ids_every_provider_accepts() -> None:
+    odd = {
+        "type": "dynamic-tool",
+        "toolName": "add",
+        "toolCallId": "id with spaces/ü" * 8,
+        "state": "output-available",
+    }
+    odd |= {"input": {"a": 1, "b": 1}, "output": "2"}
+    turn = read_chat_request(
+        {"messages": [ui("user", text("1 + 1?")), ui("assistant", odd), ui("user", text("ok"))]}
+    )
+    assert isinstance(turn, NewTurn)
+    call, result = turn.history[1], turn.history[2]
+    assert isinstance(call, AiMessage) and isinstance(result, ToolExecutionResultMessage)
+    new_id = call.tool_execution_requests[0].id
+    assert new_id == result.id and new_id is not None and new_id.startswith("call_") and len(new_id) == 29
+    ag = ag_ui_messages(
+        [
+            {
+                "id": "a",
+                "role": "assistant",
+                "toolCalls": [
+                    {"id": "x y", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+                ],
+            },
+            {"id": "r", "role": "tool", "toolCallId": "x y", "content": "2"},
+        ]
+    )
+    assert ag[0].tool_execution_requests[0].id == ag[1].id != "x y"  # type: ignore[union-attr]
+
+
 def test_import_agentloop_does_not_import_the_ui() -> None:
     code = "import sys, agentloop; print('agentloop.ui' in sys.modules, 'fastapi' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

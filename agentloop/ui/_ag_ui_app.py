@@ -24,10 +24,9 @@ from .. import (
 )
 from ._ag_ui import AG_UI_HEADERS, AgUiEvents, ag_ui_events
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
-from ._history import resume_with_history, stream_with_history, tool_result_text
-from ._record import decode_record
+from ._history import call_id, resume_with_history, stream_with_history, tool_result_text
 from ._runs import InMemoryPausedRuns, PausedRuns
-from ._vercel_app import PerRequest, check_options, resolve_decisions, ui_request
+from ._vercel_app import _ANYONE, PerRequest, check_options, resolve_decisions, ui_request
 
 __all__ = ["ag_ui_app", "read_run_input"]
 
@@ -67,6 +66,7 @@ def to_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
                 out.append(UserMessage(text))
         elif role == "assistant":
             calls = []
+            raw: dict[str, str] = {}  # provider-safe id -> the id the client used
             for call in message.get("toolCalls") or ():
                 if (
                     not isinstance(call, dict)
@@ -79,9 +79,10 @@ def to_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
                     continue
                 name, arguments = function.get("name"), function.get("arguments")
                 if isinstance(name, str):
+                    raw[call_id(call["id"])] = call["id"]
                     calls.append(
                         ToolExecutionRequest(
-                            call["id"],
+                            call_id(call["id"]),
                             name,
                             arguments if isinstance(arguments, str) else tool_result_text(arguments),
                         )
@@ -89,7 +90,7 @@ def to_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
             said = _content(message.get("content"))
             if said or calls:
                 out.append(AiMessage(said or None, calls))
-                out += [ToolExecutionResultMessage(c.id, c.name, *results[c.id or ""]) for c in calls]
+                out += [ToolExecutionResultMessage(c.id, c.name, *results[raw[c.id or ""]]) for c in calls]
     return out
 
 
@@ -167,8 +168,8 @@ def ag_ui_app(
         info = ui_request(scope, body, "threadId")
         extra: Mapping[str, Any] | None = context(info) if context is not None else None
         if resume:
-            token, stored, decisions = await resolve_decisions(paused, _answers(resume))
-            record = decode_record(stored)
+            owner = memory_id(info) if memory_id is not None else _ANYONE
+            token, record, decisions = await resolve_decisions(paused, _answers(resume), owner)
             history = to_messages(_before_last_user(messages))
             try:
                 stream = resume_with_history(agent, record.pending, decisions, history, context=extra)

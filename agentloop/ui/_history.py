@@ -8,6 +8,8 @@ provider), and nothing in it decides what runs: paused runs are answered from th
 from __future__ import annotations
 
 import copy
+import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +82,18 @@ def resume_with_history(
     """`agent.resume_stream(...)`, over the conversation before the paused turn (agents without memory)."""
     target = agent if agent.memory is not None else _over(agent, history)
     return target.resume_stream(pending, decisions, context=context)
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def call_id(value: str) -> str:
+    """A tool call id from a page, as providers accept it (letters, digits, `_`, `-`; at most 64): kept when
+    it is one (agentloop's own ids are), else replaced by a digest of it, the same for the call and its
+    result."""
+    if _SAFE_ID.fullmatch(value):
+        return value
+    return "call_" + hashlib.sha256(value.encode()).hexdigest()[:24]
 
 
 def tool_result_text(value: Any) -> str:

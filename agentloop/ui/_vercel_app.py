@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import Agent, ApprovalError, Denied, IllegalConfigurationError
+from .. import Agent, ApprovalError, Denied, IllegalConfigurationError, PendingApproval
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, UIRequest, headers_of, stream_sse
 from ._history import resume_with_history, stream_with_history
-from ._record import decode_record, split_approval_id
+from ._record import PausedRecord, decode_record, split_approval_id
 from ._runs import InMemoryPausedRuns, PausedRuns
 from ._vercel import VERCEL_AI_HEADERS, VercelChunks, vercel_ai_events
 from ._vercel_request import Answer, BadRequest, read_chat_request
@@ -16,6 +16,7 @@ from ._vercel_request import Answer, BadRequest, read_chat_request
 __all__ = ["resolve_decisions", "vercel_ai_app"]
 
 PerRequest = Callable[[UIRequest], Any]
+_ANYONE = object()
 
 
 def check_options(agent: Agent[Any], memory_id: PerRequest | None, context: PerRequest | None) -> None:
@@ -43,12 +44,13 @@ def ui_request(scope: Scope, body: Any, thread_key: str) -> UIRequest:
 
 
 async def resolve_decisions(
-    runs: PausedRuns, answers: list[tuple[str, bool, str | None]]
-) -> tuple[str, bytes, dict[str, bool | Denied]]:
-    """The paused run the answers are for (its token and stored record) and the decisions by call id.
+    runs: PausedRuns, answers: list[tuple[str, bool, str | None]], owner: Any = _ANYONE
+) -> tuple[str, PausedRecord, dict[str, bool | Denied]]:
+    """The paused run the answers are for (its token and record) and the decisions by call id. `owner`: the
+    memory id of the request, when the app knows whose conversation it is; another's run is refused.
 
     Raises `HTTPError`: 400 for answers that are not about one run of this server, 409 when the run waits no
-    more (answered already, or unknown)."""
+    more (answered already, or unknown), 403 when it belongs to another conversation."""
     tokens: dict[str, list[tuple[int, bool, str | None]]] = {}
     for approval, approved, reason in answers:
         parts = split_approval_id(approval)
@@ -66,13 +68,15 @@ async def resolve_decisions(
             "No run waits for these decisions (answered already, unknown or forgotten); nothing ran",
         )
     record = decode_record(stored)
+    if owner is not _ANYONE and PendingApproval.from_json(record.pending).memory_id != owner:
+        raise HTTPError(403, "Forbidden", "This paused run belongs to another conversation; nothing ran")
     decisions: dict[str, bool | Denied] = {}
     for position, approved, reason in positions:
         if position >= len(record.calls):
             raise HTTPError(400, "BadRequest", f"The paused run has no waiting call number {position}")
         call = record.calls[position]
         decisions[call.call_id] = True if approved else (Denied(reason) if reason else False)
-    return token, stored, decisions
+    return token, record, decisions
 
 
 def vercel_ai_app(
@@ -105,8 +109,8 @@ def vercel_ai_app(
         info = ui_request(scope, body, "id")
         extra: Mapping[str, Any] | None = context(info) if context is not None else None
         if isinstance(request, Answer):
-            token, stored, decisions = await resolve_decisions(paused, request.decisions)
-            record = decode_record(stored)
+            owner = memory_id(info) if memory_id is not None else _ANYONE
+            token, record, decisions = await resolve_decisions(paused, request.decisions, owner)
             try:
                 # Checks the state and that every waiting call has a decision; runs nothing yet.
                 stream = resume_with_history(agent, record.pending, decisions, request.history, context=extra)

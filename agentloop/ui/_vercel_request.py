@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ChatMessage, ToolExecutionRequest, UserMessage
-from ._history import assistant_turn, tool_result_text
+from ._history import assistant_turn, call_id, tool_result_text
 
 __all__ = ["Answer", "BadRequest", "NewTurn", "read_chat_request"]
 
@@ -75,7 +75,7 @@ def _assistant(parts: list[Any]) -> list[ChatMessage]:
         elif _is_tool(part) and isinstance(part.get("toolCallId"), str):
             state = part.get("state")
             request = ToolExecutionRequest(
-                part["toolCallId"], _tool_name(part), _arguments(part.get("input"))
+                call_id(part["toolCallId"]), _tool_name(part), _arguments(part.get("input"))
             )
             if state == "output-available":
                 calls.append((request, tool_result_text(part.get("output")), False))
