@@ -97,6 +97,23 @@ def test_vercel_text_reasoning_and_tools_through_the_sdk_chat() -> None:
     assert parts[3]["text"] == f"The answer is 3. {XSS}"  # carried as data, exactly
 
 
+def test_vercel_provider_ids_reused_across_responses_stay_two_parts() -> None:
+    # Some providers number calls per response: `call_1` in the first response and again in the second.
+    model = ScriptedChatModel(
+        [
+            AiMessage(tool_execution_requests=[call("call_1", "add", {"a": 1, "b": 1})]),
+            AiMessage(tool_execution_requests=[call("call_1", "add", {"a": 2, "b": 2})]),
+            "2 and 4.",
+        ]
+    )
+    with serving(vercel_ai_app(Agent(model, tools=[add]))) as url:
+        out = run_node("vercel_chat.mjs", url, [{"send": "1 + 1 and 2 + 2?"}])
+    assert out["errors"] == []
+    tools = [p for p in out["messages"][-1]["parts"] if p["type"] == "dynamic-tool"]
+    assert [(t["input"], t["output"]) for t in tools] == [({"a": 1, "b": 1}, "2"), ({"a": 2, "b": 2}, "4")]
+    assert tools[0]["toolCallId"] != tools[1]["toolCallId"]
+
+
 def test_vercel_second_turn_sends_the_conversation_as_history() -> None:
     model = ScriptedChatModel(
         [AiMessage(tool_execution_requests=[call("c1", "add", {"a": 2, "b": 2})]), "4.", "Yes."]
@@ -257,6 +274,39 @@ def test_ag_ui_run_with_tools_passes_the_client_verifier() -> None:
         "AiMessage",
         "UserMessage",
     ]
+
+
+def test_ag_ui_over_a_provider_streaming_parallel_calls_on_the_wire() -> None:
+    # The model is OpenAIChatModel against agentloop's fake OpenAI server (the Chat Completions wire
+    # protocol over a real socket): two parallel calls whose arguments stream in pieces, then text.
+    from anyio.from_thread import start_blocking_portal
+
+    from agentloop.models import OpenAIChatModel
+    from agentloop.testing import FakeOpenAIServer
+
+    script = [
+        AiMessage(
+            tool_execution_requests=[
+                call("call_1", "add", {"a": 1, "b": 2}),
+                call("call_2", "add", {"a": 3, "b": 4}),
+            ]
+        ),
+        "3 and 7.",
+    ]
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(FakeOpenAIServer(script, argument_pieces=4)) as server,
+    ):
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
+        with serving(ag_ui_app(Agent(model, tools=[add]))) as url:
+            out = run_node("ag_ui_run.mjs", url, [{"user": "1 + 2 and 3 + 4?"}])
+    [run] = out["runs"]
+    assert run["error"] is None
+    types = [e["type"] for e in run["events"]]
+    assert types.count("TOOL_CALL_START") == 2 and types.count("TOOL_CALL_ARGS") >= 8
+    results = [e["content"] for e in run["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert sorted(results) == ["3", "7"]
+    assert run["events"][-1]["result"] == "3 and 7."
 
 
 def test_ag_ui_approval_interrupt_and_resume() -> None:
