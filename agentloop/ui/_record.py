@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .._errors import AgentLoopError
+from .. import AgentLoopError
 from ._runs import PausedRuns, new_run_token
 
 if TYPE_CHECKING:
