@@ -150,11 +150,11 @@ def chunks(response: Any) -> list[dict[str, Any]]:
 
 
 def demo() -> None:
-    import httpx
+    import httpx2
 
     url, server = serve_in_thread(create_app(build_agent()))
     try:
-        with httpx.Client(base_url=url, timeout=30) as http:
+        with httpx2.Client(base_url=url, timeout=30) as http:
             # Vercel AI SDK: a useChat request body, then the answer to the call that waits.
             question = {
                 "id": "u1",

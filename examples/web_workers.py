@@ -4,7 +4,7 @@ page's answer on another, exactly once, because the paused runs and the conversa
     python examples/web_workers.py          # starts redis-server, two uvicorn workers, then plays the page
     REDIS_URL=redis://127.0.0.1:6379/0 uvicorn web_workers:app --app-dir examples --workers 4   # deployed
 
-Needs `pip install 'agentloop[web,redis]' httpx` and, without REDIS_URL, `redis-server` on PATH. The model
+Needs `pip install 'agentloop[web,redis]'` and, without REDIS_URL, `redis-server` on PATH. The model
 is an offline stand-in (no key needed) that deletes the file a request names, after a person's yes.
 
 Two things are shared between the workers:
@@ -90,7 +90,7 @@ def events(response: Any) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    import httpx
+    import httpx2
 
     sys.path.insert(0, str(HERE))
     from multi_worker import free_port, running  # the process helpers of the other multi-worker example
@@ -115,7 +115,7 @@ def main() -> None:
             command += ["--port", str(port), "--log-level", "warning"]
             stack.enter_context(running(command, port, "uvicorn", env={**os.environ, "REDIS_URL": url}))
             workers.append(f"http://127.0.0.1:{port}")
-        http = stack.enter_context(httpx.Client(timeout=30, headers={"x-user": f"ada-{os.getpid()}"}))
+        http = stack.enter_context(httpx2.Client(timeout=30, headers={"x-user": f"ada-{os.getpid()}"}))
 
         question = {
             "id": "u1",
