@@ -356,6 +356,42 @@ async def test_a_paused_run_resumes_once_from_the_server_copy() -> None:
     assert ran == ["/tmp/x"] and len(model.requests) == 2
 
 
+async def test_several_waiting_calls_answered_each_their_own_way() -> None:
+    ran.clear()
+    calls = [
+        request("c1", "delete", {"path": "/a"}),
+        request("c2", "add", {"a": 1, "b": 1}),  # needs nobody: runs before the pause
+        request("c3", "delete", {"path": "/b"}),
+    ]
+    model = ScriptedChatModel([AiMessage(tool_execution_requests=calls), "Done."])
+    app = vercel_ai_app(Agent(model, tools=[delete, add]))
+    paused = (await Exchange(chat("Clean up")).run(app)).chunks()
+    asked = [c for c in paused if c != "[DONE]" and c["type"] == "tool-approval-request"]
+    outputs = [c for c in paused if c != "[DONE]" and c["type"] == "tool-output-available"]
+    assert len(asked) == 2 and [c["output"] for c in outputs] == ["2"]
+    parts = [
+        {
+            "type": "dynamic-tool",
+            "toolName": "delete",
+            "toolCallId": a["toolCallId"],
+            "state": "approval-responded",
+            "input": {},
+            "approval": {"id": a["approvalId"], "approved": n == 0, **({"reason": "keep /b"} if n else {})},
+        }
+        for n, a in enumerate(asked)
+    ]
+    body = {"messages": [ui("user", text("Clean up")), ui("assistant", *parts)]}
+    resumed = [c for c in (await Exchange(body).run(app)).chunks() if c != "[DONE]"]
+    assert ran == ["/a"]
+    ended = {c["toolCallId"]: c["type"] for c in resumed if c["type"].startswith("tool-output")}
+    assert ended == {
+        asked[0]["toolCallId"]: "tool-output-available",
+        asked[1]["toolCallId"]: "tool-output-denied",
+    }
+    results = [m for m in model.requests[1].messages if isinstance(m, ToolExecutionResultMessage)]
+    assert [(r.text, r.is_error) for r in results] == [("deleted /a", False), ("2", False), ("keep /b", True)]
+
+
 async def test_answers_that_do_not_fit_the_paused_run_are_refused_and_run_nothing() -> None:
     ran.clear()
     model = ScriptedChatModel(

@@ -131,6 +131,16 @@ def test_vercel_second_turn_sends_the_conversation_as_history() -> None:
     assert history[3] == AiMessage("4.") and history[4] == UserMessage("Sure?")
 
 
+def test_vercel_regenerate_answers_the_same_question_again() -> None:
+    model = ScriptedChatModel(["First try.", "Second try."])
+    with serving(vercel_ai_app(Agent(model))) as url:
+        out = run_node("vercel_chat.mjs", url, [{"send": "Tell me"}, {"regenerate": True}])
+    assert out["errors"] == [] and [m["role"] for m in out["messages"]] == ["user", "assistant"]
+    assert out["messages"][-1]["parts"][-1]["text"] == "Second try."
+    assert out["requests"][1]["body"]["trigger"] == "regenerate-message"
+    assert [m.text for m in model.requests[1].messages] == ["Tell me"]  # the first answer is not history
+
+
 def approval_agent() -> tuple[Agent, ScriptedChatModel]:
     model = ScriptedChatModel(
         [

@@ -200,6 +200,20 @@ class AgUiEvents:
             content = event.result.content
             if content is not None:
                 finished["result"] = content
+            usage = event.token_usage
+            if usage is not None:
+                total = (
+                    usage.total_tokens
+                    if usage.total_tokens is not None
+                    else usage.input_tokens + usage.output_tokens
+                )
+                finished["usage"] = [
+                    {
+                        "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                        "totalTokens": total,
+                    }
+                ]
             out.append(finished)
         return out
 

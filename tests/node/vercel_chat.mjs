@@ -6,7 +6,7 @@
 // Steps, in order: {"send": text}, {"send": text, "stopAfter": chunkType} (stop() once a chunk of that type
 // arrived: the browser's stop button), {"answer": [true | false | reason, ...]} (addToolApprovalResponse for
 // each waiting call, in order; the chat re-sends by itself), {"replay": n} (POSTs the body of request n again,
-// raw). Prints one JSON object: the messages, errors, and per request its status and chunks.
+// raw), {"regenerate": true} (the SDK's regenerate(): the last answer again). Prints one JSON object: the messages, errors, and per request its status and chunks.
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
 
 const [url, stepsJson] = process.argv.slice(2);
@@ -101,6 +101,8 @@ for (const step of steps) {
         ...(typeof answer === 'string' ? { reason: answer } : {}),
       });
     }
+  } else if (step.regenerate) {
+    await chat.regenerate();
   } else if (step.replay !== undefined) {
     const response = await fetch(url, {
       method: 'POST',
