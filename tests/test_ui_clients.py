@@ -331,6 +331,10 @@ def test_ag_ui_approval_interrupt_and_resume() -> None:
     assert sent == ["ada@example.com"]
     types = [e["type"] for e in resumed["events"]]
     assert "TOOL_CALL_RESULT" in types and types[-1] == "RUN_FINISHED"
+    assert "TOOL_CALL_START" not in types  # the client has the call from the paused run
+    calls = [c["id"] for m in out["messages"] if m["role"] == "assistant" for c in m.get("toolCalls", [])]
+    results = [m["toolCallId"] for m in out["messages"] if m["role"] == "tool"]
+    assert len(calls) == 1 and results == calls
 
 
 def test_ag_ui_model_error_is_run_error() -> None:

@@ -58,15 +58,28 @@ class AgUiEvents:
     """The state of one AG-UI run: which text, reasoning and tool calls are open. `feed(event)` returns the
     AG-UI events a stream event becomes."""
 
-    def __init__(self, thread_id: str, run_id: str, *, ui_ids: dict[str, str] | None = None) -> None:
+    def __init__(self, thread_id: str, run_id: str) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self._prefix = secrets.token_hex(4)
-        self._ui_ids = dict(ui_ids or {})
+        self._ui_ids: dict[str, str] = {}
         self._calls: dict[tuple[int, int], _Call] = {}
         self._text: str | None = None
         self._reasoning: str | None = None
         self._last_message: str | None = None
+
+    @classmethod
+    def resuming(cls, thread_id: str, run_id: str, round: int, ui_ids: dict[str, str]) -> AgUiEvents:
+        """A run that goes on with tool round `round` of an earlier run: the client has its calls (`ui_ids`),
+        started and ended, so only their results come."""
+        state = cls(thread_id, run_id)
+        state._ui_ids = dict(ui_ids)
+        for name in ui_ids:
+            tool_round, _, index = name.partition(".")
+            if int(tool_round) == round:
+                call = state._call(round, int(index))
+                call.started = call.ended = True
+        return state
 
     @property
     def ui_ids(self) -> dict[str, str]:
@@ -109,9 +122,6 @@ class AgUiEvents:
                 ui_id = self._ui_ids[name] = f"call_{self._prefix}_{round}_{index}"
             call = self._calls[(round, index)] = _Call(ui_id)
         return call
-
-    def call_id(self, round: int, index: int) -> str:
-        return self._call(round, index).ui_id
 
     def _start(self, call: _Call, name: str, out: list[Event]) -> None:
         if call.started:

@@ -177,7 +177,7 @@ def ag_ui_app(
                 raise HTTPError(422, "ApprovalError", str(error)) from None
             if await paused.take(token) is None:
                 raise HTTPError(409, "RunNotWaiting", "This run was answered already; nothing ran again")
-            state = AgUiEvents(thread_id, run_id, ui_ids=record.ui_ids)
+            state = AgUiEvents.resuming(thread_id, run_id, record.round, record.ui_ids)
             events = ag_ui_events(
                 stream, thread_id=thread_id, run_id=run_id, runs=paused, on_error=on_error, _state=state
             )

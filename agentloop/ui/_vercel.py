@@ -121,10 +121,6 @@ class VercelChunks:
         """Every tool call shown so far: `"<tool round>.<index>"` -> its UI id."""
         return dict(self._ui_ids)
 
-    def call_id(self, round: int, index: int) -> str:
-        """The UI id of call `index` of tool round `round`."""
-        return self._call(round, index).ui_id
-
     # -- blocks ---------------------------------------------------------------------------------------
 
     def _new_block(self, kind: str) -> str:
