@@ -167,7 +167,7 @@ def test_vercel_approval_resumes_the_paused_run_once() -> None:
     assert "tool-output-available" in kinds(second)
     assert sent == ["ada@example.com"]
     [_, assistant] = out["messages"]  # the resumed stream went on in the same assistant message
-    tool_part = next(p for p in assistant["parts"] if p["type"] == "dynamic-tool")
+    [tool_part] = [p for p in assistant["parts"] if p["type"] == "dynamic-tool"]  # one part, updated
     assert tool_part["state"] == "output-available" and tool_part["output"] == "sent to ada@example.com"
     assert assistant["parts"][-1]["text"] == "Done: sent to ada@example.com"
     # The same answer again: refused, nothing ran again.
@@ -183,7 +183,7 @@ def test_vercel_denial_reaches_the_model_and_the_page() -> None:
     assert out["errors"] == [] and sent == []
     assert "tool-output-denied" in kinds(out["requests"][1])
     assistant = out["messages"][-1]
-    tool_part = next(p for p in assistant["parts"] if p["type"] == "dynamic-tool")
+    [tool_part] = [p for p in assistant["parts"] if p["type"] == "dynamic-tool"]
     assert tool_part["state"] == "output-denied"
     assert assistant["parts"][-1]["text"] == "Done: Not today"
     assert model.requests[1].messages[-1].is_error
