@@ -380,6 +380,10 @@ async def test_several_waiting_calls_answered_each_their_own_way() -> None:
         }
         for n, a in enumerate(asked)
     ]
+    half = {"messages": [ui("user", text("Clean up")), ui("assistant", parts[0])]}
+    refused = await Exchange(half).run(app)  # one waiting call left unanswered
+    assert refused.status == 422 and refused.json()["type"] == "ApprovalError" and ran == []
+    assert "No decision for call" in refused.json()["message"]
     body = {"messages": [ui("user", text("Clean up")), ui("assistant", *parts)]}
     resumed = [c for c in (await Exchange(body).run(app)).chunks() if c != "[DONE]"]
     assert ran == ["/a"]
