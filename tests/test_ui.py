@@ -104,6 +104,26 @@ async def test_ag_ui_events_of_a_token_stream() -> None:
     assert result["content"] == "4" and result["role"] == "tool"
 
 
+async def test_structured_output_reaches_each_protocol() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    answer = '{"name": "Paris", "population": 2100000}'
+    agent = Agent(ScriptedChatModel([answer]), output_type=City, output_mode="native")
+    chunks = decode([f async for f in vercel_ai_events(agent.stream("Paris?"))])
+    outputs = [c["data"] for c in chunks[:-1] if c["type"] == "data-output"]
+    assert len(outputs) >= 2 and outputs[-1] == {"name": "Paris", "population": 2100000}
+    agent = Agent(ScriptedChatModel([answer]), output_type=City, output_mode="native")
+    events = decode([f async for f in ag_ui_events(agent.stream("Paris?"), thread_id="t", run_id="r")])
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"] == {
+        "name": "Paris",
+        "population": 2100000,
+    }
+
+
 async def test_a_failure_ends_each_protocol_with_its_error_event() -> None:
     def boom(request: Any) -> Any:
         raise KeyError("secret-token-123")  # a bug: its details must not reach the page

@@ -114,6 +114,22 @@ def test_vercel_provider_ids_reused_across_responses_stay_two_parts() -> None:
     assert tools[0]["toolCallId"] != tools[1]["toolCallId"]
 
 
+def test_vercel_structured_output_is_one_data_part_that_grows() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    model = ScriptedChatModel(['{"name": "Paris", "population": 2100000}'])
+    with serving(vercel_ai_app(Agent(model, output_type=City, output_mode="native"))) as url:
+        out = run_node("vercel_chat.mjs", url, [{"send": "Paris?"}])
+    assert out["errors"] == []
+    assert kinds(out["requests"][0]).count("data-output") >= 2  # partial values, then the whole one
+    [data] = [p for p in out["messages"][-1]["parts"] if p["type"] == "data-output"]  # replaced in place
+    assert data["data"] == {"name": "Paris", "population": 2100000}
+
+
 def test_vercel_second_turn_sends_the_conversation_as_history() -> None:
     model = ScriptedChatModel(
         [AiMessage(tool_execution_requests=[call("c1", "add", {"a": 2, "b": 2})]), "4.", "Yes."]

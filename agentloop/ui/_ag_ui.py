@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
+from pydantic_core import to_jsonable_python
 
 from .. import (
     ApprovalRequired,
@@ -207,9 +208,9 @@ class AgUiEvents:
         elif kind is CompleteResponse:
             out += self.close()
             finished: Event = {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
-            content = event.result.content
-            if content is not None:
-                finished["result"] = content
+            output = event.result.output  # the answer text, or the structured output as JSON
+            if output is not None:
+                finished["result"] = to_jsonable_python(output, fallback=repr)
             usage = event.token_usage
             if usage is not None:
                 total = (

@@ -4,7 +4,8 @@ Each chunk is one SSE `data:` line of JSON; the stream ends with `data: [DONE]`.
 (`start-step` ... `finish-step`), text and reasoning come as `*-start` / `*-delta` / `*-end` blocks, a tool
 call as `tool-input-start` / `tool-input-delta` while the model writes it, `tool-input-available` once its
 arguments validated, then `tool-output-available` or `tool-output-error`; a call that waits for a person
-gets a `tool-approval-request` whose `approvalId` the page answers in its next request.
+gets a `tool-approval-request` whose `approvalId` the page answers in its next request. A structured
+output (`output_type=`) arrives as a `data-output` part, replaced as it grows.
 
 Tool call ids shown to the page are namespaced per invocation (`call_<random>_<round>_<index>`): providers
 may reuse their own ids across responses, and a page must never merge two calls into one part.
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
+from pydantic_core import to_jsonable_python
 
 from .. import (
     ApprovalRequired,
@@ -24,6 +26,7 @@ from .. import (
     CompleteResponse,
     FinishReason,
     IntermediateResponse,
+    PartialOutput,
     PartialResponse,
     PartialThinking,
     PartialToolCall,
@@ -73,6 +76,12 @@ def _input(arguments: str) -> Any:
         return msgspec.json.decode(arguments or "{}")
     except (msgspec.DecodeError, RecursionError):
         return arguments
+
+
+def _output(value: Any) -> Chunk:
+    """A structured output (`output_type=`) as the page's `data-output` part: each partial replaces the one
+    before (same id), the final value last."""
+    return {"type": "data-output", "id": "output", "data": to_jsonable_python(value, fallback=repr)}
 
 
 class _Call:
@@ -243,7 +252,13 @@ class VercelChunks:
             self._available(self._call(event.round, event.index), request.name, request.arguments, out)
         elif kind is ToolExecuted:
             self._executed(event, out)
+        elif kind is PartialOutput:
+            self._enter(event.round, out)
+            out.append(_output(event.output))
         elif kind is CompleteResponse:
+            output = event.result.output
+            if output is not None and not isinstance(output, str):
+                out.append(_output(output))
             out += self.close()
             reason = _FINISH.get(event.result.finish_reason or FinishReason.OTHER, "other")
             out.append({"type": "finish", "finishReason": reason})
