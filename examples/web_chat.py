@@ -8,7 +8,7 @@ the Vercel AI SDK's own client:
 Some tool calls wait for the person's approval: the page shows Approve and Deny, and the answer resumes the
 paused run on the server (the browser holds only an unguessable approval id, never the run's state).
 
-    pip install "agentloop[web]"
+    # needs the `web` extra (FastAPI, uvicorn)
     python examples/web_chat.py            # offline: both protocols, the approval flow, over HTTP; exits
     python examples/web_chat.py --serve    # the page on http://127.0.0.1:8000 (build the bundle first:
                                            #   cd tests/node && npm ci && node build_example.mjs)

@@ -4,7 +4,7 @@ page's answer on another, exactly once, because the paused runs and the conversa
     python examples/web_workers.py          # starts redis-server, two uvicorn workers, then plays the page
     REDIS_URL=redis://127.0.0.1:6379/0 uvicorn web_workers:app --app-dir examples --workers 4   # deployed
 
-Needs `pip install 'agentloop[web,redis]'` and, without REDIS_URL, `redis-server` on PATH. The model
+Needs the `web` and `redis` extras and, without REDIS_URL, `redis-server` on PATH. The model
 is an offline stand-in (no key needed) that deletes the file a request names, after a person's yes.
 
 Two things are shared between the workers:

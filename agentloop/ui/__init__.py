@@ -6,7 +6,7 @@
   frameworks other than ASGI.
 
 The apps are plain ASGI: mount them in FastAPI or Starlette, or run them with uvicorn
-(`pip install "agentloop[web]"`). Nothing here is imported by `import agentloop`. See docs/web.md.
+(the `web` extra). Nothing here is imported by `import agentloop`. See docs/web.md.
 """
 
 from __future__ import annotations
