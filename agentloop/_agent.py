@@ -14,7 +14,7 @@ import anyio
 import msgspec
 import pydantic_core
 
-from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._context import ToolContext
 from ._errors import (
     ApprovalError,
     IllegalConfigurationError,
@@ -23,6 +23,14 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
+from ._features.approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._features.output import (
+    DEFAULT_OUTPUT_TOOL_NAME,
+    OutputMode,
+    OutputRun,
+    OutputValidator,
+    structured_output,
+)
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, exclusive_access
 from ._messages import (
@@ -33,13 +41,12 @@ from ._messages import (
     UserMessage,
 )
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
-from ._output import DEFAULT_OUTPUT_TOOL_NAME, OutputMode, OutputRun, OutputValidator, structured_output
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import run_sync
-from ._tool import ReturnBehavior, Tool, ToolContext
+from ._tool import ReturnBehavior, Tool
 from ._toolset import ToolProvider, resolve_tools
 from .models import ChatModel
 

@@ -13,8 +13,8 @@ import msgspec
 from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
 
 if TYPE_CHECKING:
-    from ._approval import PendingApproval, ToolApprovalRequest
     from ._execution import ToolExecution
+    from ._features.approval import PendingApproval, ToolApprovalRequest
     from ._result import Result
 
 __all__ = [

@@ -41,6 +41,7 @@ from ._execution import (
     rejected_call,
     should_return_immediately,
 )
+from ._features.output import NOT_FOUND, RetryOutput
 from ._memory import ChatMemory
 from ._messages import (
     ChatMessage,
@@ -54,7 +55,6 @@ from ._messages import (
     is_whole_object,
 )
 from ._observe import Observer, log_model_call, log_tool_call
-from ._output import NOT_FOUND, RetryOutput
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
@@ -62,10 +62,10 @@ from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolC
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 if TYPE_CHECKING:
-    from ._output import OutputRun
+    from ._features.output import OutputRun
 
 if TYPE_CHECKING:
-    from ._approval import ApprovalGate, PendingApproval
+    from ._features.approval import ApprovalGate, PendingApproval
 
 __all__ = ["Invocation", "Listener", "run_invocation"]
 

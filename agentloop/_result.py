@@ -11,8 +11,8 @@ from typing_extensions import TypeVar
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 
 if TYPE_CHECKING:
-    from ._approval import PendingApproval
     from ._execution import ToolExecution
+    from ._features.approval import PendingApproval
     from ._pricing import PriceSource
 
 __all__ = ["Result"]

@@ -66,7 +66,8 @@ def server() -> Iterator[FakeAnthropicServer]:
 
 
 def model_for(server: FakeAnthropicServer, **options: Any) -> AnthropicChatModel:
-    options.setdefault("max_retries", 0)
+    if "retry" not in options:
+        options.setdefault("max_retries", 0)
     return AnthropicChatModel("claude-test", base_url=server.base_url, api_key=KEY, **options)
 
 

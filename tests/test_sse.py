@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop import BadResponseError
-from agentloop.models._sse import ServerSentEvent, SSEDecoder, iter_sse
+from agentloop.models._http._sse import ServerSentEvent, SSEDecoder, iter_sse
 
 
 def parse(data: bytes, *, max_line_bytes: int = 1 << 24) -> list[ServerSentEvent]:

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-import agentloop._tool as tool_module
+import agentloop._threads as threads_module
 from agentloop import (
     Agent,
     AiMessage,
@@ -26,7 +26,8 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._tool import ABANDONED_THREADS_PER_TOOL, Tool, abandoned_threads, run_sync_in_worker
+from agentloop._threads import ABANDONED_THREADS_PER_TOOL, abandoned_threads, run_sync_in_worker
+from agentloop._tool import Tool
 from agentloop.testing import ScriptedChatModel
 
 # -- hung sync tools ----------------------------------------------------------------------------------------
@@ -101,7 +102,7 @@ async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_sti
     assert abandoned_threads() == ABANDONED_THREADS_PER_TOOL
     assert threading.active_count() - baseline <= ABANDONED_THREADS_PER_TOOL + 1
     # Another sync tool, and the shared limiter, are untouched by the hung one.
-    assert tool_module._tool_thread_limiter().borrowed_tokens == 0
+    assert threads_module._tool_thread_limiter().borrowed_tokens == 0
     [other] = await execute_tool_calls(_calls("healthy", 1), [hang, healthy])
     assert not other.has_failed and other.result == "fine"
     # A call waiting for room starts as soon as a thread ends.
@@ -124,7 +125,7 @@ async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_sti
 
 
 async def test_a_cancelled_sync_call_frees_its_slot_at_once(gate: Gate) -> None:
-    limiter = tool_module._tool_thread_limiter()
+    limiter = threads_module._tool_thread_limiter()
     with anyio.move_on_after(0.05) as scope:
         await run_sync_in_worker(gate)
     assert scope.cancelled_caught

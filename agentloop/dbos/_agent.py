@@ -23,10 +23,10 @@ from dbos._core import StepOptions
 
 from .. import _codec
 from .._agent import Agent
-from .._approval import Decision, Denied, PendingApproval
-from .._approval import _decisions as checked_decisions
 from .._errors import ApprovalError, IllegalConfigurationError
 from .._execution import ToolExecution, ToolRunner
+from .._features.approval import Decision, Denied, PendingApproval
+from .._features.approval._format import _decisions as checked_decisions
 from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
 from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._result import Result

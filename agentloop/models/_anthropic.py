@@ -6,7 +6,6 @@ Messages API payload, and the API's JSON answer or event stream back to agentloo
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
@@ -32,7 +31,8 @@ from agentloop._spec import ToolSpecification
 from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._http import RetryPolicy, Timeouts
+from ._http._provider import HTTPChatModel, retry_policy
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
@@ -42,7 +42,7 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 _PROVIDER = "anthropic"
 _PATH = "/v1/messages"
-_RETRY_STATUSES = RetryPolicy().retry_statuses | {529}  # 529: Anthropic's "overloaded"
+_OVERLOADED = (529,)  # Anthropic's "overloaded": retried like a 503
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type"})
 _RESERVED = frozenset({"messages", "system", "tools", "tool_choice", "stream"})
 _SIGNATURE_CACHE_SIZE = 1024
@@ -141,7 +141,7 @@ _json_decoder = msgspec.json.Decoder()
 # -- the model -----------------------------------------------------------------------------------------------
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(HTTPChatModel):
     """Claude models through Anthropic's Messages API.
 
     `api_key`: sent as `x-api-key`; when omitted and `base_url` is omitted too, `ANTHROPIC_API_KEY` is read (a
@@ -153,15 +153,17 @@ class AnthropicChatModel:
     None there removes a default). Tool `metadata` entries are sent only for the keys in
     `send_tool_metadata_keys` (e.g. `{"cache_control"}`), as fields of the tool's definition.
 
-    Retries connection failures and 408/409/429/5xx/529 answers (`max_retries` or `retry`, honouring
-    `Retry-After`) until the first event of a stream arrived, never after. `http_client`: an
-    `httpx2.AsyncClient` or `httpx.AsyncClient` to use (never closed by this model). Use `async with` or
-    `aclose()` to release the connection pool.
+    Retries connection failures and 408/409/429/5xx/529 answers (`max_retries` and `retry` as for every
+    HTTP provider: `max_retries` wins over the policy's count; `Retry-After` honoured) until the first event
+    of a stream arrived, never after. `http_client`: an `httpx2.AsyncClient` or `httpx.AsyncClient` to use
+    (never closed by this model). Use `async with` or `aclose()` to release the connection pool.
 
     A `ChatRequest.response_format` goes out as `output_config.format` (Anthropic's structured output), its
     schema rewritten by `strict_schema(..., provider="anthropic")`. For a model without structured output,
     pass `structured_output=False`: agents then ask for their output through a tool instead.
     """
+
+    _KEY_HINT = "pass api_key= or set ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -181,7 +183,7 @@ class AnthropicChatModel:
         anthropic_version: str = "2023-06-01",
         headers: Mapping[str, str] | None = None,
         timeout: Timeouts | float | None = None,
-        max_retries: int = 2,
+        max_retries: int | None = None,
         retry: RetryPolicy | None = None,
         http_client: Any = None,
         structured_output: bool = True,
@@ -234,53 +236,25 @@ class AnthropicChatModel:
         all_headers["anthropic-version"] = anthropic_version
         if api_key:
             all_headers["x-api-key"] = api_key
-        self._has_key = bool(api_key)
-        try:
-            self._http = ProviderClient(
-                provider=_PROVIDER,
-                base_url=base_url,
-                headers=all_headers,
-                timeouts=timeout,
-                retry=_retry_policy(retry, max_retries),
-                client=http_client,
-                secrets=(api_key,),
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"AnthropicChatModel: {exc}") from None
+        self._connect(
+            owner="AnthropicChatModel",
+            provider=_PROVIDER,
+            base_url=base_url,
+            headers=all_headers,
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries, _OVERLOADED),
+            http_client=http_client,
+            secrets=(api_key,),
+            has_key=bool(api_key),
+        )
         # Thinking blocks (with the signatures the API demands back) of the responses this model produced,
         # keyed by their tool-call ids: how a later request of the same tool loop can return them verbatim.
         self._thinking_blocks: OrderedDict[tuple[str, ...], tuple[dict[str, Any], ...]] = OrderedDict()
 
-    @property
-    def base_url(self) -> str:
-        """The API root (requests go to `{base_url}/v1/messages`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in errors, traces and prices ("anthropic")."""
-        return self._http.provider
-
     def __repr__(self) -> str:
         return f"AnthropicChatModel(model={self.model!r}, base_url={self._http.base_url!r})"
 
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> AnthropicChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     # -- calls -----------------------------------------------------------------------------------------------
-
-    def _refine(self, error: ModelError) -> ModelError:
-        if error.status_code == 401 and not self._has_key:
-            error.message += "; no API key was given (pass api_key= or set ANTHROPIC_API_KEY)"
-            error.args = (error.message,)
-        return error
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
@@ -657,15 +631,6 @@ def _merge_usage(message: _Message, update: _Usage) -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
-
-
-def _retry_policy(retry: RetryPolicy | None, max_retries: int) -> RetryPolicy:
-    """The policy to use: 529 (overloaded) joins the retried statuses unless the caller chose another set."""
-    if retry is None:
-        return RetryPolicy(max_retries=max_retries, retry_statuses=_RETRY_STATUSES)
-    if retry.retry_statuses == RetryPolicy().retry_statuses:
-        return dataclasses.replace(retry, retry_statuses=retry.retry_statuses | {529})
-    return retry
 
 
 def _text_block(text: str | None) -> list[dict[str, Any]]:

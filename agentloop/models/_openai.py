@@ -13,7 +13,6 @@ finishes with `FinishReason.TOOL_EXECUTION` (several servers say "stop").
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Union
@@ -39,7 +38,8 @@ from agentloop._messages import (
 from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._http import RetryPolicy, Timeouts
+from ._http._provider import HTTPChatModel, retry_policy
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
@@ -253,18 +253,10 @@ def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> Any:
     return choice.mode
 
 
-def _retry_policy(retry: RetryPolicy | None, max_retries: int | None) -> RetryPolicy:
-    if retry is None:
-        return RetryPolicy(max_retries=2 if max_retries is None else max_retries)
-    if max_retries is None:
-        return retry
-    return dataclasses.replace(retry, max_retries=max_retries)
-
-
 # -- the model ----------------------------------------------------------------------------------------------
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HTTPChatModel):
     """A chat model behind an OpenAI-compatible Chat Completions endpoint.
 
     `model`: the model name. `api_key`: sent as a bearer token; when omitted and `base_url` is omitted too,
@@ -284,6 +276,7 @@ class OpenAIChatModel:
     """
 
     supports_response_format = True
+    _KEY_HINT = "pass api_key= or set OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -352,43 +345,21 @@ class OpenAIChatModel:
         self.strict_tools = strict_tools
         self.include_usage = include_usage
         self.defaults: Mapping[str, Any] = defaults
-        self._has_key = bool(api_key)
-        try:
-            self._http = ProviderClient(
-                provider=provider,
-                base_url=base_url,
-                headers=all_headers,
-                query=query,
-                timeouts=timeout,
-                retry=_retry_policy(retry, max_retries),
-                client=http_client,
-                secrets=(api_key,),
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"OpenAIChatModel: {exc}") from None
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (`{base_url}/chat/completions`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in error messages ("openai" unless set)."""
-        return self._http.provider
+        self._connect(
+            owner="OpenAIChatModel",
+            provider=provider,
+            base_url=base_url,
+            headers=all_headers,
+            query=query,
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries),
+            http_client=http_client,
+            secrets=(api_key,),
+            has_key=bool(api_key),
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # -- requests -------------------------------------------------------------------------------------------
 
@@ -429,12 +400,6 @@ class OpenAIChatModel:
             if self.include_usage:
                 body["stream_options"] = {"include_usage": True}
         return body
-
-    def _refine(self, error: ModelError) -> ModelError:
-        if error.status_code == 401 and not self._has_key:
-            error.message += "; no API key was given (pass api_key= or set OPENAI_API_KEY)"
-            error.args = (error.message,)
-        return error
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
