@@ -32,12 +32,15 @@ class Chat extends AbstractChat {
 
 // Records each request's body and the chunks its answer carried (teeing the response stream).
 async function recordingFetch(input, init) {
-  const record = { body: JSON.parse(init.body), status: 0, chunks: [] };
+  const record = { body: JSON.parse(init.body), status: 0, chunks: [], done: false };
   requests.push(record);
   const response = await fetch(input, init);
   record.status = response.status;
   record.headers = Object.fromEntries(response.headers.entries());
-  if (!response.body) return response;
+  if (!response.body) {
+    record.done = true;
+    return response;
+  }
   const [mine, theirs] = response.body.tee();
   (async () => {
     const decoder = new TextDecoder();
@@ -60,6 +63,8 @@ async function recordingFetch(input, init) {
       }
     } catch (error) {
       record.aborted = String(error);
+    } finally {
+      record.done = true;
     }
   })();
   return new Response(theirs, { status: response.status, headers: response.headers });
@@ -71,21 +76,23 @@ chat = new Chat({
   onError: error => errors.push(String(error.message ?? error)),
 });
 
-async function settle() {
-  // The chat sends approval answers by itself (no await there): wait until it is idle again.
-  for (let i = 0; i < 500 && (chat.status === 'submitted' || chat.status === 'streaming'); i++) {
-    await new Promise(r => setTimeout(r, 10));
-  }
-  await new Promise(r => setTimeout(r, 50));
-  for (let i = 0; i < 500 && (chat.status === 'submitted' || chat.status === 'streaming'); i++) {
-    await new Promise(r => setTimeout(r, 10));
+// Waits until the chat made `expected` requests, each answer was read to its end, and the chat is idle
+// (the chat sends approval answers by itself, without anything to await).
+async function settle(expected) {
+  const deadline = Date.now() + 20000;
+  const idle = () => chat.status !== 'submitted' && chat.status !== 'streaming';
+  while (!(requests.length >= expected && requests.every(r => r.done) && idle())) {
+    if (Date.now() > deadline) throw new Error(`no idle chat after ${expected} requests (${requests.length} made)`);
+    await new Promise(r => setTimeout(r, 5));
   }
 }
 
 const replays = [];
+let expected = 0;
 for (const step of steps) {
   if (step.send !== undefined) {
     stopOn = step.stopAfter ?? null;
+    expected++;
     await chat.sendMessage({ text: step.send });
   } else if (step.answer !== undefined) {
     const last = chat.messages[chat.messages.length - 1];
@@ -93,6 +100,7 @@ for (const step of steps) {
     if (waiting.length !== step.answer.length) {
       throw new Error(`expected ${step.answer.length} waiting calls, found ${waiting.length}`);
     }
+    expected++; // the chat re-sends once every waiting call has its answer
     for (const [n, part] of waiting.entries()) {
       const answer = step.answer[n];
       await chat.addToolApprovalResponse({
@@ -102,6 +110,7 @@ for (const step of steps) {
       });
     }
   } else if (step.regenerate) {
+    expected++;
     await chat.regenerate();
   } else if (step.replay !== undefined) {
     const response = await fetch(url, {
@@ -111,7 +120,7 @@ for (const step of steps) {
     });
     replays.push({ status: response.status, body: await response.text() });
   }
-  await settle();
+  await settle(expected);
 }
 
 console.log(JSON.stringify({ messages: chat.messages, errors, status: chat.status, replays,
