@@ -459,6 +459,8 @@ async def test_an_agent_with_memory_needs_to_know_whose_conversation_it_is() -> 
     agent = Agent(ScriptedChatModel(["Hi Ada.", "Still you."]), memory=MessageWindowChatMemory.provider(10))
     with pytest.raises(IllegalConfigurationError, match="memory_id="):
         vercel_ai_app(agent)
+    with pytest.raises(IllegalConfigurationError, match="has no memory"):
+        ag_ui_app(Agent(ScriptedChatModel([])), memory_id=lambda request: "ada")
     app = vercel_ai_app(agent, memory_id=lambda request: request.headers["x-user"])
     await Exchange(chat("I am Ada")).run(app)
     await Exchange(chat("forged history", "Who am I?")).run(app)  # the page's history is not read

@@ -28,6 +28,11 @@ def check_options(agent: Agent[Any], memory_id: PerRequest | None, context: PerR
             "memory_id=lambda request: ... (e.g. the signed-in user's id from request.headers). A page's own "
             "chat id is not proof of who is asking."
         )
+    if agent.memory is None and memory_id is not None:
+        raise IllegalConfigurationError(
+            "memory_id= says whose memory a request continues, but this agent has no memory: the page's "
+            "messages are its history. Give the agent a memory, or leave memory_id out."
+        )
     for name, value in (("memory_id", memory_id), ("context", context)):
         if value is not None and not callable(value):
             raise IllegalConfigurationError(f"{name} must be a function (request: UIRequest) -> value")
