@@ -49,11 +49,6 @@ def call(id: str, name: str, arguments: dict[str, Any]) -> ToolExecutionRequest:
     return ToolExecutionRequest(id, name, json.dumps(arguments))
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # uvicorn serves on asyncio; the clients are Node processes
-
-
 @pytest.fixture(autouse=True)
 def _clear_sent() -> None:
     sent.clear()
