@@ -31,6 +31,7 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from ._threads import starved_call
 from ._tool import ReturnBehavior, Tool, check_timeout
 from ._toolset import Toolset, ToolsLike, resolve_tools
 
@@ -294,9 +295,13 @@ async def _run(
         if timeout is None:
             result = await tool.invoke(prepared, context)
         else:
+            starved_call()  # forget a reason left by an earlier call of this task that was cancelled
             with anyio.move_on_after(timeout) as scope:
                 result = await tool.invoke(prepared, context)
             if scope.cancelled_caught:
+                starved = starved_call()  # it never got a worker thread: say why, not just "timed out"
+                if starved is not None:
+                    raise ToolExecutionError(f"{starved}; it waited its whole timeout of {timeout:g} s")
                 raise TimeoutError(f"Tool {tool.name!r} timed out after {timeout:g} s")
         try:
             text = await tool.text_of(result)

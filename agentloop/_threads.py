@@ -8,6 +8,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -17,49 +18,42 @@ from anyio.lowlevel import RunVar
 # -- running sync code -------------------------------------------------------------------------------------
 
 TOOL_THREADS = 40
-"""Worker threads sync tools (and sync executors/providers) may occupy at once, per event loop, while their
-caller waits. A call that stops waiting (timeout, cancellation) gives its slot back at once."""
+"""Worker threads sync tools (and sync executors/providers) may run at once in the process, counting those
+still running after their caller stopped waiting (a timeout, a cancellation): an exact bound on the threads
+this layer keeps busy. A call that finds them all busy waits for one to end."""
 
 ABANDONED_THREADS_PER_TOOL = 4
 """Threads one tool (or provider) may leave running after their callers stopped waiting; at that many, new
 calls of that tool wait for one to end instead of starting yet another thread (other tools go on)."""
 
-ABANDONED_THREADS = 40
-"""Abandoned threads, all tools of the process together; at that many, every new sync call waits."""
-
 logger = logging.getLogger("agentloop")
-_thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_threads")
-_thread_runner: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_thread_runner")
-_abandoned_lock = threading.Lock()
+_threads_lock = threading.Lock()
+_busy = 0  # threads of this layer running (or about to run) sync code, abandoned ones included
 _abandoned: dict[int, int] = {}  # id(owner) -> threads still running whose caller stopped waiting
-
-
-def _tool_thread_limiter() -> anyio.CapacityLimiter:
-    try:
-        return _thread_limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(TOOL_THREADS)
-        _thread_limiter.set(limiter)
-        return limiter
-
-
-def _unbounded() -> anyio.CapacityLimiter:
-    """The limiter handed to anyio: never full, so the backends' different ways of holding it (trio keeps an
-    abandoned thread's token until the thread ends, asyncio frees it at once) change nothing."""
-    try:
-        return _thread_runner.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(math.inf)
-        _thread_runner.set(limiter)
-        return limiter
+_starved: ContextVar[str | None] = ContextVar("agentloop_worker_starved", default=None)
 
 
 def abandoned_threads(func: Callable[..., Any] | None = None) -> int:
     """Threads still running after their caller stopped waiting: of the code `func` runs, or of everyone."""
-    with _abandoned_lock:
+    with _threads_lock:
         if func is None:
             return sum(_abandoned.values())
         return _abandoned.get(_worker_key(func), 0)
+
+
+def busy_threads() -> int:
+    """Worker threads of this layer running sync code now (at most `TOOL_THREADS`), abandoned ones
+    included."""
+    with _threads_lock:
+        return _busy
+
+
+def starved_call() -> str | None:
+    """Why the current task's last `run_sync_in_worker` call was still waiting to start a thread when it was
+    cancelled (None if it was not): read by the tool executor to explain a timeout (the model sees it)."""
+    reason = _starved.get()
+    _starved.set(None)
+    return reason
 
 
 def _worker_key(func: Callable[..., Any]) -> int:
@@ -75,17 +69,16 @@ def _worker_key(func: Callable[..., Any]) -> int:
 async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "") -> Any:
     """`func(*args)` in a worker thread of the tool layer's bounded pool; an awaitable it returns is awaited.
 
-    The same on asyncio and trio: the call holds one of `TOOL_THREADS` slots while it waits. On cancellation
-    it stops waiting at once and frees its slot; the thread, which cannot be interrupted, runs to its end and
-    counts as abandoned for the code it runs until then. While that code has `ABANDONED_THREADS_PER_TOOL`
-    abandoned threads (or the process `ABANDONED_THREADS`), a new call starts no thread: it waits, holding
-    no slot, until one ends (or its own timeout or cancellation). `what` names the caller in the warning
-    logged then (e.g. "Tool 'search'").
+    The same on asyncio and trio: a call takes one of the process's `TOOL_THREADS` slots for as long as its
+    thread runs. On cancellation it stops waiting at once; the thread, which cannot be interrupted, runs to
+    its end (holding its slot) and counts as abandoned for the code it runs until then. While that code has
+    `ABANDONED_THREADS_PER_TOOL` abandoned threads, or every slot is busy, a new call starts no thread: it
+    waits until one ends, or its own timeout or cancellation comes first (then `starved_call()` says why).
+    `what` names the caller in the messages (e.g. "Tool 'search'").
     """
     key = _worker_key(func)
-    if _abandoned:  # someone's threads outlived their callers: no new thread while over a bound
-        await _wait_for_room(key, what or _qualname(func))
     call = _WorkerCall(key)
+    await _take_slot(call, what or _qualname(func))
 
     def work() -> tuple[Any] | None:
         if not call.begin():  # the caller stopped waiting before the thread got to it: nothing to run
@@ -95,12 +88,11 @@ async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "
         finally:
             call.end()
 
-    async with _tool_thread_limiter():
-        try:
-            boxed = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=_unbounded())
-        except BaseException:
-            call.leave()
-            raise
+    try:
+        boxed = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=_unbounded())
+    except BaseException:
+        call.leave()
+        raise
     assert boxed is not None  # `work` returns None only to a caller that already left
     result = boxed[0]
     if inspect.isawaitable(result):  # a sync callable that handed back a coroutine: awaited on both backends
@@ -108,70 +100,106 @@ async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "
     return result
 
 
-async def _wait_for_room(key: int, who: str) -> None:
-    """Returns once `key` has fewer than `ABANDONED_THREADS_PER_TOOL` abandoned threads and the process fewer
-    than `ABANDONED_THREADS`; until then the caller waits (no slot held, cancellable, its timeout running).
+_thread_runner: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_thread_runner")
 
-    Abandoned threads end in other threads and the waiter may be on any event loop, so their count is polled,
-    backing off from 1 ms to 50 ms: the wait only happens while a tool is hung or just cancelled.
+
+def _unbounded() -> anyio.CapacityLimiter:
+    """The limiter handed to anyio: never full (the slots above are the bound), so the backends' different
+    ways of holding it (trio keeps an abandoned thread's token until the thread ends, asyncio frees it at
+    once) change nothing."""
+    try:
+        return _thread_runner.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(math.inf)
+        _thread_runner.set(limiter)
+        return limiter
+
+
+async def _take_slot(call: _WorkerCall, who: str) -> None:
+    """Takes a slot for `call` once its code has fewer than `ABANDONED_THREADS_PER_TOOL` abandoned threads
+    and fewer than `TOOL_THREADS` threads are busy; until then the caller waits (cancellable, its timeout
+    running).
+
+    Slots are freed by threads ending, in other threads, and the waiter may be on any event loop, so the count
+    is polled, backing off from 1 ms to 20 ms: the wait only happens under load or while a tool is hung.
     """
+    global _busy
     delay = 0.001
-    warned = False
+    reason: str | None = None
     while True:
-        with _abandoned_lock:
-            mine, total = _abandoned.get(key, 0), sum(_abandoned.values())
-        if mine < ABANDONED_THREADS_PER_TOOL and total < ABANDONED_THREADS:
-            return
-        if not warned:
-            warned = True
-            scope = f"it has {mine}" if mine >= ABANDONED_THREADS_PER_TOOL else f"the process has {total}"
-            logger.warning(
-                "%s waits to start: %s calls still running in worker threads after they timed out or were "
-                "cancelled (a sync function cannot be interrupted); if it is hung, give its blocking calls a "
-                "timeout or make it async",
-                who,
-                scope,
+        with _threads_lock:
+            mine, abandoned = _abandoned.get(call.key, 0), sum(_abandoned.values())
+            if mine < ABANDONED_THREADS_PER_TOOL and _busy < TOOL_THREADS:
+                _busy += 1
+                call.holds_slot = True
+                break
+            busy = _busy
+        if reason is None and (mine >= ABANDONED_THREADS_PER_TOOL or abandoned):
+            if mine >= ABANDONED_THREADS_PER_TOOL:
+                held = f"{mine} earlier calls of it are"
+            else:
+                held = f"all {busy} worker threads are busy, {abandoned} of them with calls"
+            reason = (
+                f"{who} could not start: {held} still running after they timed out or were cancelled (a "
+                "sync function cannot be interrupted); if it is hung, give its blocking calls a timeout or "
+                "make it async"
             )
+            logger.warning("%s; it waits for one of them to end", reason)
+            _starved.set(reason)
         await anyio.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        delay = min(delay * 2, 0.02)
+    if reason is not None:
+        _starved.set(None)
 
 
 class _WorkerCall:
-    """Where one call of `run_sync_in_worker` stands; read and written under `_abandoned_lock`.
+    """Where one call of `run_sync_in_worker` stands; read and written under `_threads_lock`.
 
-    A call whose caller left before its thread started never runs (asyncio's worker skips it anyway; trio's
-    would run it), so the same calls run on both backends, and only started threads count as abandoned.
+    The slot is given back by whoever sees the call end: the thread when it finishes, or the caller when it
+    leaves before the thread started. A call whose caller left before its thread started never runs
+    (asyncio's worker skips it anyway; trio's would run it), so the same calls run on both backends, and
+    only started threads count as abandoned.
     """
 
-    __slots__ = ("finished", "key", "left", "started")
+    __slots__ = ("finished", "holds_slot", "key", "left", "started")
 
     def __init__(self, key: int) -> None:
         self.key = key
+        self.holds_slot = False
         self.started = False
         self.finished = False
         self.left = False
 
     def begin(self) -> bool:
         """In the thread, first: whether to run at all (the caller is still waiting)."""
-        with _abandoned_lock:
+        with _threads_lock:
             self.started = not self.left
             return self.started
 
     def end(self) -> None:
-        """In the thread, last: an abandoned call is counted out."""
-        with _abandoned_lock:
+        """In the thread, last: the slot is given back, and an abandoned call counted out."""
+        with _threads_lock:
             self.finished = True
+            self._free()
             if self.left:
                 _forget(self.key)
 
     def leave(self) -> None:
-        """In the event loop, when the caller stops waiting: a thread still running counts as abandoned."""
-        with _abandoned_lock:
+        """In the event loop, when the caller stops waiting: a thread still running counts as abandoned (and
+        keeps its slot until it ends); a thread that never started gives its slot back now."""
+        with _threads_lock:
             self.left = True
             if self.started and not self.finished:
                 _abandoned[self.key] = _abandoned.get(self.key, 0) + 1
-            else:
-                self.finished = True  # never started (and never will), or already done
+            elif not self.started:
+                self.finished = True  # never started, and never will
+                self._free()
+
+    def _free(self) -> None:
+        global _busy
+        if self.holds_slot:
+            self.holds_slot = False
+            _busy -= 1
 
 
 def _forget(key: int) -> None:
