@@ -4,6 +4,7 @@ with a JSON answer naming what is wrong). The real clients drive the apps in tes
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from agentloop import (
     Agent,
     AiMessage,
     IllegalConfigurationError,
+    ImageContent,
     MessageWindowChatMemory,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -37,6 +39,10 @@ from agentloop.ui._vercel_request import Answer, BadRequest, NewTurn, read_chat_
 from tests.ui_clients import EndlessModel
 
 ran: list[str] = []
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
 
 
 @tool("Adds two numbers")
@@ -192,13 +198,17 @@ def test_a_chat_request_becomes_history_without_system_messages_or_unfinished_ca
             ),
             ui("assistant", {"type": "reasoning", "text": "hm"}, text("3.")),
             ui(
-                "user", text("Thanks "), {"type": "file", "url": "x", "mediaType": "image/png"}, text("a lot")
+                "user",
+                text("Thanks "),
+                {"type": "file", "url": PNG_URL, "mediaType": "image/png"},
+                text("a lot"),
             ),
         ],
     }
     turn = read_chat_request(body)
     assert isinstance(turn, NewTurn) and turn.chat_id == "chat-1"
-    assert turn.question == UserMessage("Thanks a lot")
+    assert turn.question == UserMessage.of(["Thanks ", ImageContent(url=PNG_URL), "a lot"])
+    assert turn.question.has_media and turn.question.contents[1].data == PNG
     assert turn.history == [
         UserMessage("1 + 2?"),
         AiMessage("Adding.", [ToolExecutionRequest("t1", "add", '{"a":1,"b":2}')]),
@@ -238,7 +248,16 @@ def test_an_approval_answer_is_read_from_the_last_assistant_message() -> None:
         ({"messages": "hi"}, "non-empty list"),
         ({"messages": [{"role": "robot", "parts": []}]}, "messages[0].role"),
         ({"messages": [{"role": "user", "parts": "hi"}]}, "messages[0].parts"),
-        ({"messages": [ui("user", {"type": "file", "url": "x"})]}, "no text part"),
+        ({"messages": [ui("user", {"type": "reasoning", "text": "x"})]}, "no text or file part"),
+        ({"messages": [ui("user", {"type": "file", "url": "x"})]}, "needs `url` and `mediaType`"),
+        (
+            {"messages": [ui("user", {"type": "file", "url": "x", "mediaType": "text/plain"})]},
+            "cannot go to the model",
+        ),
+        (
+            {"messages": [ui("user", {"type": "file", "url": "ftp://x", "mediaType": "image/png"})]},
+            "url must be",
+        ),
         ({"messages": [ui("assistant", text("hi"))]}, "answers no approval"),
         (
             {
@@ -253,6 +272,19 @@ def test_an_approval_answer_is_read_from_the_last_assistant_message() -> None:
 def test_bad_chat_requests_say_what_is_wrong(body: Any, says: str) -> None:
     with pytest.raises(BadRequest, match=says.replace("[", r"\[").replace("]", r"\]")):
         read_chat_request(body)
+
+
+def test_ag_ui_user_content_parts_become_text_and_pictures() -> None:
+    data = base64.b64encode(PNG).decode()
+    parts = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "data", "value": data, "mimeType": "image/png"}},
+        {"type": "image", "source": {"type": "url", "value": "https://example.com/cat.png"}},
+    ]
+    [message] = ag_ui_messages([{"id": "u", "role": "user", "content": parts}])
+    assert isinstance(message, UserMessage) and message.text == "What is this?"
+    assert [type(c).__name__ for c in message.contents] == ["TextContent", "ImageContent", "ImageContent"]
+    assert message.contents[1].data == PNG and message.contents[2].url == "https://example.com/cat.png"
 
 
 def test_ag_ui_messages_keep_only_answered_tool_calls() -> None:
@@ -445,6 +477,19 @@ async def test_requests_the_apps_refuse() -> None:
     assert missing.status == 400 and "threadId" in missing.json()["message"]
     no_user = await Exchange({"threadId": "t", "runId": "r", "messages": []}).run(ag)
     assert no_user.status == 400 and "user" in no_user.json()["message"]
+    audio = {"type": "audio", "source": {"type": "data", "value": "AAAA", "mimeType": "audio/wav"}}
+    spreadsheet = {"type": "document", "source": {"type": "data", "value": "AAAA", "mimeType": "text/csv"}}
+    for part, says in (
+        (spreadsheet, "cannot go to the model"),
+        ({"type": "image", "source": {}}, "needs a source"),
+    ):
+        body = {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "1", "role": "user", "content": ["x", audio, part]}],
+        }
+        refused = await Exchange(body).run(ag)
+        assert refused.status == 400 and says in refused.json()["message"]
     bad_resume = {
         "threadId": "t",
         "runId": "r",

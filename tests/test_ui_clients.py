@@ -14,6 +14,7 @@ import pytest
 from agentloop import (
     Agent,
     AiMessage,
+    ImageContent,
     ModelError,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -123,6 +124,27 @@ def test_vercel_structured_output_is_one_data_part_that_grows() -> None:
     assert kinds(out["requests"][0]).count("data-output") >= 2  # partial values, then the whole one
     [data] = [p for p in out["messages"][-1]["parts"] if p["type"] == "data-output"]  # replaced in place
     assert data["data"] == {"name": "Paris", "population": 2100000}
+
+
+def test_vercel_a_picture_attached_in_the_chat_reaches_the_model() -> None:
+    import base64
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    picture = {
+        "type": "file",
+        "mediaType": "image/png",
+        "url": "data:image/png;base64," + base64.b64encode(png).decode(),
+    }
+    model = ScriptedChatModel(["A very small picture."])
+    with serving(vercel_ai_app(Agent(model))) as url:
+        out = run_node("vercel_chat.mjs", url, [{"send": "What is this?", "files": [picture]}])
+    assert out["errors"] == []
+    question = model.requests[0].messages[-1]
+    assert isinstance(question, UserMessage) and question.text == "What is this?"
+    [image] = [c for c in question.contents if isinstance(c, ImageContent)]
+    assert image.data == png and image.media_type == "image/png"
 
 
 def test_vercel_second_turn_sends_the_conversation_as_history() -> None:

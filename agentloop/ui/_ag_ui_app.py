@@ -24,7 +24,14 @@ from .. import (
 )
 from ._ag_ui import AG_UI_HEADERS, AgUiEvents, ag_ui_events
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
-from ._history import call_id, resume_with_history, stream_with_history, tool_result_text
+from ._history import (
+    call_id,
+    media,
+    resume_with_history,
+    stream_with_history,
+    tool_result_text,
+    user_message,
+)
 from ._runs import InMemoryPausedRuns, PausedRuns
 from ._vercel_app import _ANYONE, PerRequest, check_options, resolve_decisions, ui_request
 
@@ -47,6 +54,38 @@ def _content(value: Any) -> str:
     return ""
 
 
+def _user(message: dict[str, Any], where: str) -> UserMessage | None:
+    """A user message's text, image and document parts as one message; `HTTPError` 400 for an attachment
+    the model cannot take."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return user_message([content] if isinstance(content, str) else [])
+    found: list[Any] = []
+    for n, part in enumerate(content):
+        if not isinstance(part, dict):
+            continue
+        kind, source = part.get("type"), part.get("source")
+        if kind == "text" and isinstance(part.get("text"), str):
+            found.append(part["text"])
+        elif kind in ("image", "document"):
+            if not isinstance(source, dict) or not isinstance(source.get("value"), str):
+                raise _bad(f"{where}.content[{n}]: an {kind} part needs a source {{type, value, mimeType}}")
+            mime = source.get("mimeType") if isinstance(source.get("mimeType"), str) else None
+            if source.get("type") == "data":
+                url = f"data:{mime};base64,{source['value']}"
+            elif source.get("type") == "url":
+                url = source["value"]
+            else:
+                raise _bad(
+                    f"{where}.content[{n}]: give the {kind} as data or a URL (not a provider's file id)"
+                )
+            try:
+                found.append(media(url, mime, part=kind))
+            except ValueError as error:
+                raise _bad(f"{where}.content[{n}]: {error}") from None
+    return user_message(found)
+
+
 def to_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
     """AG-UI messages as agentloop messages (user text, assistant text and answered tool calls)."""
     results: dict[str, tuple[str, bool]] = {}
@@ -58,12 +97,12 @@ def to_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
             else:
                 results[message["toolCallId"]] = (_content(message.get("content")), False)
     out: list[ChatMessage] = []
-    for message in messages:
+    for n, message in enumerate(messages):
         role = message.get("role")
         if role == "user":
-            text = _content(message.get("content"))
-            if text:
-                out.append(UserMessage(text))
+            said = _user(message, f"messages[{n}]")
+            if said is not None:
+                out.append(said)
         elif role == "assistant":
             calls = []
             raw: dict[str, str] = {}  # provider-safe id -> the id the client used
@@ -87,9 +126,9 @@ def to_messages(messages: list[dict[str, Any]]) -> list[ChatMessage]:
                             arguments if isinstance(arguments, str) else tool_result_text(arguments),
                         )
                     )
-            said = _content(message.get("content"))
-            if said or calls:
-                out.append(AiMessage(said or None, calls))
+            answered = _content(message.get("content"))
+            if answered or calls:
+                out.append(AiMessage(answered or None, calls))
                 out += [ToolExecutionResultMessage(c.id, c.name, *results[raw[c.id or ""]]) for c in calls]
     return out
 
@@ -182,15 +221,13 @@ def ag_ui_app(
                 stream, thread_id=thread_id, run_id=run_id, runs=paused, on_error=on_error, _state=state
             )
         else:
-            if (
-                not messages
-                or messages[-1].get("role") != "user"
-                or not _content(messages[-1].get("content"))
-            ):
+            question = None
+            if messages and messages[-1].get("role") == "user":
+                question = _user(messages[-1], f"messages[{len(messages) - 1}]")
+            if question is None:
                 raise _bad(
                     "The last message must be the user's, with text (or answer interrupts in `resume`)"
                 )
-            question = UserMessage(_content(messages[-1]["content"]))
             key = memory_id(info) if memory_id is not None else None
             stream = stream_with_history(
                 agent, question, to_messages(messages[:-1]), memory_id=key, context=extra

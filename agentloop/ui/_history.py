@@ -17,6 +17,8 @@ from .. import (
     Agent,
     AiMessage,
     ChatMessage,
+    DocumentContent,
+    ImageContent,
     TokenStream,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -94,6 +96,31 @@ def call_id(value: str) -> str:
     if _SAFE_ID.fullmatch(value):
         return value
     return "call_" + hashlib.sha256(value.encode()).hexdigest()[:24]
+
+
+def media(
+    url: str, media_type: str | None, name: str | None = None, *, part: str | None = None
+) -> ImageContent | DocumentContent:
+    """A picture or a PDF a page attached (a `data:` URL or a web address the provider fetches), by its media
+    type or, without one, by the kind of `part` ("image", "document"); ValueError naming what is wrong for
+    anything else."""
+    kind = (media_type or "").lower()
+    if kind.startswith("image/") or (not kind and part == "image"):
+        return ImageContent(url=url, media_type=kind or None)
+    if kind == "application/pdf" or (not kind and part == "document"):
+        return DocumentContent(url=url, media_type=kind or None, name=name)
+    raise ValueError(
+        f"an attachment of type {media_type!r} cannot go to the model: attach pictures (PNG, JPEG, GIF, "
+        "WebP) or PDF documents"
+    )
+
+
+def user_message(parts: Sequence[str | ImageContent | DocumentContent]) -> UserMessage | None:
+    """The user's text and attachments, in order, as one message (None when there is nothing)."""
+    if not any(isinstance(p, (ImageContent, DocumentContent)) for p in parts):
+        text = "".join(p for p in parts if isinstance(p, str))
+        return UserMessage(text) if text else None
+    return UserMessage.of(list(parts))
 
 
 def tool_result_text(value: Any) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ChatMessage, ToolExecutionRequest, UserMessage
-from ._history import assistant_turn, call_id, tool_result_text
+from ._history import assistant_turn, call_id, media, tool_result_text, user_message
 
 __all__ = ["Answer", "BadRequest", "NewTurn", "read_chat_request"]
 
@@ -39,8 +39,21 @@ class Answer:
     message_id: str
 
 
-def _text(parts: list[Any]) -> str:
-    return "".join(p["text"] for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str))
+def _user(parts: list[Any], where: str) -> UserMessage | None:
+    """A user message's text and file parts (pictures, PDFs) as one message."""
+    found: list[Any] = []
+    for n, part in enumerate(parts):
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            found.append(part["text"])
+        elif part.get("type") == "file":
+            url, kind, name = part.get("url"), part.get("mediaType"), part.get("filename")
+            if not isinstance(url, str) or not isinstance(kind, str):
+                raise BadRequest(f"{where}.parts[{n}]: a file part needs `url` and `mediaType` (strings)")
+            try:
+                found.append(media(url, kind, name if isinstance(name, str) else None))
+            except ValueError as error:
+                raise BadRequest(f"{where}.parts[{n}]: {error}") from None
+    return user_message(found)
 
 
 def _is_tool(part: dict[str, Any]) -> bool:
@@ -94,12 +107,12 @@ def to_messages(messages: list[Any]) -> list[ChatMessage]:
     """UI messages as agentloop messages: user text, assistant text and finished tool calls; system messages
     are dropped (the server sets the instructions)."""
     out: list[ChatMessage] = []
-    for message in messages:
+    for n, message in enumerate(messages):
         role, parts = message["role"], message["parts"]
         if role == "user":
-            text = _text(parts)
-            if text:
-                out.append(UserMessage(text))
+            said = _user(parts, f"messages[{n}]")
+            if said is not None:
+                out.append(said)
         elif role == "assistant":
             out += _assistant(parts)
     return out
@@ -161,7 +174,7 @@ def read_chat_request(body: Any) -> NewTurn | Answer:
         return Answer(decisions, history, chat_id, str(last.get("id") or ""))
     if last["role"] != "user":
         raise BadRequest("The last message must be the user's (or the assistant's, answering approvals)")
-    question = _text(last["parts"])
-    if not question:
-        raise BadRequest("The last user message has no text part")
-    return NewTurn(UserMessage(question), to_messages(messages[:-1]), chat_id)
+    question = _user(last["parts"], f"messages[{len(messages) - 1}]")
+    if question is None:
+        raise BadRequest("The last user message has no text or file part")
+    return NewTurn(question, to_messages(messages[:-1]), chat_id)

@@ -3,7 +3,7 @@
 //
 //   node vercel_chat.mjs URL 'STEPS_JSON'
 //
-// Steps, in order: {"send": text}, {"send": text, "stopAfter": chunkType} (stop() once a chunk of that type
+// Steps, in order: {"send": text} (with "files": [FileUIPart...] to attach some), {"send": text, "stopAfter": chunkType} (stop() once a chunk of that type
 // arrived: the browser's stop button), {"answer": [true | false | reason, ...]} (addToolApprovalResponse for
 // each waiting call, in order; the chat re-sends by itself), {"replay": n} (POSTs the body of request n again,
 // raw), {"regenerate": true} (the SDK's regenerate(): the last answer again). Prints one JSON object: the messages, errors, and per request its status and chunks.
@@ -93,7 +93,7 @@ for (const step of steps) {
   if (step.send !== undefined) {
     stopOn = step.stopAfter ?? null;
     expected++;
-    await chat.sendMessage({ text: step.send });
+    await chat.sendMessage({ text: step.send, ...(step.files ? { files: step.files } : {}) });
   } else if (step.answer !== undefined) {
     const last = chat.messages[chat.messages.length - 1];
     const waiting = last.parts.filter(p => p.state === 'approval-requested');
