@@ -481,12 +481,13 @@ async def test_requests_the_apps_refuse() -> None:
     spreadsheet = {"type": "document", "source": {"type": "data", "value": "AAAA", "mimeType": "text/csv"}}
     for part, says in (
         (spreadsheet, "cannot go to the model"),
+        (audio, "audio cannot go to the model"),
         ({"type": "image", "source": {}}, "needs a source"),
     ):
         body = {
             "threadId": "t",
             "runId": "r",
-            "messages": [{"id": "1", "role": "user", "content": ["x", audio, part]}],
+            "messages": [{"id": "1", "role": "user", "content": [{"type": "text", "text": "x"}, part]}],
         }
         refused = await Exchange(body).run(ag)
         assert refused.status == 400 and says in refused.json()["message"]

@@ -67,6 +67,10 @@ def _user(message: dict[str, Any], where: str) -> UserMessage | None:
         kind, source = part.get("type"), part.get("source")
         if kind == "text" and isinstance(part.get("text"), str):
             found.append(part["text"])
+        elif kind in ("audio", "video"):
+            raise _bad(
+                f"{where}.content[{n}]: {kind} cannot go to the model: attach pictures or PDF documents"
+            )
         elif kind in ("image", "document"):
             if not isinstance(source, dict) or not isinstance(source.get("value"), str):
                 raise _bad(f"{where}.content[{n}]: an {kind} part needs a source {{type, value, mimeType}}")
