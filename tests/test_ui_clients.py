@@ -370,6 +370,18 @@ def test_ag_ui_approval_interrupt_and_resume() -> None:
     assert len(calls) == 1 and results == calls
 
 
+def test_ag_ui_denial_reaches_the_model() -> None:
+    agent, model = approval_agent()
+    with serving(ag_ui_app(agent)) as url:
+        out = run_node("ag_ui_run.mjs", url, [{"user": "Email Ada"}, {"resume": ["Not today"]}])
+    paused, resumed = out["runs"]
+    assert paused["events"][-1]["outcome"]["type"] == "interrupt"
+    assert resumed["error"] is None and sent == []
+    [result] = [e for e in resumed["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["content"] == "Not today" and resumed["result"] == "Done: Not today"
+    assert model.requests[1].messages[-1].is_error
+
+
 def test_ag_ui_model_error_is_run_error() -> None:
     model = ScriptedChatModel([ModelError("the provider said no")])
     with serving(ag_ui_app(Agent(model))) as url:
