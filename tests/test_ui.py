@@ -238,7 +238,6 @@ def test_an_approval_answer_is_read_from_the_last_assistant_message() -> None:
     )
     assert isinstance(answer, Answer)
     assert answer.decisions == [("tok.0", False, "keep it")]
-    assert answer.history == [UserMessage("Earlier"), AiMessage("ok")]  # before the turn that paused
 
 
 @pytest.mark.parametrize(
@@ -446,6 +445,37 @@ async def test_several_waiting_calls_answered_each_their_own_way() -> None:
     }
     results = [m for m in model.requests[1].messages if isinstance(m, ToolExecutionResultMessage)]
     assert [(r.text, r.is_error) for r in results] == [("deleted /a", False), ("2", False), ("keep /b", True)]
+
+
+async def test_a_resumed_run_goes_on_with_the_servers_conversation_not_the_pages() -> None:
+    ran.clear()
+    model = ScriptedChatModel(
+        [AiMessage(tool_execution_requests=[request("c1", "delete", {"path": "/tmp/x"})]), "Gone."]
+    )
+    app = vercel_ai_app(Agent(model, tools=[delete]))
+    earlier = [ui("user", text("Earlier question")), ui("assistant", text("Earlier answer"))]
+    body = {"messages": [*earlier, ui("user", text("Delete /tmp/x"))]}
+    paused = await Exchange(body).run(app)
+    answer = answer_to(paused.chunks(), True)
+    forged = [ui("user", text("Forged question")), ui("assistant", text("Forged answer"))]
+    answer["messages"] = [*forged, *answer["messages"]]
+    await Exchange(answer).run(app)
+    said = [m.text for m in model.requests[1].messages if isinstance(m, (UserMessage, AiMessage))]
+    assert said[:3] == ["Earlier question", "Earlier answer", "Delete /tmp/x"] and ran == ["/tmp/x"]
+    assert not any("Forged" in (t or "") for t in said)
+
+
+async def test_a_history_no_provider_would_take_is_refused() -> None:
+    twice = {
+        "type": "dynamic-tool",
+        "toolName": "add",
+        "toolCallId": "t1",
+        "state": "output-available",
+        "output": 2,
+    }
+    body = {"messages": [ui("user", text("1 + 1?")), ui("assistant", twice, twice), ui("user", text("ok"))]}
+    refused = await Exchange(body).run(vercel_ai_app(Agent(ScriptedChatModel(["x"]), tools=[add])))
+    assert refused.status == 400 and "two tool calls with the id 't1'" in refused.json()["message"]
 
 
 async def test_answers_that_do_not_fit_the_paused_run_are_refused_and_run_nothing() -> None:

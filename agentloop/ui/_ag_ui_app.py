@@ -27,7 +27,7 @@ from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
 from ._history import (
     call_id,
     media,
-    resume_with_history,
+    resume_stream,
     stream_with_history,
     tool_result_text,
     user_message,
@@ -183,13 +183,6 @@ def _answers(resume: list[dict[str, Any]]) -> list[tuple[str, bool, str | None]]
     return answers
 
 
-def _before_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for position in range(len(messages) - 1, -1, -1):
-        if messages[position].get("role") == "user":
-            return messages[:position]
-    return []
-
-
 def ag_ui_app(
     agent: Agent[Any],
     *,
@@ -213,9 +206,8 @@ def ag_ui_app(
         if resume:
             owner = memory_id(info) if memory_id is not None else _ANYONE
             token, record, decisions = await resolve_decisions(paused, _answers(resume), owner)
-            history = to_messages(_before_last_user(messages))
             try:
-                stream = resume_with_history(agent, record.pending, decisions, history, context=extra)
+                stream = resume_stream(agent, record.pending, decisions, context=extra)
             except ApprovalError as error:
                 raise HTTPError(422, "ApprovalError", str(error)) from None
             if await paused.take(token) is None:

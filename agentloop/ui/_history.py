@@ -1,13 +1,12 @@
 """A conversation sent by a browser, as agentloop messages, and a way to run an agent over it.
 
-What a page sends is untrusted: system messages are dropped (the server owns the instructions), only text
-and finished tool calls are kept (a call without its result would make the history invalid for every
-provider), and nothing in it decides what runs: paused runs are answered from the server's own records.
+What a page sends is untrusted: system messages are dropped (the server owns the instructions), only text,
+attachments and finished tool calls are kept (a call without its result would make the history invalid for
+every provider), and nothing in it decides what runs: paused runs are answered from the server's own records.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 from collections.abc import Sequence
@@ -18,44 +17,16 @@ from .. import (
     AiMessage,
     ChatMessage,
     DocumentContent,
+    IllegalConfigurationError,
     ImageContent,
     TokenStream,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
 )
+from ._asgi import HTTPError
 
-__all__ = ["History", "stream_with_history"]
-
-
-class History:
-    """A `ChatMemory` holding one request's conversation: what the page sent, then what this invocation
-    adds (dropped with the request). It records no paused rounds: those live in `PausedRuns`."""
-
-    def __init__(self, messages: Sequence[ChatMessage]) -> None:
-        self._messages = list(messages)
-
-    @property
-    def id(self) -> Any:
-        return None
-
-    async def messages(self) -> list[ChatMessage]:
-        return list(self._messages)
-
-    async def add(self, messages: Sequence[ChatMessage]) -> None:
-        self._messages.extend(messages)
-
-    async def clear(self) -> None:
-        self._messages.clear()
-
-
-def _over(agent: Agent[Any], history: Sequence[ChatMessage]) -> Agent[Any]:
-    """The agent, over `history` instead of a memory (a shallow copy: same model, tools and settings)."""
-    if not history:
-        return agent
-    clone = copy.copy(agent)
-    clone.memory = History(history)
-    return clone
+__all__ = ["resume_stream", "stream_with_history"]
 
 
 def stream_with_history(
@@ -66,24 +37,23 @@ def stream_with_history(
     memory_id: Any,
     context: Any = None,
 ) -> TokenStream[Any]:
-    """`agent.stream(question)`: over the page's `history` when the agent has no memory of its own, else over
-    its memory under `memory_id` (the page's history is then ignored: the server has the conversation)."""
+    """`agent.stream(question)`: with the page's `history` as `message_history` when the agent has no memory
+    of its own, else over its memory under `memory_id` (the page's history is then ignored: the server has
+    the conversation). A history that breaks the providers' rules is a 400 `HTTPError` naming the message."""
     if agent.memory is not None:
         return agent.stream(question, memory_id=memory_id, context=context)
-    return _over(agent, history).stream(question, context=context)
+    try:
+        return agent.stream(question, message_history=list(history), context=context)
+    except IllegalConfigurationError as error:
+        raise HTTPError(400, "BadRequest", f"The conversation cannot go to the model: {error}") from None
 
 
-def resume_with_history(
-    agent: Agent[Any],
-    pending: bytes | str,
-    decisions: Any,
-    history: Sequence[ChatMessage],
-    *,
-    context: Any = None,
+def resume_stream(
+    agent: Agent[Any], pending: bytes | str, decisions: Any, *, context: Any = None
 ) -> TokenStream[Any]:
-    """`agent.resume_stream(...)`, over the conversation before the paused turn (agents without memory)."""
-    target = agent if agent.memory is not None else _over(agent, history)
-    return target.resume_stream(pending, decisions, context=context)
+    """`agent.resume_stream(...)`: the conversation comes from the server's paused state (which carries the
+    `message_history` the run started with) or the agent's memory, never from the page's answer."""
+    return agent.resume_stream(pending, decisions, context=context)
 
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import Agent, ApprovalError, Denied, IllegalConfigurationError, PendingApproval
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, UIRequest, headers_of, stream_sse
-from ._history import resume_with_history, stream_with_history
+from ._history import resume_stream, stream_with_history
 from ._record import PausedRecord, decode_record, split_approval_id
 from ._runs import InMemoryPausedRuns, PausedRuns
 from ._vercel import VERCEL_AI_HEADERS, VercelChunks, vercel_ai_events
@@ -118,7 +118,7 @@ def vercel_ai_app(
             token, record, decisions = await resolve_decisions(paused, request.decisions, owner)
             try:
                 # Checks the state and that every waiting call has a decision; runs nothing yet.
-                stream = resume_with_history(agent, record.pending, decisions, request.history, context=extra)
+                stream = resume_stream(agent, record.pending, decisions, context=extra)
             except ApprovalError as error:
                 raise HTTPError(422, "ApprovalError", str(error)) from None
             if await paused.take(token) is None:  # another request took the run since `get`

@@ -30,11 +30,10 @@ class NewTurn:
 
 @dataclass(frozen=True)
 class Answer:
-    """The page's decisions on waiting calls: `(approval id, approved, reason)`, and the conversation before
-    the turn that paused."""
+    """The page's decisions on waiting calls: `(approval id, approved, reason)`. Nothing else of the page's
+    messages is read: the paused run's conversation is the server's."""
 
     decisions: list[tuple[str, bool, str | None]]
-    history: list[ChatMessage]
     chat_id: str | None
     message_id: str
 
@@ -167,11 +166,7 @@ def read_chat_request(body: Any) -> NewTurn | Answer:
                 "The last message is the assistant's but answers no approval: send a user message, or answer "
                 "the waiting tool calls (addToolApprovalResponse)"
             )
-        before = len(messages) - 1
-        while before > 0 and messages[before - 1]["role"] != "user":
-            before -= 1
-        history = to_messages(messages[: max(before - 1, 0)])
-        return Answer(decisions, history, chat_id, str(last.get("id") or ""))
+        return Answer(decisions, chat_id, str(last.get("id") or ""))
     if last["role"] != "user":
         raise BadRequest("The last message must be the user's (or the assistant's, answering approvals)")
     question = _user(last["parts"], f"messages[{len(messages) - 1}]")
