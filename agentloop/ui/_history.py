@@ -1,4 +1,4 @@
-"""A conversation sent by a browser, as agentloop messages, and a way to run an agent over it.
+"""A conversation sent by a browser, as agentloop messages, and how the apps start or resume an agent with it.
 
 What a page sends is untrusted: system messages are dropped (the server owns the instructions), only text,
 attachments and finished tool calls are kept (a call without its result would make the history invalid for
