@@ -44,8 +44,6 @@ from agentloop.mcp import MCPToolset
 REDIRECT_URI = "http://localhost:3000/callback"
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
-logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
-
 
 class MemoryTokens:
     """The SDK's `TokenStorage`, in memory: tokens and the registered client, for one run."""
@@ -203,6 +201,7 @@ async def run(scenario: str, server_url: str) -> None:
 def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit(f"usage: {sys.argv[0]} SERVER_URL (scenario in MCP_CONFORMANCE_SCENARIO)")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "initialize")
     backend = os.environ.get("AGENTLOOP_ANYIO_BACKEND", "asyncio")
     anyio.run(run, scenario, sys.argv[-1], backend=backend)

@@ -354,7 +354,7 @@ class MCPToolset:
             await attempt.done.wait()
             if attempt.connection is None or attempt.connection.lost:
                 if attempt.http is not None and attempt.http.unauthorized is not None:
-                    raise self._unauthorized(attempt.http.unauthorized) from attempt.error
+                    raise self._unauthorized(attempt.http.unauthorized, attempt.error) from attempt.error
                 raise MCPServerError(
                     f"Could not connect to the MCP server {self.server_name}: {_describe(attempt.error)}",
                     server=self.server_name,
@@ -422,7 +422,7 @@ class MCPToolset:
                 logger.info("MCP server %s: connection lost during %s; reconnecting", self.server_name, what)
         raise AssertionError("unreachable")
 
-    def _unauthorized(self, challenge: str) -> MCPServerError:
+    def _unauthorized(self, challenge: str, error: BaseException | None = None) -> MCPServerError:
         scheme = challenge.split(" ", 1)[0] if challenge else ""
         asked = f" (it asks for {scheme} authentication)" if scheme else ""
         given = (
@@ -432,6 +432,9 @@ class MCPToolset:
             "httpx2.BasicAuth, an Auth subclass that sets a bearer token, or the mcp SDK's "
             "OAuthClientProvider for OAuth"
         )
+        if self.auth is not None and error is not None and _auth_failure(error) is not None:
+            # The auth flow itself failed (an OAuth provider's discovery, registration or login).
+            given = f"authorizing with auth= failed: {_describe(_auth_failure(error))}"
         return MCPServerError(
             f"The MCP server {self.server_name} requires authorization: it answered HTTP 401 "
             f"Unauthorized{asked}; {given}",
@@ -662,6 +665,17 @@ def _failure(exc: BaseException) -> BaseException:
     if isinstance(exc, cancelled):
         raise exc
     return exc
+
+
+def _auth_failure(error: BaseException) -> BaseException | None:
+    """The error an `auth` flow raised under a connection attempt (not the SDK's own MCPError), if any."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _auth_failure(inner)
+            if found is not None:
+                return found
+        return None
+    return None if isinstance(error, (MCPError, httpx2.HTTPStatusError)) else error
 
 
 def _describe(error: BaseException | None) -> str:
