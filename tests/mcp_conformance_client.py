@@ -31,6 +31,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.client.context import ClientRequestContext
 from mcp.shared.auth import (
     AuthorizationCodeResult,
@@ -168,12 +169,55 @@ def client_credentials_jwt(server_url: str) -> OAuthClientProvider:
     )
 
 
+async def cross_app_access(server_url: str) -> httpx2.Auth:
+    """Enterprise-managed authorization (SEP-990): the IdP's ID token is exchanged at the IdP for an
+    ID-JAG (RFC 8693 token exchange), which the SDK's provider presents to the MCP server's authorization
+    server (RFC 7523 JWT-bearer grant)."""
+    given = context()
+
+    async def id_jag(audience: str, resource: str) -> str:
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(
+                given["idp_token_endpoint"],
+                data={
+                    "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                    "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+                    "subject_token": given["idp_id_token"],
+                    "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+                    "audience": audience,
+                    "resource": resource,
+                    "client_id": given.get("idp_client_id", ""),
+                },
+            )
+        response.raise_for_status()
+        token = response.json()["access_token"]
+        assert isinstance(token, str)
+        return token
+
+    # The provider takes the authorization server's issuer as configuration: the server's protected
+    # resource metadata (RFC 9728) names it.
+    origin = "/".join(server_url.split("/")[:3])
+    path = server_url[len(origin) :]
+    async with httpx2.AsyncClient() as http:
+        metadata = (await http.get(f"{origin}/.well-known/oauth-protected-resource{path}")).json()
+    issuer = metadata["authorization_servers"][0]
+    return IdentityAssertionOAuthProvider(
+        server_url=server_url,
+        storage=MemoryTokens(),
+        client_id=given["client_id"],
+        client_secret=given["client_secret"],
+        issuer=issuer,
+        assertion_provider=id_jag,
+        token_endpoint_auth_method="client_secret_basic",
+    )
+
+
 TOOL_OF = {
     "tools_call": ("add_numbers", {"a": 5, "b": 3}),
     "sse-retry": ("test_reconnection", {}),
     "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
 }
-AUTH_OF = {
+AUTH_OF: dict[str, Any] = {
     "auth/client-credentials-basic": client_credentials_basic,
     "auth/client-credentials-jwt": client_credentials_jwt,
 }
@@ -181,7 +225,9 @@ AUTH_OF = {
 
 async def run(scenario: str, server_url: str) -> None:
     auth: httpx2.Auth | None = None
-    if scenario.startswith("auth/"):
+    if scenario == "auth/cross-app-access-complete-flow":
+        auth = await cross_app_access(server_url)
+    elif scenario.startswith("auth/"):
         auth = AUTH_OF.get(scenario, authorization_code)(server_url)
     elif scenario not in TOOL_OF and scenario != "initialize":
         raise SystemExit(f"unknown scenario {scenario!r}")
