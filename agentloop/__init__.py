@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._content import Content, DocumentContent, ImageContent, TextContent
 from ._errors import (
     AgentLoopError,
     ApprovalError,
@@ -58,6 +59,7 @@ from ._messages import (
     ToolChoice,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserInput,
     UserMessage,
 )
 from ._spec import ToolSpecification
@@ -163,11 +165,14 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Content",
     "Defer",
     "Denied",
+    "DocumentContent",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
+    "ImageContent",
     "InMemoryChatMemoryStore",
     "IntermediateResponse",
     "InvocationTimeoutError",
@@ -196,6 +201,7 @@ __all__ = [
     "StoredMemory",
     "StreamEvent",
     "SystemMessage",
+    "TextContent",
     "TokenStream",
     "TokenUsage",
     "ToolApprovalRequest",
@@ -217,6 +223,7 @@ __all__ = [
     "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
+    "UserInput",
     "UserMessage",
     "VersionedChatMemoryStore",
     "execute_tool_calls",

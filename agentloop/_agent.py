@@ -38,6 +38,7 @@ from ._messages import (
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserInput,
     UserMessage,
 )
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
@@ -187,7 +188,7 @@ class Agent(Generic[OutputT]):
     @overload
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -199,7 +200,7 @@ class Agent(Generic[OutputT]):
     @overload
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -210,7 +211,7 @@ class Agent(Generic[OutputT]):
 
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -229,7 +230,7 @@ class Agent(Generic[OutputT]):
     @overload
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -241,7 +242,7 @@ class Agent(Generic[OutputT]):
     @overload
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -252,7 +253,7 @@ class Agent(Generic[OutputT]):
 
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -276,7 +277,7 @@ class Agent(Generic[OutputT]):
 
     async def ask(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -312,7 +313,7 @@ class Agent(Generic[OutputT]):
             return ""
         return result.content
 
-    def chat_sync(self, message: str | UserMessage, **options: Any) -> Result[str]:
+    def chat_sync(self, message: UserInput, **options: Any) -> Result[str]:
         """`chat()` for scripts and notebooks: blocks until the `Result` is there (same options as `chat()`).
 
         Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
@@ -320,7 +321,7 @@ class Agent(Generic[OutputT]):
         """
         return run_sync(self.chat, message, **options)
 
-    def ask_sync(self, message: str | UserMessage, **options: Any) -> str:
+    def ask_sync(self, message: UserInput, **options: Any) -> str:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
         return run_sync(self.ask, message, **options)
 
@@ -378,7 +379,7 @@ class Agent(Generic[OutputT]):
 
     async def _invoke(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         memory_id: Any,
         context: Mapping[str, Any] | None,
         tools: Any,
@@ -387,7 +388,7 @@ class Agent(Generic[OutputT]):
         output_type: Any = None,
         resume: Resume | None = None,
     ) -> Result[Any]:
-        user_message = message if isinstance(message, UserMessage) else UserMessage(message)
+        user_message = UserMessage.of(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         resolved = self.output_type if output_type is None else output_type

@@ -23,6 +23,7 @@ import anyio.lowlevel
 import msgspec
 
 from ._context import _NO_CONTEXT, ToolContext
+from ._convert import result_media
 from ._errors import (
     HallucinatedToolError,
     IllegalConfigurationError,
@@ -110,8 +111,11 @@ class ToolExecution(msgspec.Struct, frozen=True):
         return self.error is not None
 
     def result_message(self) -> ToolExecutionResultMessage:
-        """The message that carries this result to the model."""
-        return ToolExecutionResultMessage(self.request.id, self.request.name, self.result, self.is_error)
+        """The message that carries this result to the model (with the pictures the tool returned)."""
+        media = () if self.is_error else result_media(self.result_object)
+        return ToolExecutionResultMessage(
+            self.request.id, self.request.name, self.result, self.is_error, media
+        )
 
     def __repr__(self) -> str:
         result = (

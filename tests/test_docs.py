@@ -23,7 +23,17 @@ PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 EXPECTED = {
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "local-model.md": ["Paris"],
-    "models.md": ["echo: Hi", "one two ", "Hello!", "retry after 1.0 s", "Bonjour!"],
+    "models.md": [
+        "echo: Hi",
+        "one two ",
+        "Hello!",
+        "retry after 1.0 s",
+        "Sunny in Paris.",
+        "['message', 'reasoning', 'function_call', 'function_call_output']",
+        "A cat.",
+        "['text', 'image_url']",
+        "Bonjour!",
+    ],
     "runtime.md": ["tokens: 2 + 3 = 5.", "tool add -> 5.0", "customer 42: Ada, tier gold"],
     "tools.md": ["add", "get_weather"],
 }

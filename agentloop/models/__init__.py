@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
+    from ._responses import OpenAIResponsesModel
     from ._strict import strict_schema
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "LocalModelWeightsError",
     "ModelEvent",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ResponseComplete",
     "TextDelta",
     "ThinkingDelta",
@@ -46,6 +48,7 @@ __all__ = [
 
 _LAZY = {
     "OpenAIChatModel": "._openai",
+    "OpenAIResponsesModel": "._responses",
     "AnthropicChatModel": "._anthropic",
     "FallbackChatModel": "._fallback",
     "LocalChatModel": "._local",

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from agentloop._content import Content, ImageContent, TextContent
 from agentloop._errors import AgentLoopError, BadRequestError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
@@ -33,10 +34,15 @@ from agentloop._text import valid_text
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
+from ._media import web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
+
+STATE_KEY = "anthropic"
+"""The key of this provider's state in `AiMessage.provider_state`: the signed thinking blocks of an answer
+with tool calls, which the API demands back verbatim when the tool loop continues with thinking enabled."""
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
@@ -248,7 +254,7 @@ class AnthropicChatModel(HTTPChatModel):
             has_key=bool(api_key),
         )
         # Thinking blocks (with the signatures the API demands back) of the responses this model produced,
-        # keyed by their tool-call ids: how a later request of the same tool loop can return them verbatim.
+        # keyed by their tool-call ids: for messages without provider_state (stored by older releases).
         self._thinking_blocks: OrderedDict[tuple[str, ...], tuple[dict[str, Any], ...]] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -393,6 +399,9 @@ class AnthropicChatModel(HTTPChatModel):
 
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
+                if message.has_media:
+                    add("user", [_block(part) for part in message.contents if _block_wanted(part)])
+                    continue
                 if not message.text.strip():
                     raise BadRequestError(
                         f"anthropic: message {n} is a user message with no text (empty or only whitespace); "
@@ -415,7 +424,12 @@ class AnthropicChatModel(HTTPChatModel):
                     unnamed.remove(match)
                     tool_use_id = match[1]
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id}
-                if message.text:
+                if message.has_media:  # tool results take image and document blocks beside the text
+                    block["content"] = [
+                        *_text_block(message.text),
+                        *(_block(part) for part in message.contents if not isinstance(part, TextContent)),
+                    ]
+                elif message.text:
                     block["content"] = message.text
                 if message.is_error:
                     block["is_error"] = True
@@ -424,9 +438,14 @@ class AnthropicChatModel(HTTPChatModel):
                 blocks: list[dict[str, Any]] = []
                 calls = message.tool_execution_requests
                 if calls:
-                    known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
-                    if known is not None:
-                        blocks.extend(known)
+                    state = message.provider_state.get(STATE_KEY)
+                    kept = state.get("thinking") if isinstance(state, Mapping) else None
+                    if isinstance(kept, list) and kept:
+                        blocks.extend(kept)
+                    else:
+                        known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
+                        if known is not None:
+                            blocks.extend(known)
                 blocks.extend(_text_block(message.text))
                 unnamed = []
                 for call in calls:
@@ -471,12 +490,15 @@ class AnthropicChatModel(HTTPChatModel):
                     )
             elif kind == "redacted_thinking" and block.data:
                 thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
+        state: dict[str, Any] = {}
         if calls and thinking_blocks:
             self._remember_thinking(tuple(c.id or "" for c in calls), tuple(thinking_blocks))
+            state = {STATE_KEY: {"thinking": thinking_blocks}}  # what memory stores keep and send back
         ai_message = AiMessage(
             text="".join(texts) if texts else None,
             tool_execution_requests=tuple(calls),
             thinking="".join(thoughts) if thoughts else None,
+            provider_state=state,
         )
         return ChatResponse(
             ai_message,
@@ -631,6 +653,21 @@ def _merge_usage(message: _Message, update: _Usage) -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
+
+
+def _block_wanted(part: Content) -> bool:
+    """Empty text parts are left out: the Messages API rejects empty text blocks."""
+    return not isinstance(part, TextContent) or bool(part.text.strip())
+
+
+def _block(part: Content) -> dict[str, Any]:
+    """One content part as a Messages API block: `text`, `image` or `document` (base64 or URL source)."""
+    if isinstance(part, TextContent):
+        return {"type": "text", "text": part.text}
+    kind = "image" if isinstance(part, ImageContent) else "document"
+    if part.data is None:
+        return {"type": kind, "source": {"type": "url", "url": web_url(part, "Anthropic")}}
+    return {"type": kind, "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
 
 
 def _text_block(text: str | None) -> list[dict[str, Any]]:

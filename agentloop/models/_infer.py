@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 
 from agentloop._errors import IllegalConfigurationError
 
 from ._base import ChatModel
+from ._compatible import COMPATIBLE, Compatible
 
 __all__ = ["infer_model"]
-
-OLLAMA_BASE_URL = "http://localhost:11434/v1"
 
 
 def _require(variable: str, prefix: str) -> str:
@@ -35,6 +35,26 @@ def _openai(name: str) -> ChatModel:
     return OpenAIChatModel(name, api_key=api_key, base_url=base_url or OPENAI_BASE_URL)
 
 
+def _openai_responses(name: str) -> ChatModel:
+    from ._responses import OpenAIResponsesModel
+
+    if not os.environ.get("OPENAI_API_KEY") and not os.environ.get("OPENAI_BASE_URL"):
+        _require("OPENAI_API_KEY", "openai-responses")
+    model: ChatModel = OpenAIResponsesModel(name)  # reads OPENAI_API_KEY and OPENAI_BASE_URL itself
+    return model
+
+
+def _compatible(provider: Compatible, name: str) -> ChatModel:
+    """An `OpenAIChatModel` for one of the named OpenAI-compatible providers."""
+    from ._openai import OpenAIChatModel
+
+    base_url = os.environ.get(provider.base_url_variable) or provider.base_url
+    api_key = os.environ.get(provider.key_variable) or None
+    if api_key is None and provider.key_required:
+        _require(provider.key_variable, provider.name)
+    return OpenAIChatModel(name, api_key=api_key, base_url=base_url, provider=provider.name)
+
+
 def _anthropic(name: str) -> ChatModel:
     from ._anthropic import AnthropicChatModel
 
@@ -46,13 +66,6 @@ def _anthropic(name: str) -> ChatModel:
     return model
 
 
-def _ollama(name: str) -> ChatModel:
-    from ._openai import OpenAIChatModel
-
-    base_url = os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
-    return OpenAIChatModel(name, base_url=base_url, provider="ollama")
-
-
 def _local(name: str) -> ChatModel:
     from ._local import LocalChatModel
 
@@ -62,8 +75,9 @@ def _local(name: str) -> ChatModel:
 
 _PROVIDERS: dict[str, Callable[[str], ChatModel]] = {
     "openai": _openai,
+    "openai-responses": _openai_responses,
     "anthropic": _anthropic,
-    "ollama": _ollama,
+    **{provider.name: partial(_compatible, provider) for provider in COMPATIBLE},
     "local": _local,
 }
 
@@ -72,9 +86,11 @@ def infer_model(model: str | ChatModel) -> ChatModel:
     """The chat model `model` names, or `model` itself when it already is one.
 
     "openai:<model>" (OPENAI_API_KEY, optional OPENAI_BASE_URL; with a base URL the key is optional),
-    "anthropic:<model>" (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL, same rule), "ollama:<model>"
-    (OpenAI-compatible at OLLAMA_BASE_URL or http://localhost:11434/v1, no key), "local" or
-    "local:<path to a GGUF file>" (the embedded model).
+    "openai-responses:<model>" (the Responses API; same variables), "anthropic:<model>" (ANTHROPIC_API_KEY,
+    optional ANTHROPIC_BASE_URL, same rule), the OpenAI-compatible providers of `COMPATIBLE` ("ollama:",
+    "vllm:", "llamacpp:", "openrouter:", "groq:", "deepseek:", "mistral:", "together:"; each at its base
+    URL or `<NAME>_BASE_URL`, with its key variable), "local" or "local:<path to a GGUF file>" (the
+    embedded model).
     """
     if not isinstance(model, str):
         if isinstance(model, ChatModel):

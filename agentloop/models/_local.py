@@ -53,6 +53,7 @@ from ._local_tools import (
     render_protocol,
     tool_calls_schema,
 )
+from ._media import refuse_media
 from ._weights import DEFAULT_WEIGHTS, KNOWN_WEIGHTS, LocalModelWeightsError, WeightsSpec, ensure_weights
 
 if TYPE_CHECKING:
@@ -332,6 +333,7 @@ class LocalChatModel:
 
     async def _events(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """`_passes`, with anything but an `AgentLoopError` turned into a `ModelError` (as every provider)."""
+        refuse_media(request.messages, provider=_PROVIDER, model="the embedded local model")
         async with contextlib.aclosing(self._passes(request)) as events:
             try:
                 async for event in events:

@@ -19,6 +19,7 @@ from typing import Any, Union
 
 import msgspec
 
+from agentloop._content import Content, ImageContent, TextContent
 from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
@@ -40,6 +41,7 @@ from agentloop._spec import ToolSpecification
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
+from ._media import media_of_results_note, web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
@@ -175,13 +177,45 @@ def _finish(reason: str | None, has_calls: bool) -> FinishReason | None:
 # -- request mapping ----------------------------------------------------------------------------------------
 
 
+def _part(part: Content) -> dict[str, Any]:
+    """One content part in Chat Completions form: `text`, `image_url` (a URL or a data URL), `file`."""
+    if isinstance(part, TextContent):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImageContent):
+        url = part.data_url if part.data is not None else web_url(part, "Chat Completions")
+        return {"type": "image_url", "image_url": {"url": url}}
+    if part.data is None:
+        raise IllegalConfigurationError(
+            f"Chat Completions takes a document as its bytes, not a URL ({part.url!r}): download it and "
+            "give DocumentContent(data=...), or use OpenAIResponsesModel (which takes document URLs)"
+        )
+    return {"type": "file", "file": {"filename": part.filename, "file_data": part.data_url}}
+
+
+def _media_turn(results: list[ToolExecutionResultMessage]) -> dict[str, Any]:
+    """The user turn carrying the pictures of `results` (tool messages take text only)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": media_of_results_note(results)}]
+    parts.extend(
+        _part(part) for result in results for part in result.contents if not isinstance(part, TextContent)
+    )
+    return {"role": "user", "content": parts}
+
+
 def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """Messages in Chat Completions form; calls without ids get synthetic ones, matched to their results."""
+    """Messages in Chat Completions form; calls without ids get synthetic ones, matched to their results.
+    Pictures a tool returned follow its results in a user turn (tool messages take text only)."""
     out: list[dict[str, Any]] = []
     unanswered: list[tuple[str, str]] = []  # (synthetic id, tool name) of calls that came without an id
+    with_media: list[ToolExecutionResultMessage] = []  # results whose pictures wait for the user turn
     for n, message in enumerate(messages):
+        if with_media and not isinstance(message, ToolExecutionResultMessage):
+            out.append(_media_turn(with_media))
+            with_media = []
         if isinstance(message, UserMessage):
-            out.append({"role": "user", "content": message.text})
+            if message.contents:
+                out.append({"role": "user", "content": [_part(part) for part in message.contents]})
+            else:
+                out.append({"role": "user", "content": message.text})
         elif isinstance(message, SystemMessage):
             out.append({"role": "system", "content": message.text})
         elif isinstance(message, AiMessage):
@@ -215,11 +249,15 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 unanswered.remove(match)
                 call_id = match[0]
             out.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
+            if message.has_media:
+                with_media.append(message)
         else:
             raise IllegalConfigurationError(
                 f"not a chat message: {type(message).__name__}; ChatRequest.messages takes SystemMessage, "
                 "UserMessage, AiMessage and ToolExecutionResultMessage"
             )
+    if with_media:
+        out.append(_media_turn(with_media))
     return out
 
 

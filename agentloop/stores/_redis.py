@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import anyio.lowlevel
 import sniffio
 
 from .._codec import FORMAT, encode_messages
@@ -74,11 +75,19 @@ local function window(log, meta, max)
   return out
 end
 
--- expected version, lease token, ttl ms, system row, round row, write id (a retried append counts once)
-local function append(log, meta, lease, expected, token, ttl, system, row, write_id)
+-- keys: log, meta, lease, next in line; then expected version, lease token, ttl ms, system row, round row,
+-- write id (a retried append counts once)
+local function append(log, meta, lease, next, expected, token, ttl, system, row, write_id)
   local version = version_of(meta)
   if write_id ~= '' and redis.call('HGET', meta, 'last_write') == write_id then return {2, version} end
-  if token ~= '' and redis.call('GET', lease) ~= token then return {-1, version} end
+  if token ~= '' then
+    local holder = redis.call('GET', lease)
+    -- a lease that expired while nobody took it nor waits for it is still ours (as in renew) when the
+    -- write names the version it read: anyone who took and gave back the lease meanwhile bumped it
+    if holder ~= token and (holder or expected == '' or redis.call('GET', next)) then
+      return {-1, version}
+    end
+  end
   if expected ~= '' and tonumber(expected) ~= version then return {-2, version} end
   if row ~= '' then redis.call('RPUSH', log, row) end
   if system ~= '' then redis.call('HSET', meta, 'system', system) end
@@ -100,7 +109,7 @@ end
 
 _LOAD = _FUNCTIONS + "return window(KEYS[1], KEYS[2], tonumber(ARGV[1]))"
 
-_APPEND = _FUNCTIONS + "return append(KEYS[1], KEYS[2], KEYS[3], unpack(ARGV))"
+_APPEND = _FUNCTIONS + "return append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], unpack(ARGV))"
 
 # KEYS: lease, next, log, meta. ARGV: token, ttl ms, read (1 or empty), max messages. 0: not taken (queued
 # first in line unless someone else is); 1: taken; with read, the window instead of 1.
@@ -138,7 +147,7 @@ _RELEASE = (
     + """
 local result = 1
 if #ARGV > 1 then
-  result = append(KEYS[3], KEYS[4], KEYS[1], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+  result = append(KEYS[3], KEYS[4], KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
 release(KEYS[1], KEYS[2], ARGV[1])
 return result
@@ -179,6 +188,11 @@ class RedisChatMemoryStore:
     key the store writes expire that long after its last write; keys are named `{prefix}:{memory id}:...`.
     `lease_ttl` is how long a crashed worker keeps a memory id blocked (renewed every third of it while
     held). Close it with `close()` / `async with` when done.
+
+    Connections are pooled and bounded: at most `max_connections` per event loop (and as many worker
+    threads on trio). A step that finds them all busy waits for one, up to `pool_timeout` seconds, then
+    fails with a `ChatMemoryStoreError` naming the pool size; thousands of concurrent invocations share the
+    pool instead of opening a connection each.
     """
 
     def __init__(
@@ -189,6 +203,8 @@ class RedisChatMemoryStore:
         prefix: str = "agentloop",
         lease_ttl: float = 10.0,
         timeout: float = 5.0,
+        max_connections: int = 50,
+        pool_timeout: float = 30.0,
     ) -> None:
         try:
             import redis
@@ -200,8 +216,12 @@ class RedisChatMemoryStore:
             ) from None
         if ttl is not None and ttl <= 0:
             raise ValueError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
-        if lease_ttl <= 0 or timeout <= 0:
-            raise ValueError("lease_ttl and timeout must be positive")
+        if lease_ttl <= 0 or timeout <= 0 or pool_timeout <= 0:
+            raise ValueError("lease_ttl, timeout and pool_timeout must be positive numbers of seconds")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
         self.url = _without_password(url)
         self.ttl = ttl
         self.prefix = prefix
@@ -219,7 +239,13 @@ class RedisChatMemoryStore:
         }
         self._url = url
         self._options = options
-        self._client = redis.Redis.from_url(url, **options)
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=pool_timeout, **options
+        )
+        self._client = redis.Redis(connection_pool=pool)
+        # On trio each step runs the sync client in a worker thread: at most one thread per connection, and
+        # the wait for one is bounded like the wait for a connection (limiters of the running event loop).
+        self._slots: tuple[object, anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
         self._scripts = {name: self._client.register_script(code) for name, code in _SCRIPTS.items()}
         self._native: tuple[object, Any, dict[str, Any]] | None = None  # (event loop, client, scripts)
 
@@ -259,7 +285,7 @@ class RedisChatMemoryStore:
         expected_version: int | None = None,
         lease: str | None = None,
     ) -> int:
-        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "lease")]
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), *self._lease_keys(memory_id)]
         reply = await self._run(
             memory_id, "append", keys, self._append_args(messages, expected_version, lease)
         )
@@ -376,7 +402,17 @@ class RedisChatMemoryStore:
             except self._errors as error:
                 raise self._error(error, memory_id) from None
         sync = self._scripts[script]
-        return await anyio.to_thread.run_sync(self._translated, lambda: sync(keys=keys, args=args), memory_id)
+        slots, threads = self._thread_slots()
+        with anyio.move_on_after(self.pool_timeout) as waiting:
+            await slots.acquire()
+        if waiting.cancelled_caught:
+            raise self._pool_exhausted()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._translated, lambda: sync(keys=keys, args=args), memory_id, limiter=threads
+            )
+        finally:
+            slots.release()
 
     def _native_scripts(self) -> dict[str, Any]:
         """The `redis.asyncio` client of the running event loop (made on first use in each loop)."""
@@ -386,7 +422,10 @@ class RedisChatMemoryStore:
 
         loop = asyncio.get_running_loop()
         if self._native is None or self._native[0] is not loop:
-            client = redis.asyncio.Redis.from_url(self._url, **self._options)
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self._url, max_connections=self.max_connections, timeout=self.pool_timeout, **self._options
+            )
+            client = redis.asyncio.Redis(connection_pool=pool)
             scripts = {name: client.register_script(code) for name, code in _SCRIPTS.items()}
             self._native = (loop, client, scripts)
         return self._native[2]
@@ -407,6 +446,8 @@ class RedisChatMemoryStore:
                 "delete that key: `log` is a list, `meta` and `pending` hashes, `lease` and `next` strings"
             )
             return damaged(repr(self), str(memory_id), what, remedy)
+        if text == "No connection available.":
+            return self._pool_exhausted()
         if isinstance(error, self._connection_errors):
             return ChatMemoryStoreError(
                 f"{self!r}: cannot reach Redis ({type(error).__name__}: {_safe(error)}): check that the "
@@ -419,17 +460,38 @@ class RedisChatMemoryStore:
             store=repr(self),
         )
 
+    def _pool_exhausted(self) -> ChatMemoryStoreError:
+        return ChatMemoryStoreError(
+            f"{self!r}: no Redis connection became free within {self.pool_timeout:g} s: all "
+            f"max_connections={self.max_connections} were in use. Raise max_connections (Redis accepts "
+            "10,000 clients by default) or pool_timeout, or run fewer invocations at once",
+            store=repr(self),
+        )
+
+    def _thread_slots(self) -> tuple[anyio.CapacityLimiter, anyio.CapacityLimiter]:
+        """The running event loop's limiters: a slot (waited for with `pool_timeout`), then a worker thread
+        (a limiter as large, so never full while a step holds a slot)."""
+        loop = anyio.lowlevel.current_token()
+        if self._slots is None or self._slots[0] != loop:
+            self._slots = (
+                loop,
+                anyio.CapacityLimiter(self.max_connections),
+                anyio.CapacityLimiter(self.max_connections),
+            )
+        return self._slots[1], self._slots[2]
+
     def close(self) -> None:
         """Closes the connections (those of `redis.asyncio` are dropped; `aclose()` closes them too)."""
         self._client.close()
+        self._client.connection_pool.disconnect()
         self._native = None
 
     async def aclose(self) -> None:
         """Closes every connection."""
         native, self._native = self._native, None
         if native is not None:
-            await native[1].aclose()
-        await anyio.to_thread.run_sync(self._client.close)
+            await native[1].aclose(close_connection_pool=True)
+        await anyio.to_thread.run_sync(self.close)
 
     async def __aenter__(self) -> RedisChatMemoryStore:
         return self
