@@ -10,6 +10,7 @@ servers: tests/test_mcp_conformance.py.
 
 from __future__ import annotations
 
+import base64
 import logging
 import sys
 import threading
@@ -21,8 +22,16 @@ import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
-from agentloop import IllegalConfigurationError, ToolExecutionError
+from agentloop import (
+    AiMessage,
+    IllegalConfigurationError,
+    ImageContent,
+    SystemMessage,
+    ToolExecutionError,
+    UserMessage,
+)
 from agentloop.mcp import MCPToolset
+from agentloop.mcp._callbacks import sampling_request
 from agentloop.models import OpenAIChatModel
 from agentloop.testing import FakeOpenAIServer
 
@@ -184,3 +193,55 @@ async def test_a_failing_on_progress_is_logged_and_the_call_goes_on(caplog: pyte
 def test_bad_handlers_are_refused_with_what_was_wrong(option: str, value: object, message: str) -> None:
     with pytest.raises(IllegalConfigurationError, match=message):
         MCPToolset(["python", "server.py"], **{option: value})
+
+
+def test_sampling_messages_become_a_chat_request_with_pictures_from_the_user() -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    params = types.CreateMessageRequestParams(
+        messages=[
+            types.SamplingMessage(
+                role="user",
+                content=[
+                    types.TextContent(type="text", text="What is this?"),
+                    types.ImageContent(
+                        type="image", data=base64.b64encode(png).decode(), mime_type="image/png"
+                    ),
+                ],
+            ),
+            types.SamplingMessage(role="assistant", content=types.TextContent(type="text", text="A dot.")),
+            types.SamplingMessage(role="user", content=types.TextContent(type="text", text="Sure?")),
+        ],
+        max_tokens=20,
+        system_prompt="Be brief.",
+    )
+    request = sampling_request(params)
+    system, user, ai, again = request.messages
+    assert system == SystemMessage("Be brief.")
+    assert isinstance(user, UserMessage) and user.text == "What is this?"
+    (picture,) = (part for part in user.contents if isinstance(part, ImageContent))
+    assert picture.data == png and picture.media_type == "image/png"
+    assert ai == AiMessage(text="A dot.") and again == UserMessage("Sure?")
+    assert request.parameters == {"max_tokens": 20}
+
+
+@pytest.mark.parametrize(
+    ("content", "role", "message"),
+    [
+        (
+            types.AudioContent(type="audio", data="AAAA", mime_type="audio/wav"),
+            "user",
+            "holds a 'audio' block",
+        ),
+        (types.ImageContent(type="image", data="AAAA", mime_type="image/png"), "assistant", "'image' block"),
+        (types.TextContent(type="text", text="hi"), "assistant", "holds no user message"),
+    ],
+)
+def test_sampling_content_without_an_agentloop_message_is_refused(
+    content: Any, role: str, message: str
+) -> None:
+    params = types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role=role, content=content)],  # type: ignore[arg-type]
+        max_tokens=5,
+    )
+    with pytest.raises(ValueError, match=message):
+        sampling_request(params)

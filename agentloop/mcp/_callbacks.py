@@ -13,6 +13,8 @@ hold secrets or user data; it is logged at debug level), so a broken handler nev
 
 from __future__ import annotations
 
+import base64
+import binascii
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -29,6 +31,7 @@ from mcp.client.session import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 
+from .._content import ImageContent
 from .._errors import IllegalConfigurationError
 from .._messages import (
     AiMessage,
@@ -154,22 +157,35 @@ class Callbacks:
 
 def sampling_request(params: types.CreateMessageRequestParams) -> ChatRequest:
     """The `ChatRequest` a server's `sampling/createMessage` asks for: its system prompt, its messages
-    (text only: this agentloop version's messages carry no pictures or sound), its limits."""
+    (text, and pictures in the user's turns), its limits. Sound, pictures in the assistant's turns and tool
+    blocks have no agentloop message to go in: they are refused (`ValueError`, sent as invalid params)."""
     messages: list[ChatMessage] = []
     if params.system_prompt:
         messages.append(SystemMessage(params.system_prompt))
     for number, message in enumerate(params.messages, 1):
         blocks = message.content if isinstance(message.content, list) else [message.content]
-        texts: list[str] = []
+        parts: list[str | ImageContent] = []
         for block in blocks:
-            if not isinstance(block, types.TextContent):
+            if isinstance(block, types.TextContent):
+                parts.append(block.text)
+            elif isinstance(block, types.ImageContent) and message.role == "user":
+                try:
+                    picture = ImageContent(data=base64.b64decode(block.data), media_type=block.mime_type)
+                except (ValueError, binascii.Error) as exc:
+                    raise ValueError(f"sampling message {number}: an unusable image ({exc})") from None
+                parts.append(picture)
+            else:
                 raise ValueError(
-                    f"sampling message {number} holds a {block.type!r} block; the sampling_model takes "
-                    "text only"
+                    f"sampling message {number} ({message.role}) holds a {block.type!r} block; the "
+                    "sampling_model takes text, and pictures from the user"
                 )
-            texts.append(block.text)
-        text = "\n".join(texts)
-        messages.append(UserMessage(text) if message.role == "user" else AiMessage(text=text))
+        texts = [part for part in parts if isinstance(part, str)]
+        if message.role == "user" and len(texts) < len(parts):
+            messages.append(UserMessage.of(parts))
+        elif message.role == "user":
+            messages.append(UserMessage("\n".join(texts)))
+        else:
+            messages.append(AiMessage(text="\n".join(texts)))
     if not any(isinstance(m, UserMessage) for m in messages):
         raise ValueError("sampling/createMessage holds no user message")
     parameters: dict[str, Any] = {"max_tokens": params.max_tokens}
