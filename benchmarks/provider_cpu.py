@@ -2,14 +2,16 @@
 
     python benchmarks/provider_cpu.py [--profile openai-responses]
 
-For OpenAIChatModel, OpenAIResponsesModel and AnthropicChatModel: the HTTP send is replaced by a response that
-replays the provider's fake server's exact event stream (agentloop.testing; one chunk per event, as h11 hands
-them over) for an answer of T distinct word tokens, and `model.stream(request)` is read to the end. Prints
-each provider's fixed CPU per call (T=1), CPU per token (T=1000 against T=200) and a whole T=200 call, best of
-3 runs each. No sockets, no server: differences of a fraction of a microsecond per token show. The Responses
-API sends more bytes per token than Chat Completions (each `response.output_text.delta` event names its
-item, output and content indexes, a sequence number and logprobs), so its parser has more to decode.
-"""
+For OpenAIChatModel, OpenAIResponsesModel, AnthropicChatModel, GeminiChatModel and BedrockChatModel: the HTTP
+send is replaced by a response that replays the provider's fake server's exact event stream
+(agentloop.testing; one chunk per event, as h11 hands them over) for an answer of T distinct word tokens, and
+`model.stream(request)` is read to the end. Prints each provider's fixed CPU per call (T=1), CPU per token
+(T=1000 against T=200) and a whole T=200 call, best of 3 runs each. No sockets, no server: differences of a
+fraction of a microsecond per token show. The Responses API sends more bytes per token than Chat Completions
+(each `response.output_text.delta` event names its item, output and content indexes, a sequence number and
+logprobs), so its parser has more to decode. Bedrock's fixed cost includes SigV4 signing (botocore) on every
+call; its stream is AWS's binary event stream (one frame per token, padded by Bedrock, two CRCs each).
+`benchmarks/provider_cpu_sockets.py` measures the same over real loopback sockets (transport included)."""
 
 from __future__ import annotations
 
@@ -26,8 +28,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentloop import AiMessage, ChatRequest, UserMessage
-from agentloop.models import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel, _http
-from agentloop.testing import FakeAnthropicServer, FakeOpenAIResponsesServer, FakeOpenAIServer
+from agentloop.models import (
+    AnthropicChatModel,
+    BedrockChatModel,
+    GeminiChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    _http,
+)
+from agentloop.testing import (
+    FakeAnthropicServer,
+    FakeBedrockServer,
+    FakeGeminiServer,
+    FakeOpenAIResponsesServer,
+    FakeOpenAIServer,
+)
 from agentloop.testing._fake_server import RecordedRequest
 
 
@@ -58,18 +73,55 @@ PROVIDERS: dict[str, tuple[Any, Any, str]] = {
     "openai-chat": (OpenAIChatModel, FakeOpenAIServer, "/v1/chat/completions"),
     "openai-responses": (OpenAIResponsesModel, FakeOpenAIResponsesServer, "/v1/responses"),
     "anthropic": (AnthropicChatModel, FakeAnthropicServer, "/v1/messages"),
+    "gemini": (GeminiChatModel, FakeGeminiServer, "/v1beta/models/model-x:streamGenerateContent"),
+    "bedrock": (BedrockChatModel, FakeBedrockServer, "/model/model-x/converse-stream"),
 }
+_BEDROCK = FakeBedrockServer(verify_signatures=False)  # never started: it only renders the stream
+
+
+def _model(name: str) -> Any:
+    model_class = PROVIDERS[name][0]
+    if name == "bedrock":
+        return BedrockChatModel(
+            "model-x",
+            region=_BEDROCK.region,
+            endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id=_BEDROCK.access_key,
+            aws_secret_access_key=_BEDROCK.secret_key,
+        )
+    if name == "gemini":
+        return GeminiChatModel("model-x", base_url="http://127.0.0.1:9", api_key="replay")
+    return model_class("model-x", base_url="http://127.0.0.1:9/v1", api_key="replay")
+
+
+def _server(name: str) -> Any:
+    if name == "bedrock":
+        return _BEDROCK
+    if name == "gemini":
+        return FakeGeminiServer(words_per_chunk=1)
+    return PROVIDERS[name][1]()
 
 
 def _call(name: str, tokens: int) -> Callable[[], Awaitable[None]]:
-    model_class, server_class, path = PROVIDERS[name]
-    model = model_class("model-x", base_url="http://127.0.0.1:9/v1", api_key="replay")
+    path = PROVIDERS[name][2]
+    model = _model(name)
     request = ChatRequest([UserMessage("q")])
-    body = model.build_body(request, stream=True)
-    headers = {"x-api-key": "replay", "anthropic-version": "2023-06-01", "content-type": "application/json"}
-    recorded = RecordedRequest("POST", path, {}, headers, b"", 0, json=body)
-    chunks = server_class().render(AiMessage(_answer(tokens)), recorded).chunks
-    assert chunks, f"{name}: the fake rendered no stream: {server_class().render(AiMessage('x'), recorded)}"
+    if name in ("gemini", "bedrock"):
+        body = model.build_body(request)
+    else:
+        body = model.build_body(request, stream=True)
+    scope = f"{_BEDROCK.access_key}/20260101/{_BEDROCK.region}/bedrock/aws4_request"
+    headers = {
+        "x-api-key": "replay",
+        "x-goog-api-key": "replay",
+        "anthropic-version": "2023-06-01",
+        "content-type": "application/json",
+        "authorization": f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host, Signature=0",
+    }
+    recorded = RecordedRequest("POST", path, {"alt": "sse"}, headers, b"", 0, json=body)
+    server = _server(name)
+    chunks = server.render(AiMessage(_answer(tokens)), recorded).chunks
+    assert chunks, f"{name}: the fake rendered no stream: {server.render(AiMessage('x'), recorded)}"
 
     async def send(self: Any, _request: Any) -> _Response:
         shard = self._acquire()

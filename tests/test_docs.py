@@ -33,9 +33,23 @@ EXPECTED = {
         "A cat.",
         "['text', 'image_url']",
         "Bonjour!",
+        "Sunny in Rome.",
+        "['functionCall', 'thoughtSignature']",
+        "Hello from Bedrock.",
     ],
-    "runtime.md": ["tokens: 2 + 3 = 5.", "tool add -> 5.0", "customer 42: Ada, tier gold"],
-    "tools.md": ["add", "get_weather"],
+    "runtime.md": [
+        "4 messages added",
+        "You asked what 2 + 3 is, Ada.",
+        "tokens: 2 + 3 = 5.",
+        "tool add -> 5.0",
+        "customer 42: Ada, tier gold",
+    ],
+    "tools.md": [
+        "add",
+        "get_weather",
+        "True '" + "next Monday' is not a date",
+        "False Room booked for 2026-11-30",
+    ],
 }
 
 # Pages whose snippets need a server and run in their own test, with that server started.

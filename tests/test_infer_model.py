@@ -111,8 +111,8 @@ def test_a_chat_model_is_returned_as_it_is() -> None:
         (
             "cohere:command-r",
             "unknown model string 'cohere:command-r': start it with one of "
-            "'openai:', 'openai-responses:', 'anthropic:', 'ollama:', 'vllm:', 'llamacpp:', 'openrouter:', "
-            "'groq:', 'deepseek:', 'mistral:', 'together:', 'local:'",
+            "'openai:', 'openai-responses:', 'anthropic:', 'gemini:', 'bedrock:', 'ollama:', 'vllm:', "
+            "'llamacpp:', 'openrouter:', 'groq:', 'deepseek:', 'mistral:', 'together:', 'local:'",
         ),
         ("gpt-4o", "did you mean 'openai:gpt-4o'"),
         ("claude-3-5-haiku", "did you mean 'anthropic:claude-3-5-haiku'"),

@@ -411,7 +411,7 @@ def test_import_agentloop_does_not_import_mcp_and_a_missing_extra_says_what_to_i
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env())
     assert out.returncode == 0, out.stderr
-    assert "pip install 'agentloop[mcp]'" in out.stdout
+    assert "pip install 'agentloop-runtime[mcp]'" in out.stdout
 
 
 # -- stdio ------------------------------------------------------------------------------------------------

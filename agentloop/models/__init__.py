@@ -21,7 +21,9 @@ from ._base import (
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
+    from ._bedrock import BedrockChatModel
     from ._fallback import FallbackChatModel
+    from ._gemini import GeminiChatModel
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
@@ -30,8 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnthropicChatModel",
+    "BedrockChatModel",
     "ChatModel",
     "FallbackChatModel",
+    "GeminiChatModel",
     "LocalChatModel",
     "LocalModelWeightsError",
     "ModelEvent",
@@ -51,6 +55,8 @@ _LAZY = {
     "OpenAIResponsesModel": "._responses",
     "AnthropicChatModel": "._anthropic",
     "FallbackChatModel": "._fallback",
+    "GeminiChatModel": "._gemini",
+    "BedrockChatModel": "._bedrock",
     "LocalChatModel": "._local",
     "LocalModelWeightsError": "._local",
     "infer_model": "._infer",

@@ -66,6 +66,24 @@ def _anthropic(name: str) -> ChatModel:
     return model
 
 
+def _gemini(name: str) -> ChatModel:
+    from ._gemini import GeminiChatModel
+
+    base_url = os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
+    api_key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or None
+    if api_key is None and base_url is None:
+        _require("GEMINI_API_KEY", "gemini")
+    model: ChatModel = GeminiChatModel(name, api_key=api_key, base_url=base_url)
+    return model
+
+
+def _bedrock(name: str) -> ChatModel:
+    from ._bedrock import BedrockChatModel
+
+    model: ChatModel = BedrockChatModel(name)  # region, endpoint and credentials as the AWS SDKs find them
+    return model
+
+
 def _local(name: str) -> ChatModel:
     from ._local import LocalChatModel
 
@@ -77,6 +95,8 @@ _PROVIDERS: dict[str, Callable[[str], ChatModel]] = {
     "openai": _openai,
     "openai-responses": _openai_responses,
     "anthropic": _anthropic,
+    "gemini": _gemini,
+    "bedrock": _bedrock,
     **{provider.name: partial(_compatible, provider) for provider in COMPATIBLE},
     "local": _local,
 }
@@ -89,8 +109,9 @@ def infer_model(model: str | ChatModel) -> ChatModel:
     "openai-responses:<model>" (the Responses API; same variables), "anthropic:<model>" (ANTHROPIC_API_KEY,
     optional ANTHROPIC_BASE_URL, same rule), the OpenAI-compatible providers of `COMPATIBLE` ("ollama:",
     "vllm:", "llamacpp:", "openrouter:", "groq:", "deepseek:", "mistral:", "together:"; each at its base
-    URL or `<NAME>_BASE_URL`, with its key variable), "local" or "local:<path to a GGUF file>" (the
-    embedded model).
+    URL or `<NAME>_BASE_URL`, with its key variable), "gemini:<model>" (GEMINI_API_KEY, optional
+    GOOGLE_GEMINI_BASE_URL, same rule), "bedrock:<model-id>" (region, endpoint and credentials found as the
+    AWS SDKs find them; extra `bedrock`), "local" or "local:<path to a GGUF file>" (the embedded model).
     """
     if not isinstance(model, str):
         if isinstance(model, ChatModel):
@@ -111,6 +132,8 @@ def infer_model(model: str | ChatModel) -> ChatModel:
                 guess = f" (did you mean 'openai:{model}'?)"
             elif lowered.startswith("claude"):
                 guess = f" (did you mean 'anthropic:{model}'?)"
+            elif lowered.startswith("gemini"):
+                guess = f" (did you mean 'gemini:{model}'?)"
         raise IllegalConfigurationError(
             f"unknown model string {model!r}{guess}: start it with one of {known}, e.g. 'openai:gpt-4o-mini'"
         )

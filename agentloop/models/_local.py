@@ -1,8 +1,9 @@
 """`LocalChatModel`: a GGUF model running in-process through llama.cpp (the `xllamacpp` bindings).
 
 Without a `model_path` it runs the embedded default, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), assembled once
-from the `agentloop[local]` extra's parts and verified by size and sha256 (see `_weights`);
-`LocalChatModel("qwen2.5-coder-1.5b")` runs the opt-in 1.5B model the same way (`agentloop[local-1-5b]`).
+from the `agentloop-runtime[local]` extra's parts and verified by size and sha256 (see `_weights`);
+`LocalChatModel("qwen2.5-coder-1.5b")` runs the opt-in 1.5B model the same way
+(`agentloop-runtime[local-1-5b]`).
 
 llama.cpp calls block and release the GIL, so every call runs in a worker thread: the model loads there on
 first use (once per instance, under a lock), and each generation pass runs in a thread of its own. Nothing in
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalChatModel", "LocalModelWeightsError"]
 
 _PROVIDER = "local"
-_INSTALL_HINT = 'pip install "agentloop[local]"'
+_INSTALL_HINT = 'pip install "agentloop-runtime[local]"'
 _BUFFER = 32  # chunks in flight per pass
 _CHECK_EVERY = 0.25  # seconds between liveness checks while a worker waits for room
 _WORKER_NAME = "agentloop-local-model"

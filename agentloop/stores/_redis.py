@@ -16,8 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import anyio.lowlevel
-import sniffio
 
+from .._backend import running_on_asyncio
 from .._codec import FORMAT, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import StoredMemory, split_round
@@ -182,7 +182,7 @@ _SCRIPTS = {
 
 
 class RedisChatMemoryStore:
-    """Chat memory in Redis (`pip install 'agentloop[redis]'`): one conversation, any number of workers.
+    """Chat memory in Redis (`pip install 'agentloop-runtime[redis]'`): one conversation, many workers.
 
     `url` is a redis URL (`redis://host:6379/0`, `rediss://...`, `unix://...`); `ttl` (seconds) makes every
     key the store writes expire that long after its last write; keys are named `{prefix}:{memory id}:...`.
@@ -212,7 +212,7 @@ class RedisChatMemoryStore:
             from redis.retry import Retry
         except ImportError:
             raise ImportError(
-                "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
+                "RedisChatMemoryStore needs the redis client: pip install 'agentloop-runtime[redis]'"
             ) from None
         if ttl is not None and ttl <= 0:
             raise ValueError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
@@ -395,7 +395,7 @@ class RedisChatMemoryStore:
     async def _run(self, memory_id: Any, script: str, keys: list[str], args: list[Any]) -> Any:
         """Runs one of the store's scripts on `memory_id`'s keys: natively on asyncio, through a worker
         thread elsewhere."""
-        if sniffio.current_async_library() == "asyncio":
+        if running_on_asyncio():
             scripts = self._native_scripts()
             try:
                 return await scripts[script](keys=keys, args=args)

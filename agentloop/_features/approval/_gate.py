@@ -17,7 +17,6 @@ from agentloop._errors import (
     ToolArgumentsError,
     ToolDeniedError,
 )
-from agentloop._events import ApprovalRequired
 from agentloop._execution import ToolExecution
 from agentloop._messages import ChatMessage, ChatResponse, ToolExecutionRequest
 from agentloop._threads import _is_async_callable, run_sync_in_worker
@@ -172,6 +171,8 @@ class ApprovalGate:
         self._waiting = []
         await _record(inv.memory, pending)
         if emit is not None:
+            from agentloop._events import ApprovalRequired  # here: _events imports this package (annotations)
+
             await emit(ApprovalRequired(pending))
         return pending
 

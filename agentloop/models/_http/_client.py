@@ -187,6 +187,13 @@ class ProviderClient:
             for shard in shards:
                 await shard.client.aclose()
 
+    def add_secrets(self, *secrets: str | None) -> None:
+        """Masks `secrets` too from now on (credentials learned after construction: AWS session tokens)."""
+        forms = {form for secret in secrets if secret for form in secret_forms(secret)} - set(self._secrets)
+        if forms:
+            self._secrets = tuple(sorted({*self._secrets, *forms}, key=len, reverse=True))
+            watch_http_logs(forms)
+
     def scrub(self, text: str) -> str:
         """`text` with this provider's secrets masked."""
         return scrub(text, self._secrets)

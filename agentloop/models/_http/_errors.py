@@ -73,7 +73,7 @@ def extract_provider_error(body: bytes | str | Any) -> ProviderError:
     if isinstance(error, dict):
         return ProviderError(
             message=_text(error.get("message")),
-            type=_text(error.get("type")),
+            type=_text(error.get("type") or error.get("status")),  # Google APIs: "status": "NOT_FOUND"
             code=_text(error.get("code")),
         )
     if isinstance(error, str):
@@ -111,8 +111,9 @@ def error_payload(body: bytes) -> Any | None:
 
 
 def request_id_of(headers: Mapping[str, str] | Any) -> str | None:
-    """The provider's id for a request (`x-request-id`, or Anthropic's `request-id`), for support tickets."""
-    value = headers.get("x-request-id") or headers.get("request-id")
+    """The provider's id for a request (`x-request-id`, Anthropic's `request-id`, AWS's `x-amzn-requestid`),
+    for support tickets."""
+    value = headers.get("x-request-id") or headers.get("request-id") or headers.get("x-amzn-requestid")
     return str(value) if value else None
 
 
@@ -208,7 +209,9 @@ def error_from_response(
             "agentloop.models.LocalChatModel (tool calling through constrained JSON), or call without tools"
         )
     request_id = request_id_of(headers)
-    error_type = details.type or details.code
+    # AWS names the error in a header: "x-amzn-ErrorType: ThrottlingException:http://internal.amazon.com/..."
+    aws_type = (headers.get("x-amzn-errortype") or "").partition(":")[0] or None
+    error_type = details.type or aws_type or details.code
     text = f"{provider}: HTTP {status} {_reason(status)}".rstrip()
     if provider_message:
         text += f": {provider_message}"
@@ -224,8 +227,25 @@ def error_from_response(
         error_type=error_type,
         provider_message=provider_message,
         request_id=request_id,
-        retry_after=parse_retry_after(headers),
+        retry_after=parse_retry_after(headers) or _retry_info_delay(body),
     )
+
+
+def _retry_info_delay(body: bytes) -> float | None:
+    """The delay a Google API error asks for in its `google.rpc.RetryInfo` detail (`"retryDelay": "30s"`);
+    Google sends no Retry-After header."""
+    if b"RetryInfo" not in body:
+        return None
+    try:
+        error = msgspec.json.decode(body).get("error") or {}
+        for detail in error.get("details") or ():
+            if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+                delay = str(detail.get("retryDelay", "")).removesuffix("s")
+                seconds = float(delay)
+                return seconds if 0.0 <= seconds < float("inf") else None
+    except (msgspec.DecodeError, RecursionError, AttributeError, ValueError):
+        return None
+    return None
 
 
 def _class_for_status(status: int) -> type[ModelError]:

@@ -91,6 +91,17 @@ class SSEDecoder:
                 simple = self._simple(chunk)
                 if simple is not None:
                     return simple
+        elif self._clean and chunk[:6] == b"data: " and chunk[-4:] == b"\r\n\r\n":
+            # One `data:` line ended with CRLFs: what Google's APIs send per token.
+            end = len(chunk) - 4
+            if chunk.find(b"\r", 6) == end and chunk.find(b"\n", 6) == end + 1 and end <= self._max_line:
+                try:
+                    data = chunk[6:end].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # the general path reports it
+                else:
+                    self._first_line = False
+                    return [ServerSentEvent("message", data, self._last_id, None)]
         elif self._clean and chunk[:7] == b"event: " and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
             # One `event:` line and one `data:` line: what OpenAI Responses and Anthropic send per token.
             named = self._named(chunk)
