@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 import types
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -85,6 +86,9 @@ _MODES = ("tool", "native", "prompted")
 _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
 _MAX_LISTED_ERRORS = 10
 _MAX_INPUT_REPR = 80
+_MAX_JSON_STARTS = 8
+"""How many `{` of a prompted answer may start its JSON (prose may hold a few braces before it)."""
+_raw_decode = json.JSONDecoder().raw_decode
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
@@ -135,7 +139,19 @@ class OutputMember:
 
     def validate_json(self, text: str) -> Any:
         """The value of one wire JSON text; raises `pydantic.ValidationError`."""
-        value = self.adapter.validate_json(text)
+        try:
+            value = self.adapter.validate_json(text)
+        except pydantic.ValidationError as error:
+            # pydantic's JSON parser stops at 200 levels of nesting, its validator goes deeper (a recursive
+            # model 100 levels deep nests 200 JSON containers when each level is a list): decode the JSON
+            # with msgspec (1,000 levels) and validate the Python value, with the same rules otherwise.
+            if not _nesting_too_deep(error):
+                raise
+            try:
+                data = msgspec.json.decode(text)
+            except (msgspec.DecodeError, RecursionError):
+                raise error from None
+            value = self.adapter.validate_python(data)
         return value["result"] if self.wrapped else value
 
     def partial(self, raw: Any) -> tuple[Any, Any] | None:
@@ -230,7 +246,7 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         raise IllegalConfigurationError(
             f"output_type {output_type!r} cannot be validated or described as JSON: {exc}"
         ) from exc
-    schema: dict[str, Any] = _strip_titles(raw)
+    schema: dict[str, Any] = _root_inlined(_strip_titles(raw))
     description = schema.get("description") if _is_object_type(output_type) else None
     wrapped = not (_is_object_type(output_type) and schema.get("type") == "object")
     fields: Mapping[str, _Field] | None = None
@@ -257,6 +273,27 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
     return OutputMember(
         output_type, tool_name, description, schema, wrapped, adapter, fields, build, required
     )
+
+
+def _nesting_too_deep(error: pydantic.ValidationError) -> bool:
+    return any(
+        e["type"] == "json_invalid" and "recursion limit" in str(e.get("ctx", {}).get("error", e["msg"]))
+        for e in error.errors(include_url=False)
+    )
+
+
+def _root_inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A recursive model's schema is a `$ref` into `$defs` (its own definition): the root is that definition
+    (kept in `$defs` for the references inside it), so the model is the object itself, not wrapped."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs")
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/") or not isinstance(defs, dict):
+        return schema
+    target = defs.get(ref[len("#/$defs/") :])
+    if not isinstance(target, dict):
+        return schema
+    rest = {key: value for key, value in schema.items() if key not in ("$ref", "$defs")}
+    return {**target, **rest, "$defs": defs}
 
 
 def _annotated(info: Any) -> Any:
@@ -369,6 +406,17 @@ class OutputRun:
         except ModelRetry as retry:
             self._failed(retry.message, message.text, [_retry_error(retry)])
 
+    @property
+    def attempt(self) -> int:
+        """The output attempt under way, from 1: each invalid output sent back for correction adds one."""
+        return self._failures + 1
+
+    @property
+    def retrying(self) -> bool:
+        """True once an output was sent back for correction: from then on the invocation's messages are held
+        and stored with the valid output (an `OutputValidationError` stores none of them)."""
+        return self._failures > 0
+
     def _failed(self, correction: str, output: str | None, errors: list[dict[str, Any]]) -> NoReturn:
         self._failures += 1
         if self._failures > self.retries:
@@ -431,7 +479,7 @@ class OutputRun:
             return NOT_FOUND
         try:
             value = member.adapter.validate_python(_without_nulls(msgspec.json.decode(text)))
-        except (msgspec.DecodeError, pydantic.ValidationError):
+        except (msgspec.DecodeError, pydantic.ValidationError, RecursionError):
             return NOT_FOUND
         return value["result"] if member.wrapped else value
 
@@ -442,7 +490,7 @@ class OutputRun:
     ) -> AsyncIterator[ModelEvent]:
         """`events` with partial outputs sent to `typed` as they stream; in the native and prompted modes
         the answer text is the output, so it is not passed on as text."""
-        return _Watch(events, self, round, typed)
+        return _Watch(events, self, round, typed, self.attempt)
 
 
 class _Watch:
@@ -459,15 +507,22 @@ class _Watch:
         "_text",
         "_tools",
         "_typed",
+        "attempt",
         "round",
     )
 
     def __init__(
-        self, events: AsyncIterator[ModelEvent], run: OutputRun, round: int, typed: Listener | None
+        self,
+        events: AsyncIterator[ModelEvent],
+        run: OutputRun,
+        round: int,
+        typed: Listener | None,
+        attempt: int,
     ) -> None:
         self._events = events
         self._typed = typed
         self.round = round
+        self.attempt = attempt
         self._text = run.mode != "tool"  # the text is the output: not passed on
         schema = run.schema
         self._text = self._text and schema is not None
@@ -514,7 +569,7 @@ class _Watch:
         if any(shape.get(key, -2) < size for key, size in seen.items()) or _same(value, self._last):
             return
         self._seen, self._last = shape, value
-        await self._typed(PartialOutput(value, self.round))
+        await self._typed(PartialOutput(value, self.round, self.attempt))
 
 
 def _same(value: Any, last: Any) -> bool:
@@ -591,14 +646,26 @@ def _processed(value: Any) -> str:
 
 
 def _json_text(text: str) -> str:
-    """The JSON in an answer: a code fence's content, or from the first `{` to the last `}`."""
+    """The JSON in an answer: a code fence's content, or the first whole JSON object in the text (prose
+    before and after it, a `{` in the prose before it, are passed over); failing that, the text from the
+    first `{` to the last `}`, so the correction names what is wrong with it."""
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     start, end = text.find("{"), text.rfind("}")
-    if start > 0 and end > start:
-        return text[start : end + 1]
-    return text
+    if start < 0 or end < start:
+        return text
+    if start == 0 and end == len(text) - 1:
+        return text  # the whole answer is the candidate: the validator reads it at once
+    tries = 0
+    while start >= 0 and tries < _MAX_JSON_STARTS:
+        try:
+            _, stop = _raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start, tries = text.find("{", start + 1), tries + 1
+            continue
+        return text[start:stop]
+    return text[text.find("{") : end + 1]
 
 
 def _format_name(output_type: Any) -> str:
@@ -612,7 +679,7 @@ def _correction(errors: list[dict[str, Any]], how: str) -> str:
     """The retry request for a failed validation: one line per error, naming the field and what it needs."""
     lines = ["The output is not valid:"]
     for error in errors[:_MAX_LISTED_ERRORS]:
-        where = ".".join(str(part) for part in error.get("loc", ())) or "(the whole output)"
+        where = _where(error.get("loc", ())) or "(the whole output)"
         line = f"- {where}: {error.get('msg')}"
         if error.get("type") not in ("missing", "json_invalid") and "input" in error:
             shown = repr(error["input"])
@@ -626,14 +693,20 @@ def _correction(errors: list[dict[str, Any]], how: str) -> str:
     return "\n".join(lines)
 
 
+def _where(loc: Sequence[Any]) -> str:
+    """A field's path, shortened when it is deep (a recursive model nested 250 levels)."""
+    parts = [str(part) for part in loc]
+    if len(parts) > 8:
+        parts = [*parts[:3], f"...({len(parts) - 5} levels)...", *parts[-2:]]
+    return ".".join(parts)
+
+
 def _retry_error(retry: ModelRetry) -> dict[str, Any]:
     return {"loc": (), "msg": retry.message, "type": "model_retry"}
 
 
 def _exhausted(retries: int, output: str | None, errors: list[dict[str, Any]]) -> OutputValidationError:
-    summary = "; ".join(
-        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'output'}: {e.get('msg')}" for e in errors[:3]
-    )
+    summary = "; ".join(f"{_where(e.get('loc', ())) or 'output'}: {e.get('msg')}" for e in errors[:3])
     return OutputValidationError(
         f"The model's output was still invalid after {retries} "
         f"{'retry' if retries == 1 else 'retries'} (output_retries={retries}): {summary}",

@@ -1,0 +1,257 @@
+"""Structured output at its edges (issue 23): JSON with prose after it, recursive models nested deep, memory
+when the retries run out, partial outputs across a retry, free-form maps under the providers' strict modes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import pydantic
+import pytest
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    MessageWindowChatMemory,
+    OutputValidationError,
+    PartialOutput,
+    UserMessage,
+    tool,
+)
+from agentloop.testing import ScriptedChatModel
+from tests.runtime_helpers import assert_valid_for_provider, calls
+
+MODES = ["tool", "native", "prompted"]
+
+
+class Point(pydantic.BaseModel):
+    x: int
+    y: int
+
+
+class Invoice(pydantic.BaseModel):
+    customer: str
+    total: float
+    items: list[str] = []
+
+
+def answer(mode: str, wire: dict[str, Any], call_id: str = "call_out") -> AiMessage:
+    if mode == "tool":
+        return calls(("final_result", wire, call_id))
+    return AiMessage(json.dumps(wire))
+
+
+# -- prompted mode: the JSON among prose --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"x": 1, "y": 2}\nHope this helps.',
+        'Here it is: {"x": 1, "y": 2}',
+        'Here it is:\n{"x": 1, "y": 2}\nHope this helps {as always}.',
+        'Sure, {as asked}: {"x": 1, "y": 2} (done)',
+        '```json\n{"x": 1, "y": 2}\n```\nAnything else?',
+        '  {"x": 1, "y": 2}  ',
+    ],
+    ids=["prose-after", "prose-before", "both-with-braces", "brace-before", "fence-then-prose", "spaces"],
+)
+async def test_prompted_json_among_prose_is_found(text: str) -> None:
+    model = ScriptedChatModel([text])
+    result = await Agent(model, output_type=Point, output_mode="prompted").chat("x")
+    assert result.output == Point(x=1, y=2)
+    assert len(model.requests) == 1  # no correction needed
+
+    streamed = Agent(ScriptedChatModel([text], chunk_size=3), output_type=Point, output_mode="prompted")
+    stream = streamed.stream("x")
+    outputs = [o async for o in stream.outputs()]
+    assert outputs[-1] == Point(x=1, y=2) and stream.result.output == Point(x=1, y=2)
+
+
+async def test_prompted_answer_without_valid_json_is_still_corrected() -> None:
+    model = ScriptedChatModel(['{"x": 1, "y": }\nHope this helps.', '{"x": 1, "y": 2}'])
+    result = await Agent(model, output_type=Point, output_mode="prompted").chat("x")
+    assert result.output == Point(x=1, y=2)
+    correction = model.requests[1].messages[-1]
+    assert isinstance(correction, UserMessage) and "Invalid JSON" in correction.text
+
+
+# -- recursive models ----------------------------------------------------------------------------------
+
+
+class Tree(pydantic.BaseModel):
+    """A node of a tree."""
+
+    name: str
+    children: list[Tree] = []
+
+
+class Chain(pydantic.BaseModel):
+    name: str
+    next: Optional[Chain] = None
+
+
+def tree(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"name": "leaf", "children": []}
+    for level in range(depth):
+        node = {"name": f"n{level}", "children": [node]}
+    return node
+
+
+def chain(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"name": "end"}
+    for level in range(depth):
+        node = {"name": f"n{level}", "next": node}
+    return node
+
+
+def depth_of(value: Any, attribute: str) -> int:
+    depth = 0
+    while True:
+        inner = getattr(value, attribute)
+        inner = inner[0] if isinstance(inner, list) and inner else inner
+        if not isinstance(value, pydantic.BaseModel) or inner in (None, []):
+            return depth
+        value, depth = inner, depth + 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("model_type", "wire", "attribute"), [(Tree, tree(100), "children"), (Chain, chain(200), "next")]
+)
+async def test_a_recursive_model_nested_deep_is_accepted(
+    mode: str, model_type: Any, wire: dict[str, Any], attribute: str
+) -> None:
+    model = ScriptedChatModel([answer(mode, wire)])
+    agent = Agent(model, output_type=model_type, output_mode=mode)  # type: ignore[arg-type]
+    result = await agent.chat("x")
+    assert depth_of(result.output, attribute) == (100 if model_type is Tree else 200)
+    # Its schema is the object itself (not wrapped in {"result": ...}), recursion through $defs.
+    request = model.requests[0]
+    if mode == "tool":
+        sent = request.tool_specifications[0].parameters
+    elif mode == "native":
+        assert request.response_format is not None
+        sent = request.response_format.schema
+    else:
+        sent = json.loads(str(request.messages[0].text).split("\n", 1)[1])
+    assert sent["type"] == "object" and "result" not in sent["properties"] and "$defs" in sent
+
+    chunked = ScriptedChatModel([answer(mode, wire)], chunk_size=50)
+    streamed = Agent(chunked, output_type=model_type, output_mode=mode)  # type: ignore[arg-type]
+    stream = streamed.stream("x")
+    outputs = [o async for o in stream.outputs()]
+    assert outputs[-1] == result.output and len(outputs) > 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_model_nested_past_what_validation_handles_is_a_correction(mode: str) -> None:
+    model = ScriptedChatModel([answer(mode, chain(400)), answer(mode, chain(3))])
+    result = await Agent(model, output_type=Chain, output_mode=mode).chat("x")  # type: ignore[arg-type]
+    assert result.output.name == "n2"
+    correction = model.requests[1].messages[-1]
+    assert "levels" in correction.text and len(correction.text) < 2000  # a deep path, shortened
+
+
+# -- memory when the retries run out -------------------------------------------------------------------
+
+
+@tool
+def lookup(name: str) -> str:
+    """Looks a customer up."""
+    return f"{name} is a customer"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_output_validation_error_stores_nothing_in_any_mode(mode: str) -> None:
+    memory = MessageWindowChatMemory(max_messages=100)
+    await memory.add([UserMessage("earlier"), AiMessage("earlier answer")])
+    bad = answer(mode, {"customer": "Acme"})  # total missing
+    if mode == "tool":  # a failed output call beside a function call, between two failed outputs
+        script = [bad, calls(("lookup", {"name": "Acme"}), ("final_result", {"customer": "Acme"})), bad]
+    else:  # a function round between failed answers
+        script = [bad, calls(("lookup", {"name": "Acme"})), bad, bad]
+    model = ScriptedChatModel(script)
+    agent = Agent(
+        model,
+        output_type=Invoice,
+        output_mode=mode,  # type: ignore[arg-type]
+        output_retries=2,
+        memory=memory,
+        tools=[lookup],
+    )
+    with pytest.raises(OutputValidationError):
+        await agent.chat("extract")
+    assert len(model.requests) == len(script)
+    assert await memory.messages() == [UserMessage("earlier"), AiMessage("earlier answer")]
+    # The conversation goes on from where it was.
+    agent.model = ScriptedChatModel([answer(mode, {"customer": "Acme", "total": 1})])
+    assert (await agent.chat("again")).output == Invoice(customer="Acme", total=1)
+    assert_valid_for_provider(await memory.messages())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_corrected_output_stores_the_attempts_with_it(mode: str) -> None:
+    memory = MessageWindowChatMemory(max_messages=100)
+    model = ScriptedChatModel(
+        [
+            answer(mode, {"customer": "Acme"}, "c1"),
+            calls(("lookup", {"name": "Acme"})),
+            answer(mode, {"customer": "Acme", "total": 3}, "c2"),
+        ]
+    )
+    agent = Agent(
+        model,
+        output_type=Invoice,
+        output_mode=mode,  # type: ignore[arg-type]
+        memory=memory,
+        tools=[lookup],
+    )
+    result = await agent.chat("extract")
+    assert result.output == Invoice(customer="Acme", total=3)
+    stored = await memory.messages()
+    assert stored == list(result.messages)
+    assert stored[0] == UserMessage("extract") and len(stored) == (7 if mode == "tool" else 6)
+    assert_valid_for_provider(stored)
+
+
+async def test_function_rounds_before_the_first_invalid_output_stay() -> None:
+    memory = MessageWindowChatMemory(max_messages=100)
+    bad = answer("tool", {"customer": "Acme"})
+    model = ScriptedChatModel([calls(("lookup", {"name": "Acme"}, "l1")), bad, bad])
+    agent = Agent(model, output_type=Invoice, memory=memory, tools=[lookup])
+    with pytest.raises(OutputValidationError):
+        await agent.chat("extract")
+    stored = await memory.messages()
+    assert [type(m).__name__ for m in stored] == ["UserMessage", "AiMessage", "ToolExecutionResultMessage"]
+    assert_valid_for_provider(stored)
+
+
+# -- partial outputs across a retry --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_retry_starts_a_new_sequence_of_partials(mode: str) -> None:
+    script = [
+        answer(mode, {"customer": "Acme Corporation", "items": ["a", "b", "c"]}, "c1"),  # total missing
+        answer(mode, {"customer": "Acme", "total": 2}, "c2"),
+    ]
+    agent = Agent(ScriptedChatModel(script, chunk_size=4), output_type=Invoice, output_mode=mode)  # type: ignore[arg-type]
+    events = [e async for e in agent.stream("x").events() if isinstance(e, PartialOutput)]
+    attempts = [e.attempt for e in events]
+    assert attempts == sorted(attempts) and attempts[0] == 1 and attempts[-1] == 2
+    for attempt in (1, 2):  # monotone within an attempt
+        seen: set[str] = set()
+        for event in (e for e in events if e.attempt == attempt):
+            fields = set(event.output.model_fields_set)
+            assert fields >= seen
+            seen = fields
+    second = [e for e in events if e.attempt == 2]
+    assert set(second[0].output.model_fields_set) < {"customer", "items"}  # it starts again from nothing
+
+    again = Agent(ScriptedChatModel(script, chunk_size=4), output_type=Invoice, output_mode=mode)  # type: ignore[arg-type]
+    stream = again.stream("x")
+    seen_attempts = []
+    async for _ in stream.outputs():
+        seen_attempts.append(stream.output_attempt)
+    assert seen_attempts[0] == 1 and seen_attempts[-1] == 2 and seen_attempts == sorted(seen_attempts)
