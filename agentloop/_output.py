@@ -56,6 +56,7 @@ from ._schema import _strip_titles
 from ._spec import ToolSpecification
 from ._tool import ReturnBehavior, Tool
 from .models._base import ModelEvent, TextDelta, ToolCallDelta
+from .models._strict import has_maps, restore_maps
 
 if TYPE_CHECKING:
     from ._loop import Listener
@@ -136,9 +137,30 @@ class OutputMember:
     build: Callable[[dict[str, Any]], Any] | None
     required: frozenset[str] = frozenset()
     """The wire keys a whole value needs."""
+    maps: bool = False
+    """The schema holds a free-form map, which a strict provider receives as a list of {key, value} entries
+    (`strict_schema`): such an answer is turned back into the map before it is validated."""
+
+    def restored(self, raw: Any) -> Any:
+        """A decoded answer with its maps as objects (a map that came as entries converted back)."""
+        if not self.maps:
+            return raw
+        try:
+            return restore_maps(self.schema, raw)
+        except RecursionError:
+            return raw  # nested past Python's limit: validation reports it
 
     def validate_json(self, text: str) -> Any:
         """The value of one wire JSON text; raises `pydantic.ValidationError`."""
+        if self.maps:
+            try:
+                decoded = msgspec.json.decode(text)
+            except (msgspec.DecodeError, RecursionError):
+                pass  # the validator reports what is wrong with it
+            else:
+                restored = self.restored(decoded)
+                if restored is not decoded:
+                    text = msgspec.json.encode(restored).decode()
         try:
             value = self.adapter.validate_json(text)
         except pydantic.ValidationError as error:
@@ -158,6 +180,7 @@ class OutputMember:
         """The partial value of `raw` (a partial wire object) and the part of `raw` it stands for, or None."""
         if not isinstance(raw, dict):
             return None
+        raw = self.restored(raw)
         if self.wrapped and "result" not in raw:
             return None
         if self.fields is None or self.required.issubset(raw):  # else it cannot validate whole: skip that
@@ -271,7 +294,16 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         build = dict
     required = frozenset(schema.get("required", ()))
     return OutputMember(
-        output_type, tool_name, description, schema, wrapped, adapter, fields, build, required
+        output_type,
+        tool_name,
+        description,
+        schema,
+        wrapped,
+        adapter,
+        fields,
+        build,
+        required,
+        has_maps(schema),
     )
 
 
@@ -478,7 +510,7 @@ class OutputRun:
         if self.mode != "native":
             return NOT_FOUND
         try:
-            value = member.adapter.validate_python(_without_nulls(msgspec.json.decode(text)))
+            value = member.adapter.validate_python(_without_nulls(member.restored(msgspec.json.decode(text))))
         except (msgspec.DecodeError, pydantic.ValidationError, RecursionError):
             return NOT_FOUND
         return value["result"] if member.wrapped else value

@@ -4,7 +4,7 @@ when the retries run out, partial outputs across a retry, free-form maps under t
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import pydantic
 import pytest
@@ -255,3 +255,113 @@ async def test_a_retry_starts_a_new_sequence_of_partials(mode: str) -> None:
     async for _ in stream.outputs():
         seen_attempts.append(stream.output_attempt)
     assert seen_attempts[0] == 1 and seen_attempts[-1] == 2 and seen_attempts == sorted(seen_attempts)
+
+
+# -- free-form maps under the providers' strict modes --------------------------------------------------------
+
+
+class Stock(pydantic.BaseModel):
+    sku: str
+    count: int
+
+
+class Scores(pydantic.BaseModel):
+    """Scores per player."""
+
+    scores: dict[str, float]
+    notes: dict[str, Any] = {}
+    grades: dict[Literal["a", "b"], int] = {}
+    series: dict[str, list[int]] = {}
+    stock: Optional[dict[str, Stock]] = None
+
+
+SCORES = Scores(
+    scores={"ada": 9.5, "bob": 7.0},
+    notes={"why": "tie-break", "rounds": 3},
+    grades={"a": 1},
+    series={"ada": [1, 2]},
+    stock={"north": Stock(sku="x", count=2)},
+)
+
+
+def entries(mapping: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": key, "value": value} for key, value in mapping.items()]
+
+
+# What a strict provider's model writes: every map as its entries (and, for OpenAI, every field present).
+SCORES_STRICT: dict[str, Any] = {
+    "scores": entries({"ada": 9.5, "bob": 7.0}),
+    "notes": entries({"why": "tie-break", "rounds": 3}),
+    "grades": entries({"a": 1}),
+    "series": entries({"ada": [1, 2]}),
+    "stock": entries({"north": {"sku": "x", "count": 2}}),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_map_becomes_entries_that_the_strict_rules_accept(provider: Any) -> None:
+    import jsonschema
+
+    from agentloop._output import output_schema
+    from agentloop.models import strict_schema
+    from agentloop.models._strict import restore_maps
+    from agentloop.testing._schema_rules import schema_problem
+
+    schema = output_schema(Scores).whole.schema
+    strict = strict_schema(schema, provider=provider)
+    assert schema_problem(strict, provider) is None
+    scores = strict["properties"]["scores"]
+    assert scores["type"] == "array" and scores["items"]["required"] == ["key", "value"]
+    assert scores["items"]["additionalProperties"] is False
+    assert strict["properties"]["grades"]["items"]["properties"]["key"]["enum"] == ["a", "b"]
+    jsonschema.validate(SCORES_STRICT, strict)  # the strict schema admits the value's strict form...
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**SCORES_STRICT, "scores": {"ada": 9.5}}, strict)  # ...and only that form
+    assert Scores.model_validate(restore_maps(schema, SCORES_STRICT)) == SCORES
+    assert restore_maps(schema, SCORES.model_dump()) == SCORES.model_dump()  # an object map stays
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_map_output_through_the_fake_providers(provider: str, streaming: bool) -> None:
+    from agentloop.models import AnthropicChatModel, ChatModel, OpenAIChatModel
+    from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer
+
+    server: Any = FakeOpenAIServer() if provider == "openai" else FakeAnthropicServer()
+    with server:
+        model: ChatModel
+        if provider == "openai":
+            model = OpenAIChatModel("gpt-test", base_url=server.base_url, api_key="k", max_retries=0)
+        else:
+            model = AnthropicChatModel("claude-test", base_url=server.base_url, api_key="k", max_retries=0)
+        server.add(AiMessage(json.dumps(SCORES_STRICT)))
+        agent = Agent(model, output_type=Scores, output_mode="native")
+        if streaming:
+            stream = agent.stream("scores?")
+            outputs = [o async for o in stream.outputs()]
+            result = stream.result
+            grown = [len(o.scores) for o in outputs if "scores" in o.model_fields_set]
+            assert grown[0] < 2 and grown[-1] == 2 and grown == sorted(grown)  # the map grows as it streams
+        else:
+            result = await agent.chat("scores?")
+        assert result.output == SCORES
+        body = server.requests[0].json
+        schema = (
+            body["response_format"]["json_schema"]["schema"]
+            if provider == "openai"
+            else body["output_config"]["format"]["schema"]
+        )
+        assert schema["properties"]["scores"]["type"] == "array"
+
+
+@pytest.mark.parametrize("mode", ["tool", "prompted"])
+async def test_a_map_written_as_an_object_is_still_accepted(mode: str) -> None:
+    model = ScriptedChatModel([answer(mode, SCORES.model_dump())])
+    result = await Agent(model, output_type=Scores, output_mode=mode).chat("x")  # type: ignore[arg-type]
+    assert result.output == SCORES
+
+
+async def test_a_map_output_type_is_wrapped_and_restored() -> None:
+    model = ScriptedChatModel([AiMessage(json.dumps({"result": entries({"x": 1.5})}))])
+    agent = Agent(model, output_type=dict[str, float], output_mode="native")
+    assert (await agent.chat("x")).output == {"x": 1.5}
