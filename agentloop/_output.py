@@ -52,6 +52,7 @@ from ._messages import (
     UserMessage,
 )
 from ._partial_json import PartialJSON
+from ._partial_output import PartialTracker, list_item_adapter
 from ._schema import _strip_titles
 from ._spec import ToolSpecification
 from ._tool import ReturnBehavior, Tool
@@ -137,6 +138,10 @@ class OutputMember:
     build: Callable[[dict[str, Any]], Any] | None
     required: frozenset[str] = frozenset()
     """The wire keys a whole value needs."""
+    list_items: Mapping[str, pydantic.TypeAdapter[Any]] = dataclasses.field(default_factory=dict)
+    """The item validators of the fields that are plain lists (`list[T]`), validated item by item."""
+    result_items: pydantic.TypeAdapter[Any] | None = None
+    """A wrapped `list[T]`: the validator of its items."""
     maps: bool = False
     """The schema holds a free-form map, which a strict provider receives as a list of {key, value} entries
     (`strict_schema`): such an answer is turned back into the map before it is validated."""
@@ -293,6 +298,17 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         fields = {name: _Field(name, pydantic.TypeAdapter(hint)) for name, hint in hints.items()}
         build = dict
     required = frozenset(schema.get("required", ()))
+    list_items: dict[str, pydantic.TypeAdapter[Any]] = {}
+    if isinstance(output_type, type) and issubclass(output_type, pydantic.BaseModel) and not wrapped:
+        for name, info in output_type.model_fields.items():
+            items = None if info.metadata else list_item_adapter(info.annotation)
+            if items is not None:
+                list_items[info.alias or name] = items
+    elif is_typeddict(output_type):
+        for name, hint in get_type_hints(output_type, include_extras=True).items():
+            items = list_item_adapter(hint)
+            if items is not None:
+                list_items[name] = items
     return OutputMember(
         output_type,
         tool_name,
@@ -303,6 +319,8 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         fields,
         build,
         required,
+        list_items,
+        list_item_adapter(output_type) if wrapped else None,
         has_maps(schema),
     )
 
@@ -538,6 +556,7 @@ class _Watch:
         "_seen",
         "_text",
         "_tools",
+        "_tracker",
         "_typed",
         "attempt",
         "round",
@@ -560,6 +579,7 @@ class _Watch:
         self._text = self._text and schema is not None
         self._tools = {m.tool_name: m for m in schema.members} if typed and schema is not None else {}
         self._member = schema.whole if self._text and typed and schema is not None else None
+        self._tracker = PartialTracker(self._member) if self._member is not None else None
         self._index: int | None = None  # the output call being watched (tool mode)
         self._parser = PartialJSON()
         self._seen: dict[str, int] = {}  # the shape of the last partial sent (see `_feed`)
@@ -581,6 +601,7 @@ class _Watch:
                 if self._index is None and delta.name in self._tools:
                     self._index = delta.index
                     self._member = self._tools[delta.name]
+                    self._tracker = PartialTracker(self._member)
                 if delta.index == self._index and delta.arguments:
                     await self._feed(delta.arguments)
             return event
@@ -589,9 +610,9 @@ class _Watch:
         parser = self._parser
         if not parser.feed(piece) or parser.done:  # the whole value comes with the final result
             return
-        member = self._member
-        assert member is not None and self._typed is not None
-        partial = member.partial(parser.value)
+        tracker = self._tracker
+        assert tracker is not None and self._typed is not None
+        partial = tracker.update(parser.value)
         if partial is None:
             return
         value, used = partial
