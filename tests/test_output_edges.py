@@ -302,7 +302,7 @@ SCORES_STRICT: dict[str, Any] = {
 def test_a_map_becomes_entries_that_the_strict_rules_accept(provider: Any) -> None:
     import jsonschema
 
-    from agentloop._output import output_schema
+    from agentloop._features.output import output_schema
     from agentloop.models import strict_schema
     from agentloop.models._strict import restore_maps
     from agentloop.testing._schema_rules import schema_problem

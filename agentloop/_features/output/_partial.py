@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin
 import pydantic
 
 if TYPE_CHECKING:
-    from ._output import OutputMember
+    from ._types import OutputMember
 
 __all__ = ["PartialTracker", "list_item_adapter"]
 
