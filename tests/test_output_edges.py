@@ -365,3 +365,47 @@ async def test_a_map_output_type_is_wrapped_and_restored() -> None:
     model = ScriptedChatModel([AiMessage(json.dumps({"result": entries({"x": 1.5})}))])
     agent = Agent(model, output_type=dict[str, float], output_mode="native")
     assert (await agent.chat("x")).output == {"x": 1.5}
+
+
+# -- partial outputs, validated incrementally --------------------------------------------------------------
+
+
+class Line(pydantic.BaseModel):
+    sku: str
+    quantity: int
+
+
+class Order(pydantic.BaseModel):
+    customer: str
+    lines: list[Line]
+    note: str = ""
+
+
+ORDER = {
+    "customer": "Northwind",
+    "lines": [{"sku": f"S{n}", "quantity": n} for n in range(1, 30)],
+    "note": "deliver before noon",
+}
+
+
+@pytest.mark.parametrize("output_type", [Order, list[Line]], ids=["model", "wrapped-list"])
+async def test_partials_of_a_long_list_grow_item_by_item_and_match_the_final(output_type: Any) -> None:
+    wire = ORDER if output_type is Order else {"result": ORDER["lines"]}
+    model = ScriptedChatModel([calls(("final_result", wire))], chunk_size=3)
+    outputs = [o async for o in Agent(model, output_type=output_type).stream("x").outputs()]
+    final = outputs[-1]
+    lines = [
+        o.lines if isinstance(o, Order) else o
+        for o in outputs[:-1]
+        if not isinstance(o, Order) or "lines" in o.model_fields_set
+    ]
+    whole = final.lines if isinstance(final, Order) else final
+    assert len(whole) == 29
+    lengths = [len(items) for items in lines]
+    assert lengths == sorted(lengths) and len(set(lengths)) >= 25  # one partial (at least) per item
+    for items in lines:  # every item shown is whole and validated, as in the final value
+        assert items == whole[: len(items)]
+    if isinstance(final, Order):
+        assert final == Order.model_validate(ORDER)
+        notes = [o.note for o in outputs[:-1] if "note" in o.model_fields_set]
+        assert notes and all("deliver before noon".startswith(n) for n in notes)
