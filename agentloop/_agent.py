@@ -52,9 +52,10 @@ from ._messages import (
     UserMessage,
 )
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
+from ._options import NO_OPTIONS, CallOptions
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
-from ._seam import NO_OPTIONS, CallContext, CallOptions, InvocationCall, Middleware, Seam, check_middleware
+from ._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import close_at_exit, run_sync

@@ -50,6 +50,12 @@ class OutputHook(Protocol):
         """The output a round's output-tool call gave, or `NOT_FOUND`."""
         ...
 
+    @property
+    def retrying(self) -> bool:
+        """True once an output was sent back for correction: the invocation's messages are then held and
+        stored with the valid output (or never)."""
+        ...
+
     def watch(
         self, events: AsyncIterator[ModelEvent], round: int, typed: Listener | None
     ) -> AsyncIterator[ModelEvent]:

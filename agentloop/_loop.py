@@ -48,8 +48,9 @@ from ._messages import (
     is_whole_object,
 )
 from ._observe import Observer, log_model_call
+from ._options import NO_OPTIONS, CallOptions
 from ._result import Result
-from ._seam import NO_MIDDLEWARE, NO_OPTIONS, CallContext, CallOptions, ModelCall, Seam
+from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 

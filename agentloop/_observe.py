@@ -13,12 +13,13 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import IllegalConfigurationError
+from ._execution import ToolExecution
+from ._messages import ToolExecutionRequest
+from ._result import Result
 
 if TYPE_CHECKING:
-    from ._execution import ToolExecution
-    from ._loop import Invocation, Listener
-    from ._messages import ChatResponse, ToolExecutionRequest
-    from ._result import Result
+    from ._loop import Invocation
+    from ._messages import ChatResponse
 
 __all__ = [
     "Observer",
@@ -34,13 +35,14 @@ __all__ = [
     "uninstrument",
 ]
 
-RunInvocation = Callable[["Invocation", "Listener | None"], Awaitable["Result[Any]"]]
+RunInvocation = Callable[[Any, Any], Awaitable[Result[Any]]]
+"""`run(inv, emit)`: runs the invocation `inv` (a `_loop.Invocation`) sending stream events to `emit`."""
 
 
 class Observer(Protocol):
     """Watches invocations. Each method wraps the real work and must return (or raise) what it does."""
 
-    async def invocation(self, inv: Invocation, emit: Listener | None, run: RunInvocation) -> Result[Any]:
+    async def invocation(self, inv: Any, emit: Any, run: RunInvocation) -> Result[Any]:
         """Runs `await run(inv, emit)`, observed. May pass on a copy of `inv` whose model is wrapped to see
         each model call (a wrapper model such as a fallback chain may offer `__agentloop_instrument__(wrap)`,
         returning itself with each inner model passed through `wrap`, so the inner calls show)."""

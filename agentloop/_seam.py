@@ -14,16 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._context import ToolContext
 from ._errors import IllegalConfigurationError
+from ._execution import ToolExecution
 from ._messages import ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
-
-if TYPE_CHECKING:
-    from ._execution import ToolExecution
-    from ._result import Result
-    from ._tool import Tool
+from ._result import Result
+from ._tool import Tool
 
 __all__ = [
     "NO_MIDDLEWARE",
@@ -198,36 +196,6 @@ class Seam:
         """The middleware's class names, outermost first (what a paused run records of them)."""
         return [type(m).__qualname__ for m in self.middleware]
 
-
-@dataclass(frozen=True, slots=True)
-class CallOptions:
-    """What a call chose for itself (`chat(..., output_type=..., middleware=[...])`): a paused round keeps
-    them, so `resume()` goes on under the same options."""
-
-    output_type: Any = None
-    """None: the agent's."""
-    middleware: tuple[Middleware, ...] = ()
-
-    def labels(self) -> tuple[str | None, tuple[str, ...]]:
-        """How a stored paused round names them: the output type's name, the middleware's class names."""
-        output = None if self.output_type is None else type_label(self.output_type)
-        return output, tuple(type(m).__qualname__ for m in self.middleware)
-
-
-def type_label(value: Any) -> str:
-    """A stable, readable name of an output type (`module.Qualname`, or a list of them for a union)."""
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(type_label(v) for v in value) + "]"
-    if isinstance(value, type):
-        return (
-            value.__qualname__
-            if value.__module__ == "builtins"
-            else f"{value.__module__}.{value.__qualname__}"
-        )
-    return repr(value)
-
-
-NO_OPTIONS = CallOptions()
 
 NO_MIDDLEWARE = Seam()
 """The seam of an invocation without middleware: no chain at all."""

@@ -21,7 +21,7 @@ from ._text import valid_text
 from ._threads import _is_async_callable, _qualname, run_sync_in_worker
 
 if TYPE_CHECKING:
-    from ._decorator import _ToolDefinition
+    pass
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -131,7 +131,7 @@ class Tool:
     @classmethod
     def _from_signature(
         cls,
-        definition: _ToolDefinition,
+        definition: Any,  # a `_decorator._ToolDefinition` (that module builds on this one)
         call: Callable[..., Any],
         signature: Signature,
         specification: ToolSpecification,

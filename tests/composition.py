@@ -153,7 +153,9 @@ class Scenario:
         return self._store
 
     def _new_store(self) -> Any:
-        if "sqlite" in self.features:
+        # A round resumed in another process is vouched for by a store both processes share (a process
+        # refuses a paused round it did not issue): a paused scenario without a store feature gets SQLite.
+        if "sqlite" in self.features or (self.pauses and "redis" not in self.features):
             from agentloop.stores import SQLiteChatMemoryStore
 
             assert self.sqlite_path is not None

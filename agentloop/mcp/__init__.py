@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 
 from .._errors import AgentLoopError
+from ._names import local_name
 
 __all__ = [
     "MCPServerError",
@@ -18,6 +19,7 @@ __all__ = [
     "MCPToolResult",
     "MCPToolset",
     "MissingExtraError",
+    "local_name",
     "serve",
     "server_from",
 ]

@@ -2,6 +2,10 @@
 (extra `agentloop-runtime[redis]`, many machines). Both plug into
 `MessageWindowChatMemory.provider(store=...)`.
 
+`encode(obj, kind=None)` / `decode(data, kind=None)` write and read agentloop's storage format (messages,
+requests, responses, tool specifications and executions in a versioned envelope; docs/memory.md), with
+`CodecError` for data they cannot read and `RecordedToolError` for a stored tool error.
+
 Importing this package does not import `redis`; the Redis store loads it when constructed.
 """
 
@@ -9,13 +13,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._codec import CodecError, RecordedToolError, decode, encode
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from ._sqlite import SQLiteChatMemoryStore
 
 if TYPE_CHECKING:
     from ._redis import RedisChatMemoryStore
 
-__all__ = ["ChatMemoryConflictError", "ChatMemoryStoreError", "RedisChatMemoryStore", "SQLiteChatMemoryStore"]
+__all__ = [
+    "ChatMemoryConflictError",
+    "ChatMemoryStoreError",
+    "CodecError",
+    "RecordedToolError",
+    "RedisChatMemoryStore",
+    "SQLiteChatMemoryStore",
+    "decode",
+    "encode",
+]
 
 
 def __getattr__(name: str) -> Any:

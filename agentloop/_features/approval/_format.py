@@ -17,7 +17,7 @@ from agentloop._errors import (
 )
 from agentloop._execution import ToolExecution
 from agentloop._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
-from agentloop._seam import CallOptions
+from agentloop._options import CallOptions
 
 if TYPE_CHECKING:
     from agentloop._loop import Invocation
