@@ -62,11 +62,6 @@ class OutputHook(Protocol):
         """The streamed events, with partial outputs sent to `typed` as they grow."""
         ...
 
-    @property
-    def retrying(self) -> bool:
-        """True once an output was sent back for correction (the round's messages are then held)."""
-        ...
-
 
 class SettledCall(Protocol):
     """What became of a gated call that does not run now."""
