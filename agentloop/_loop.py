@@ -28,6 +28,7 @@ from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceede
 from ._events import (
     BeforeToolExecution,
     IntermediateResponse,
+    ModelProgress,
     PartialResponse,
     PartialThinking,
     PartialToolCall,
@@ -57,7 +58,15 @@ from ._observe import Observer, log_model_call, log_tool_call
 from ._output import NOT_FOUND, RetryOutput
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
-from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from .models import (
+    ChatModel,
+    GenerationProgress,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -251,6 +260,11 @@ async def _stream_model(
             elif kind is ThinkingDelta:
                 if typed is not None:
                     await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]
+            elif kind is GenerationProgress:
+                if typed is not None:
+                    p: Any = event
+                    progress = (p.prompt_processed, p.prompt_tokens, p.cached_tokens, p.generated_tokens)
+                    await typed(ModelProgress(*progress, round))
             elif kind is ResponseComplete:
                 response = event.response  # type: ignore[union-attr]
     if response is None:

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,15 @@ import uvicorn
 from agentloop import (
     Agent,
     AiMessage,
+    ChatRequest,
+    ChatResponse,
     MessageWindowChatMemory,
     RateLimitError,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     tool,
 )
+from agentloop.models import GenerationProgress, ModelEvent, ResponseComplete, TextDelta
 from agentloop.testing import ScriptedChatModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -184,6 +187,53 @@ async def test_an_agent_failure_ends_the_stream_with_an_error_event() -> None:
     [(kind, data)] = parse_sse(response.text.splitlines())
     assert kind == "error"
     assert data == {"type": "RateLimitError", "message": "openai: HTTP 429 Too Many Requests: slow down"}
+
+
+class LoadingModel:
+    """A `ChatModel` that loads ahead of use and reports its progress as the local model does: the prompt in
+    steps, then the tokens of a tool-call decision, then an answer."""
+
+    def __init__(self) -> None:
+        self.loads = 0
+        self.requests_before_load = 0
+
+    async def load(self) -> None:
+        self.loads += 1
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        async for event in self.stream(request):
+            if isinstance(event, ResponseComplete):
+                return event.response
+        raise AssertionError("no response")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        if not self.loads:
+            self.requests_before_load += 1
+        for read in (0, 128, 256, 300):
+            yield GenerationProgress(read, 300)
+        yield GenerationProgress(300, 300, generated_tokens=1)
+        yield GenerationProgress(300, 300, generated_tokens=2)
+        yield TextDelta("Hello.")
+        yield ResponseComplete(ChatResponse(AiMessage("Hello.")))
+
+
+async def test_the_model_loads_at_startup_and_its_progress_streams_as_events() -> None:
+    model = LoadingModel()
+    with serving(fastapi_sse.create_app(Agent(model))) as url:
+        assert model.loads == 1  # before any request: the lifespan loaded it
+        async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+            response = await client.get("/chat", params={"q": "hi", "user": "p"})
+    events = parse_sse(response.text.splitlines())
+    assert [data for kind, data in events if kind == "progress"] == [
+        {"read": 0, "of": 300, "cached": 0},
+        {"read": 128, "of": 300, "cached": 0},
+        {"read": 256, "of": 300, "cached": 0},
+        {"read": 300, "of": 300, "cached": 0},
+        {"written": 1},
+        {"written": 2},
+    ]
+    assert [kind for kind, _ in events][-2:] == ["token", "done"]
+    assert model.loads == 1 and model.requests_before_load == 0
 
 
 # -- approval of tool calls, over HTTP ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._base import (
     ChatModel,
+    GenerationProgress,
     ModelEvent,
     ResponseComplete,
     TextDelta,
@@ -31,6 +32,7 @@ __all__ = [
     "AnthropicChatModel",
     "ChatModel",
     "FallbackChatModel",
+    "GenerationProgress",
     "LocalChatModel",
     "LocalModelWeightsError",
     "ModelEvent",
