@@ -59,7 +59,6 @@ from ._local_tools import (
     offered_tools,
     render_plain,
     render_protocol,
-    tool_calls_grammar,
     tool_calls_schema,
 )
 from ._weights import DEFAULT_WEIGHTS, KNOWN_WEIGHTS, LocalModelWeightsError, WeightsSpec, ensure_weights
@@ -394,7 +393,7 @@ class LocalChatModel:
                     **{key: value for key, value in parameters.items() if key not in ("stop", "max_tokens")},
                     "max_tokens": self.tool_call_max_tokens,
                     "messages": render_protocol(request.messages, specs, allow_no_call=allow_no_call),
-                    "grammar": tool_calls_grammar(schema),
+                    "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
                 }
             )
             scanner = ToolCallScanner()

@@ -42,7 +42,6 @@ __all__ = [
     "offered_tools",
     "render_plain",
     "render_protocol",
-    "tool_calls_grammar",
     "tool_calls_schema",
 ]
 
@@ -56,8 +55,9 @@ _RESULTS_TAIL = (
 
 _MUST_CALL = (
     "Call a function exactly when its description covers what the request asks for (a calculation, a "
-    "conversion, live data, a record), and never work out, recall or guess its result yourself; when no "
-    "function's description covers the request, answer it yourself. Call every function needed at once."
+    "conversion, live data, a record): then call it, and never work out, recall or guess its result "
+    "yourself. When no function's description covers the request, answer it yourself. Call every "
+    "function the request needs at once."
 )
 _ANSWER_TAIL = (
     "Answer my request in one or two plain sentences, stating each result exactly as given. No lists, no "
@@ -157,20 +157,6 @@ def tool_calls_schema(
     return schema
 
 
-_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
-
-
-def tool_calls_grammar(schema: dict[str, Any]) -> str:
-    """llama.cpp's grammar for `schema` (llguidance), with the JSON written on one line.
-
-    `response_format` lets the model lay the JSON out as it likes, and the 1.5B model pretty-prints it: 79
-    tokens for the demo's two calls instead of 45, each one a full decoding step. One line, separated as
-    `json.dumps` separates (`", "`, `": "`), is also exactly how earlier rounds are replayed in the prompt,
-    so the next call finds the model's own reply in the prompt cache token for token.
-    """
-    return "%llguidance {}\nstart: %json " + json.dumps({**schema, "x-guidance": _COMPACT})
-
-
 def _hoist_definitions(schema: dict[str, Any], prefix: str, into: dict[str, Any]) -> dict[str, Any]:
     """`schema` without its `$defs`/`definitions`: they move to `into` as `<prefix><name>`, refs rewritten."""
     refs: dict[str, str] = {}
@@ -223,9 +209,9 @@ def render_protocol(
     form = '{"tool_calls": [{"name": <function-name>, "arguments": <args-json-object>}, ...]}'
     if allow_no_call:
         lines.append(
-            f"Reply with a JSON object: {form} to call the functions the request needs (results come back in "
-            'the next message), or {"tool_calls": [], "answer": <text>} when no function fits or the results '
-            "you have answer it."
+            f"Reply with a JSON object: {form} to call the functions the request needs (their results come "
+            'back in the next message), or {"tool_calls": [], "answer": <text>} when no function fits the '
+            "request or the function results you already have answer it."
         )
         lines.append(_MUST_CALL)
     else:
