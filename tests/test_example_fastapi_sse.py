@@ -193,9 +193,10 @@ class LoadingModel:
     """A `ChatModel` that loads ahead of use and reports its progress as the local model does: the prompt in
     steps, then the tokens of a tool-call decision, then an answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: threading.Event | None = None) -> None:
         self.loads = 0
         self.requests_before_load = 0
+        self.gate = gate  # when given, the model waits for it after its first steps (a long prompt)
 
     async def load(self) -> None:
         self.loads += 1
@@ -211,6 +212,8 @@ class LoadingModel:
             self.requests_before_load += 1
         for read in (0, 128, 256, 300):
             yield GenerationProgress(read, 300)
+            if read == 128 and self.gate is not None:
+                await anyio.to_thread.run_sync(self.gate.wait)
         yield GenerationProgress(300, 300, generated_tokens=1)
         yield GenerationProgress(300, 300, generated_tokens=2)
         yield TextDelta("Hello.")
@@ -528,6 +531,26 @@ def test_the_chat_page_shows_tokens_as_they_stream_tool_calls_and_errors(browser
         page.close()
     assert app.requests["/chat"] == 2  # one request per question: no reconnects
     assert len(model.requests) == 3  # two model calls for the first question, one for the second
+
+
+def test_the_chat_page_shows_the_models_progress_while_it_reads_and_decides(browser: Any) -> None:
+    gate = threading.Event()
+    model = LoadingModel(gate)
+    with serving(fastapi_sse.create_app(Agent(model))) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.fill("#question", "hi")
+        page.press("#question", "Enter")
+        status = ".exchange .status"
+        try:
+            # The model stopped after reading 128 of 300 prompt tokens: the page says so, not "thinking...".
+            shown = "'reading the prompt: 42% of 300 tokens'"
+            page.wait_for_function(f"document.querySelector({status!r})?.textContent === {shown}", timeout=20_000)
+        finally:
+            gate.set()
+        page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
+        assert page.inner_text(".exchange .answer") == "Hello."
+        page.close()
 
 
 # -- approval of tool calls, in the chat page ---------------------------------------------------------------
