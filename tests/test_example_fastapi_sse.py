@@ -544,8 +544,8 @@ def test_the_chat_page_shows_the_models_progress_while_it_reads_and_decides(brow
         status = ".exchange .status"
         try:
             # The model stopped after reading 128 of 300 prompt tokens: the page says so, not "thinking...".
-            shown = f"document.querySelector({status!r})?.textContent === 'reading the prompt: 42% of 300 tokens'"
-            page.wait_for_function(shown, timeout=20_000)
+            expected = "reading the prompt: 42% of 300 tokens"
+            page.wait_for_function(f"document.querySelector({status!r})?.textContent === {expected!r}")
         finally:
             gate.set()
         page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
