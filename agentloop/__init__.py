@@ -2,6 +2,16 @@
 
 Messages, errors and `ToolSpecification` load with the package; everything else (the tool layer, the
 runtime) loads on first use, so `import agentloop` stays cheap.
+
+The package's folders follow its layers (each imports only the ones above it; docs/architecture.md):
+- the core, `agentloop/_*.py`: messages, errors and tool specifications (`_messages`, `_errors`, `_spec`,
+  `_events`); the tool layer (`_tool`, `_decorator`, `_threads`, `_schema`, `_arguments`, `_toolset`,
+  `_execution`); memory (`_memory`, `_codec`); the loop and its front ends (`_loop`, `_agent`, `_stream`,
+  `_result`, `_sync`, `_observe`);
+- features on the seam around the loop, `agentloop/_features/`: `output` (structured output), `approval`;
+- providers, `agentloop/models/`: the `ChatModel` protocol (`_base`), the shared HTTP base (`_http/`), one
+  module per provider, fallback and local models;
+- integrations, optional extras imported lazily: `stores`, `mcp`, `otel`, `dbos`, `testing`.
 """
 
 from __future__ import annotations
@@ -9,6 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._content import Content, DocumentContent, ImageContent, TextContent
 from ._errors import (
     AgentLoopError,
     ApprovalError,
@@ -48,13 +59,15 @@ from ._messages import (
     ToolChoice,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserInput,
     UserMessage,
 )
 from ._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._agent import Agent
-    from ._approval import Defer, Denied, PendingApproval, ToolApprovalRequest
+    from ._context import ToolContext, ToolMemoryId
+    from ._decorator import tool, tool_specification_from
     from ._events import (
         ApprovalRequired,
         BeforeToolExecution,
@@ -69,6 +82,7 @@ if TYPE_CHECKING:
         ToolExecuted,
     )
     from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
+    from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._memory import (
         ChatMemory,
         ChatMemoryStore,
@@ -81,33 +95,18 @@ if TYPE_CHECKING:
     )
     from ._observe import instrument, uninstrument
     from ._result import Result
+    from ._schema import P
     from ._stream import TokenStream
-    from ._tool import (
-        P,
-        ReturnBehavior,
-        ToolContext,
-        ToolExecutor,
-        ToolMemoryId,
-        tool,
-        tool_specification_from,
-    )
+    from ._tool import ReturnBehavior, ToolExecutor
     from ._toolset import ToolProvider, ToolProviderRequest, ToolProviderResult, tool_specifications_from
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "P",
-            "ReturnBehavior",
-            "ToolContext",
-            "ToolExecutor",
-            "ToolMemoryId",
-            "tool",
-            "tool_specification_from",
-        ],
-        "._tool",
-    ),
+    "P": "._schema",
+    **dict.fromkeys(["ReturnBehavior", "ToolExecutor"], "._tool"),
+    **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._context"),
+    **dict.fromkeys(["tool", "tool_specification_from"], "._decorator"),
     **dict.fromkeys(
         ["ToolProvider", "ToolProviderRequest", "ToolProviderResult", "tool_specifications_from"], "._toolset"
     ),
@@ -127,7 +126,7 @@ _LAZY: dict[str, str] = {
         ],
         "._memory",
     ),
-    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._approval"),
+    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._features.approval"),
     **dict.fromkeys(
         [
             "ApprovalRequired",
@@ -168,11 +167,14 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CompleteResponse",
+    "Content",
     "Defer",
     "Denied",
+    "DocumentContent",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",
+    "ImageContent",
     "InMemoryChatMemoryStore",
     "IntermediateResponse",
     "InvocationTimeoutError",
@@ -202,6 +204,7 @@ __all__ = [
     "StoredMemory",
     "StreamEvent",
     "SystemMessage",
+    "TextContent",
     "TokenStream",
     "TokenUsage",
     "ToolApprovalRequest",
@@ -223,6 +226,7 @@ __all__ = [
     "ToolRunner",
     "ToolSpecification",
     "ToolsNotSupportedError",
+    "UserInput",
     "UserMessage",
     "VersionedChatMemoryStore",
     "execute_tool_calls",

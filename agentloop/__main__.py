@@ -14,7 +14,7 @@ usage: python -m agentloop [--version] COMMAND [options]
 
 commands:
   demo    run an agent with real tools, streaming tokens and tool events
-          (embedded local model by default: pip install 'agentloop[local]')
+          (embedded local model by default: pip install 'agentloop-runtime[local]')
 
 python -m agentloop COMMAND --help shows a command's options."""
 

@@ -8,13 +8,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
 import anyio
 import msgspec
 import pydantic_core
 
-from ._approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._context import ToolContext
 from ._errors import (
     ApprovalError,
     IllegalConfigurationError,
@@ -23,23 +23,33 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._execution import DEFAULT_MAX_CALLS, DEFAULT_MAX_RESULT_CHARS, ExecutionOptions, ToolRunner
+from ._features.approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._features.output import (
+    DEFAULT_OUTPUT_TOOL_NAME,
+    OutputMode,
+    OutputRun,
+    OutputValidator,
+    structured_output,
+)
+from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, exclusive_access
 from ._messages import (
+    ChatMessage,
     FinishReason,
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
+    UserInput,
     UserMessage,
 )
 from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
-from ._output import DEFAULT_OUTPUT_TOOL_NAME, OutputMode, OutputRun, OutputValidator, structured_output
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._spec import ToolSpecification
 from ._stream import TokenStream
-from ._sync import run_sync
-from ._tool import ReturnBehavior, Tool, ToolContext
+from ._sync import close_at_exit, run_sync
+from ._tool import ReturnBehavior, Tool
 from ._toolset import ToolProvider, resolve_tools
 from .models import ChatModel
 
@@ -52,10 +62,13 @@ if TYPE_CHECKING:
     T = TypeVar("T")
     OutputType: TypeAlias = "TypeForm[T] | Sequence[TypeForm[T]]"
 else:
-    from typing import TypeVar
+    from typing import TypeVar, Union
+
+    from typing_extensions import TypeForm
 
     OutputT = TypeVar("OutputT")
     T = TypeVar("T")
+    OutputType = Union[TypeForm[T], Sequence[TypeForm[T]]]  # so help() and get_type_hints() resolve it
 
 __all__ = ["Agent"]
 
@@ -86,15 +99,19 @@ class Agent(Generic[OutputT]):
     `output_type` makes every invocation end in a validated value of that type (`Result.output`; see
     docs/output.md), delivered as `output_mode` says, corrected at most `output_retries` times.
 
+    A call to a tool that does not exist gets, by default (`hallucinated_tool_name_strategy="tell_model"`),
+    an error result naming the tools the model can call, so it corrects itself; a function
+    `request -> text` answers instead, and None raises `HallucinatedToolError` (aborting the invocation).
+
     For durable-execution engines: `tool_runner` runs every tool call (see `ToolRunner`), `clock` and
     `id_factory` replace the system clock and the random invocation ids, and `ordered_events=True` reports
     `ToolExecuted` events in call order instead of completion order.
 
-    `instrument`: True traces this agent with OpenTelemetry (`agentloop[otel]`), an
+    `instrument`: True traces this agent with OpenTelemetry (`agentloop-runtime[otel]`), an
     `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
     `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
     `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
-    None (default) uses genai-prices when it is installed (`agentloop[prices]`).
+    None (default) uses genai-prices when it is installed (`agentloop-runtime[prices]`).
     """
 
     def __init__(
@@ -109,7 +126,7 @@ class Agent(Generic[OutputT]):
         max_concurrent_tools: int | None = None,
         tool_timeout: float | None = None,
         context: Mapping[str, Any] | None = None,
-        hallucinated_tool_name_strategy: HallucinationStrategy | None = None,
+        hallucinated_tool_name_strategy: HallucinationStrategy | Literal["tell_model"] | None = "tell_model",
         tool_arguments_error_handler: ErrorHandler | None = None,
         tool_execution_error_handler: ErrorHandler | None = None,
         eager_tools: bool = True,
@@ -180,77 +197,88 @@ class Agent(Generic[OutputT]):
     @overload
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
     ) -> Result[OutputT]: ...
 
     @overload
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
     ) -> Result[T]: ...
 
     async def chat(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
     ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
         `tools` replaces the agent's tools for this call; `context` is merged over the agent's (the call's
         values win) and reaches tools as `ToolContext`; `timeout` bounds the whole invocation, model calls
-        and tools together. `output_type` replaces the agent's for this call.
+        and tools together. `output_type` replaces the agent's for this call. `message_history` gives the
+        conversation so far for this call instead of a memory (`result.new_messages` is what to append to
+        it); with a `memory_id` too it raises `IllegalConfigurationError` (docs/runtime.md).
         """
-        return await self._invoke(message, memory_id, context, tools, timeout, None, output_type)
+        memory_id, history = _history_or_memory(memory_id, message_history)
+        return await self._invoke(
+            message, memory_id, context, tools, timeout, None, output_type, history=history
+        )
 
     @overload
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
     ) -> TokenStream[OutputT]: ...
 
     @overload
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
     ) -> TokenStream[T]: ...
 
     def stream(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
     ) -> TokenStream[Any]:
         """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
@@ -260,16 +288,19 @@ class Agent(Generic[OutputT]):
         resolved = self.output_type if output_type is None else output_type
         if output_type is not None:
             structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
+        memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
 
         async def runner(emit: Listener) -> Result[Any]:
-            return await self._invoke(message, memory_id, context, toolset, timeout, emit, output_type)
+            return await self._invoke(
+                message, memory_id, context, toolset, timeout, emit, output_type, history=history
+            )
 
         description = f"agent={self.name or type(self.model).__name__}"
         return TokenStream(runner, description=description, structured=resolved is not str)
 
     async def ask(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         *,
         memory_id: Any = None,
         context: Mapping[str, Any] | None = None,
@@ -305,17 +336,58 @@ class Agent(Generic[OutputT]):
             return ""
         return result.content
 
-    def chat_sync(self, message: str | UserMessage, **options: Any) -> Result[str]:
+    @overload
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
+        output_type: None = None,
+    ) -> Result[OutputT]: ...
+
+    @overload
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        memory_id: Any = None,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+        message_history: Sequence[ChatMessage] | None = None,
+        output_type: OutputType[T],
+    ) -> Result[T]: ...
+
+    def chat_sync(self, message: UserInput, **options: Any) -> Result[Any]:
         """`chat()` for scripts and notebooks: blocks until the `Result` is there (same options as `chat()`).
 
         Works inside Jupyter's running loop too (the call then runs on a worker thread). Use one style per
         agent: its model's connections belong to the loop of the sync calls.
         """
+        close_at_exit(self.model)
         return run_sync(self.chat, message, **options)
 
-    def ask_sync(self, message: str | UserMessage, **options: Any) -> str:
+    def ask_sync(self, message: UserInput, **options: Any) -> str:
         """`ask()` for scripts and notebooks: blocks until the answer text is there (see `chat_sync`)."""
+        close_at_exit(self.model)
         return run_sync(self.ask, message, **options)
+
+    def resume_sync(
+        self,
+        pending: PendingApproval | bytes | str,
+        decisions: Mapping[str, Decision],
+        *,
+        context: Mapping[str, Any] | None = None,
+        tools: Any = None,
+        timeout: float | None = None,
+    ) -> Result[OutputT]:
+        """`resume()` for scripts and notebooks: blocks until the `Result` is there (see `chat_sync`)."""
+        close_at_exit(self.model)
+        return run_sync(self.resume, pending, decisions, context=context, tools=tools, timeout=timeout)
 
     async def resume(
         self,
@@ -371,7 +443,7 @@ class Agent(Generic[OutputT]):
 
     async def _invoke(
         self,
-        message: str | UserMessage,
+        message: UserInput,
         memory_id: Any,
         context: Mapping[str, Any] | None,
         tools: Any,
@@ -379,8 +451,9 @@ class Agent(Generic[OutputT]):
         emit: Listener | None,
         output_type: Any = None,
         resume: Resume | None = None,
+        history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
-        user_message = message if isinstance(message, UserMessage) else UserMessage(message)
+        user_message = UserMessage.of(message)
         toolset = self.tools if tools is None else resolve_tools(tools)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         resolved = self.output_type if output_type is None else output_type
@@ -390,10 +463,14 @@ class Agent(Generic[OutputT]):
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
         if timeout is None:
-            return await self._run(user_message, memory_id, merged, toolset, None, emit, output, resume)
+            return await self._run(
+                user_message, memory_id, merged, toolset, None, emit, output, resume, history
+            )
         deadline = anyio.current_time() + timeout
         with anyio.move_on_after(timeout) as scope:
-            return await self._run(user_message, memory_id, merged, toolset, deadline, emit, output, resume)
+            return await self._run(
+                user_message, memory_id, merged, toolset, deadline, emit, output, resume, history
+            )
         assert scope.cancelled_caught
         raise InvocationTimeoutError(
             f"The invocation did not finish within its timeout of {timeout:g} s "
@@ -411,6 +488,7 @@ class Agent(Generic[OutputT]):
         emit: Listener | None,
         output: OutputRun | None = None,
         resume: Resume | None = None,
+        history: Sequence[ChatMessage] = (),
     ) -> Result[Any]:
         if memory_id is _STATELESS:
             memory, memory_id = None, None
@@ -436,6 +514,7 @@ class Agent(Generic[OutputT]):
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
                 output=output,
+                history=history,
             )
             result = await run_invocation(invocation, emit)
         if self._pricing is None:
@@ -540,6 +619,22 @@ class Agent(Generic[OutputT]):
         if self.memory is not None:
             parts.append(f"memory={self.memory!r}")
         return f"Agent({', '.join(parts)})"
+
+
+def _history_or_memory(
+    memory_id: Any, message_history: Sequence[ChatMessage] | None
+) -> tuple[Any, tuple[ChatMessage, ...]]:
+    """The memory id and history one call runs with: a `message_history` replaces the memory for the call
+    (nothing is read from it or written to it); with a `memory_id` too, it is ambiguous which conversation
+    goes on, so that is refused."""
+    if message_history is None:
+        return memory_id, ()
+    if memory_id is not None:
+        raise IllegalConfigurationError(
+            "Give either memory_id (the agent's memory keeps the conversation) or message_history (you keep "
+            "it and append result.new_messages), not both"
+        )
+    return _STATELESS, checked_history(message_history)
 
 
 def _observer_for(instrument: Any) -> Observer | None:

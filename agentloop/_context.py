@@ -5,9 +5,11 @@ Both are injected: they never appear in a tool's JSON schema and the model can n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.from_thread
@@ -15,9 +17,45 @@ import msgspec
 
 from ._messages import ToolExecutionRequest
 
-__all__ = ["ToolContext", "ToolMemoryId"]
+__all__ = ["LogLevel", "ToolChannel", "ToolContext", "ToolMemoryId", "bind_channel"]
 
 _NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+"""The MCP (syslog) log levels a tool may log at."""
+
+
+class ToolChannel(Protocol):
+    """Where a tool's logs, progress and questions go while it serves a caller that can take them.
+
+    The MCP server binds one around each call it serves (`bind_channel`); inside an agent there is none,
+    so logging and progress are no-ops there and questions fail with a clear error.
+    """
+
+    def log(self, level: LogLevel, message: Any) -> None:
+        """Sends a log message (in order with everything else the call sends); never blocks."""
+
+    async def report_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """Sends a progress notification."""
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Any:
+        """Asks the user for input shaped by `schema` (a JSON schema object); the client's answer."""
+
+    async def sample(self, prompt: str, *, max_tokens: int, system: str | None) -> str:
+        """Asks the caller's model to complete `prompt`; its text."""
+
+
+_channel: ContextVar[ToolChannel | None] = ContextVar("agentloop_tool_channel", default=None)
+
+
+@contextmanager
+def bind_channel(channel: ToolChannel) -> Iterator[None]:
+    """Binds `channel` to the tool calls run inside this block (and the worker threads they start)."""
+    token = _channel.set(channel)
+    try:
+        yield
+    finally:
+        _channel.reset(token)
 
 
 class ToolMemoryId:
@@ -57,6 +95,53 @@ class ToolContext(msgspec.Struct, frozen=True):
             return None
         return self.deadline - _current_time()
 
+    def log(self, level: LogLevel, message: Any) -> None:
+        """Logs `message` to the caller: an MCP log notification when the tool is served over MCP, a no-op
+        inside an agent. Works from async tools and from sync tools in a worker thread."""
+        channel = _channel.get()
+        if channel is not None:
+            channel.log(level, message)
+
+    def debug(self, message: Any) -> None:
+        """`log("debug", message)`."""
+        self.log("debug", message)
+
+    def info(self, message: Any) -> None:
+        """`log("info", message)`."""
+        self.log("info", message)
+
+    def warning(self, message: Any) -> None:
+        """`log("warning", message)`."""
+        self.log("warning", message)
+
+    def error(self, message: Any) -> None:
+        """`log("error", message)`."""
+        self.log("error", message)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Reports progress to the caller (an MCP progress notification when served over MCP and the
+        client asked for progress; a no-op otherwise)."""
+        channel = _channel.get()
+        if channel is not None:
+            await channel.report_progress(progress, total, message)
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Any:
+        """Asks the user, through the MCP client, for input shaped by `schema` (a flat JSON schema object).
+
+        Returns the SDK's `ElicitResult` (`.action` is "accept", "decline" or "cancel"; `.content` the
+        answer). Raises `RuntimeError` when the tool is not served over MCP.
+        """
+        return await _required_channel("elicit").elicit(message, schema)
+
+    async def sample(self, prompt: str, *, max_tokens: int = 1000, system: str | None = None) -> str:
+        """Asks the MCP client's model to complete `prompt` (MCP sampling); returns its text.
+
+        Raises `RuntimeError` when the tool is not served over MCP.
+        """
+        return await _required_channel("sample").sample(prompt, max_tokens=max_tokens, system=system)
+
     def get(self, key: str, default: Any = None) -> Any:
         """`context[key]`, or `default` when the key is absent."""
         return self.context.get(key, default)
@@ -66,6 +151,16 @@ class ToolContext(msgspec.Struct, frozen=True):
 
     def __contains__(self, key: object) -> bool:
         return key in self.context
+
+
+def _required_channel(what: str) -> ToolChannel:
+    channel = _channel.get()
+    if channel is None:
+        raise RuntimeError(
+            f"ToolContext.{what}() asks the MCP client, and this call has none: it works only while the tool "
+            "is served over MCP (agentloop.mcp.server_from / python -m agentloop.mcp serve)"
+        )
+    return channel
 
 
 def _current_time() -> float:

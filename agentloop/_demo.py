@@ -15,10 +15,10 @@ from typing import Annotated, TextIO
 
 from ._agent import Agent
 from ._cli import add_common_arguments, run_command
+from ._decorator import tool
 from ._events import BeforeToolExecution, CompleteResponse, ModelProgress, PartialResponse, ToolExecuted
 from ._result import Result
 from ._schema import P
-from ._tool import tool
 from .models import ChatModel
 
 DEFAULT_QUESTION = "Use the tools: add 1234 and 4321, and look up the capital of Japan."

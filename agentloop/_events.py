@@ -6,16 +6,16 @@ follows the n-th round of tool executions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 import msgspec
 
+# Imported for real, not under TYPE_CHECKING: the events' annotations name these, and help() and
+# typing.get_type_hints() resolve annotations in this module's namespace (a NameError otherwise).
+from ._execution import ToolExecution
+from ._features.approval import PendingApproval, ToolApprovalRequest
 from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
-
-if TYPE_CHECKING:
-    from ._approval import PendingApproval, ToolApprovalRequest
-    from ._execution import ToolExecution
-    from ._result import Result
+from ._result import Result
 
 __all__ = [
     "ApprovalRequired",

@@ -16,13 +16,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
 from ._context import _NO_CONTEXT, ToolContext
+from ._convert import result_media
 from ._errors import (
     HallucinatedToolError,
     IllegalConfigurationError,
@@ -31,15 +32,18 @@ from ._errors import (
     ToolExecutionError,
 )
 from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from ._threads import starved_call
 from ._tool import ReturnBehavior, Tool, check_timeout
 from ._toolset import Toolset, ToolsLike, resolve_tools
 
 __all__ = [
+    "TELL_MODEL",
     "ErrorHandler",
     "ExecutionOptions",
     "HallucinatedToolNameStrategy",
     "ToolExecution",
     "ToolRunner",
+    "UnknownToolPolicy",
     "any_error",
     "behaviours",
     "execute_tool_call",
@@ -56,16 +60,12 @@ HallucinatedToolNameStrategy = Callable[
 ]
 """`request -> what to tell the model` when it calls a tool that does not exist."""
 
-ToolRunner = Callable[
-    [ToolExecutionRequest, Callable[[], Awaitable["ToolExecution"]]], Awaitable["ToolExecution"]
-]
-"""`(request, run) -> record`: every call an agent runs goes through it; `run()` runs the call in this
-process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
-call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
+TELL_MODEL: Literal["tell_model"] = "tell_model"
+"""The agent's default `hallucinated_tool_name_strategy`: the model gets an error result naming the tools it
+can call, and corrects itself (pydantic-ai, LangGraph and most peers do so); None raises instead."""
 
-A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
-and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
-an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
+UnknownToolPolicy = Union[HallucinatedToolNameStrategy, Literal["tell_model"], None]
+"""A strategy function, `"tell_model"` (the agent's default), or None: raise `HallucinatedToolError`."""
 
 OnStart = Callable[[int, ToolExecutionRequest], Any]
 OnComplete = Callable[["ToolExecution"], Any]
@@ -109,8 +109,11 @@ class ToolExecution(msgspec.Struct, frozen=True):
         return self.error is not None
 
     def result_message(self) -> ToolExecutionResultMessage:
-        """The message that carries this result to the model."""
-        return ToolExecutionResultMessage(self.request.id, self.request.name, self.result, self.is_error)
+        """The message that carries this result to the model (with the pictures the tool returned)."""
+        media = () if self.is_error else result_media(self.result_object)
+        return ToolExecutionResultMessage(
+            self.request.id, self.request.name, self.result, self.is_error, media
+        )
 
     def __repr__(self) -> str:
         result = (
@@ -125,6 +128,18 @@ class ToolExecution(msgspec.Struct, frozen=True):
         )
 
 
+ToolRunner = Callable[
+    [ToolExecutionRequest, Callable[[], Awaitable[ToolExecution]]], Awaitable[ToolExecution]
+]
+"""`(request, run) -> record`: every call an agent runs goes through it; `run()` runs the call in this
+process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
+call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
+
+A runner that has a `reserve(request)` method is told of each call when the loop takes it on, in call order
+and before any of them runs (calls reach the runner itself in whatever order their approval checks finish):
+an engine that numbers its steps numbers them there, so a replay pairs each call with its own record."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionOptions:
     """How tool calls run; shared by `execute_tool_calls` and the agent's loop.
@@ -135,7 +150,7 @@ class ExecutionOptions:
 
     timeout: float | None = None
     max_concurrency: int | None = None
-    hallucinated_tool_name_strategy: HallucinatedToolNameStrategy | None = None
+    hallucinated_tool_name_strategy: UnknownToolPolicy = None
     tool_arguments_error_handler: ErrorHandler | None = None
     tool_execution_error_handler: ErrorHandler | None = None
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
@@ -165,6 +180,8 @@ class ExecutionOptions:
             "clock",
         ):
             value = getattr(self, name)
+            if name == "hallucinated_tool_name_strategy" and value == TELL_MODEL:
+                continue
             if value is not None and not callable(value):
                 raise IllegalConfigurationError(f"{name} must be callable, got {type(value).__name__}")
 
@@ -294,9 +311,13 @@ async def _run(
         if timeout is None:
             result = await tool.invoke(prepared, context)
         else:
+            starved_call()  # forget a reason left by an earlier call of this task that was cancelled
             with anyio.move_on_after(timeout) as scope:
                 result = await tool.invoke(prepared, context)
             if scope.cancelled_caught:
+                starved = starved_call()  # it never got a worker thread: say why, not just "timed out"
+                if starved is not None:
+                    raise ToolExecutionError(f"{starved}; it waited its whole timeout of {timeout:g} s")
                 raise TimeoutError(f"Tool {tool.name!r} timed out after {timeout:g} s")
         try:
             text = await tool.text_of(result)
@@ -449,7 +470,13 @@ async def _answer_hallucination(
     if strategy is None:
         raise _hallucinated(request.name, toolset)
     started_at, clock = options.now(), time.perf_counter()
-    answer = await _maybe_await(strategy(request))
+    if isinstance(strategy, str):  # TELL_MODEL
+        answer: Any = ToolExecutionResultMessage.from_request(
+            request, _unknown_tool_text(request.name, toolset)
+        )
+        answer = msgspec.structs.replace(answer, is_error=True)
+    else:
+        answer = await _maybe_await(strategy(request))
     if isinstance(answer, ToolExecutionResultMessage):
         text, is_error = answer.text, answer.is_error
     elif isinstance(answer, str):
@@ -474,11 +501,23 @@ async def _answer_hallucination(
     )
 
 
+def _unknown_tool_text(name: str, toolset: Toolset) -> str:
+    """What the model reads, by default, after calling a tool that does not exist."""
+    available = ", ".join(repr(n) for n in toolset.names)
+    if not available:
+        return f"There is no tool named {name!r}, and no tools are available now: answer without a tool."
+    return (
+        f"There is no tool named {name!r}. The tools you can call: {available}. Call one of them by its "
+        "exact name, or answer without a tool."
+    )
+
+
 def _hallucinated(name: str, toolset: Toolset) -> HallucinatedToolError:
     available = ", ".join(repr(n) for n in toolset.names) or "none"
     return HallucinatedToolError(
         f"The model called a tool named {name!r}, which does not exist (available tools: {available}). "
-        "Give the agent a hallucinated_tool_name_strategy to answer the model instead of failing.",
+        'Give the agent hallucinated_tool_name_strategy="tell_model" (the default) or a function to answer '
+        "the model instead of failing.",
         tool_name=name,
     )
 
@@ -500,7 +539,7 @@ async def execute_tool_calls(
     context: Mapping[str, Any] | None = None,
     max_concurrency: int | None = None,
     timeout: float | None = None,
-    hallucinated_tool_name_strategy: HallucinatedToolNameStrategy | None = None,
+    hallucinated_tool_name_strategy: UnknownToolPolicy = None,
     tool_arguments_error_handler: ErrorHandler | None = None,
     tool_execution_error_handler: ErrorHandler | None = None,
     on_start: OnStart | None = None,
@@ -519,7 +558,8 @@ async def execute_tool_calls(
     A failing call does not disturb the others: its error message goes to the model (`is_error`). The
     handlers `(error, request) -> str` (sync or async) choose that text instead, or re-raise: then the other
     calls are cancelled and the error propagates. An unknown tool name raises `HallucinatedToolError`
-    before any call starts, unless `hallucinated_tool_name_strategy(request)` answers the model.
+    before any call starts, unless `hallucinated_tool_name_strategy(request)` answers the model, or it is
+    `"tell_model"` (what an `Agent` does by default: an error result naming the available tools).
 
     `on_start(index, request)` runs just before a call runs (after its arguments validated);
     `on_complete(execution)` as each call finishes, in completion order. Both may be sync or async.

@@ -42,6 +42,7 @@ from ._execution import (
     rejected_call,
     should_return_immediately,
 )
+from ._features.output import NOT_FOUND, RetryOutput
 from ._memory import ChatMemory
 from ._messages import (
     ChatMessage,
@@ -55,7 +56,6 @@ from ._messages import (
     is_whole_object,
 )
 from ._observe import Observer, log_model_call, log_tool_call
-from ._output import NOT_FOUND, RetryOutput
 from ._result import Result
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import (
@@ -71,10 +71,10 @@ from .models import (
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 if TYPE_CHECKING:
-    from ._output import OutputRun
+    from ._features.output import OutputRun
 
 if TYPE_CHECKING:
-    from ._approval import ApprovalGate, PendingApproval
+    from ._features.approval import ApprovalGate, PendingApproval
 
 __all__ = ["Invocation", "Listener", "run_invocation"]
 
@@ -118,6 +118,8 @@ class Invocation:
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
     output: OutputRun | None = None
     """Structured output (`output_type=`), None for plain text."""
+    history: Sequence[ChatMessage] = ()
+    """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
@@ -137,7 +139,7 @@ async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
 
 
 async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
-    history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else []
+    history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else [*inv.history]
     unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
     added: list[ChatMessage] = []
     executions: list[ToolExecution] = []
@@ -152,6 +154,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     resumed = inv.approval.resumed if inv.approval is not None else None
     if resumed is not None:  # a paused round goes on: its calls run first, then the loop as usual
         unsaved, round = list(resumed.pending.messages), resumed.pending.round - 1
+        if inv.memory is None:  # the state carried the history too: for the model, not for new_messages
+            history, unsaved = _split_history(unsaved, resumed.pending.user_message)
     while True:
         if dynamic and round > 0:
             toolset = await _tools(inv, history + unsaved)
@@ -227,6 +231,17 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         if should_return_immediately(behaviours, any(e.has_failed for e in round_executions)):
             finish = FinishReason.TOOL_EXECUTION
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None)
+
+
+def _split_history(
+    messages: list[ChatMessage], user_message: UserMessage
+) -> tuple[list[ChatMessage], list[ChatMessage]]:
+    """A memory-less paused state's messages as (the history before the invocation, the invocation's own):
+    the invocation's part starts at its user message, the last one equal to it."""
+    for start in range(len(messages) - 1, -1, -1):
+        if messages[start] == user_message:
+            return messages[:start], messages[start:]
+    return [], messages
 
 
 async def _stream_model(

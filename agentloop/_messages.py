@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal, Union
 import msgspec
 from msgspec.structs import force_setattr
 
+from ._content import Content, TextContent, contents_of, text_of
 from ._spec import ToolSpecification
 from ._text import valid_text, valid_value
 
@@ -28,6 +29,7 @@ __all__ = [
     "ToolChoice",
     "ToolExecutionRequest",
     "ToolExecutionResultMessage",
+    "UserInput",
     "UserMessage",
     "decode_messages",
     "encode_messages",
@@ -70,22 +72,67 @@ class SystemMessage(msgspec.Struct, frozen=True, tag="system"):
             _repair(self, "text")
 
 
-class UserMessage(msgspec.Struct, frozen=True, tag="user"):
-    """What the user said."""
+class UserMessage(msgspec.Struct, frozen=True, tag="user", omit_defaults=True):
+    """What the user said: `text`, and the pictures and documents it comes with (`contents`, in order).
+
+    `UserMessage("Hi")` is text only. `UserMessage("What is on this picture?", [ImageContent.from_path(
+    "cat.png")])` puts the text first, then the parts; `UserMessage.of(["Compare", a, "with", b])` keeps
+    text and parts interleaved. When `contents` holds text parts, `text` is those parts joined by new lines
+    (what text-only readers of the history see).
+    """
 
     text: str
+    contents: Sequence[Content] = ()
 
     def __post_init__(self) -> None:
+        if self.contents:
+            contents = contents_of(self.contents)
+            joined = text_of(contents)
+            if self.text and self.text != joined:
+                if joined:
+                    raise ValueError(
+                        "UserMessage: text= differs from the text parts of contents=; give the text once, "
+                        "as a part of contents"
+                    )
+                contents = (TextContent(self.text), *contents)
+                joined = self.text
+            force_setattr(self, "contents", contents)
+            force_setattr(self, "text", joined)
+        elif type(self.contents) is not tuple:
+            force_setattr(self, "contents", ())
         if not self.text.isascii():
             _repair(self, "text")
 
+    @property
+    def has_media(self) -> bool:
+        """True when the message holds a picture or a document (providers format those; text-only
+        models refuse them)."""
+        return any(not isinstance(part, TextContent) for part in self.contents)
+
+    @classmethod
+    def of(cls, message: UserInput) -> UserMessage:
+        """`message` as a UserMessage: a string, a UserMessage, or a list of strings and content parts."""
+        if isinstance(message, UserMessage):
+            return message
+        if isinstance(message, str):
+            return cls(message)
+        parts = list(message) if isinstance(message, Sequence) else [message]
+        return cls("", contents_of(parts))
+
 
 class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
-    """What the model answered: text, tool calls, or both (and its reasoning, where the provider sends it)."""
+    """What the model answered: text, tool calls, or both (and its reasoning, where the provider sends it).
+
+    `provider_state` holds what a provider needs back on the next call and no other provider understands
+    (OpenAI Responses' reasoning items with their encrypted content, Gemini's thought signatures), keyed by
+    the provider's name (`"openai-responses"`, `"gemini"`, ...), as plain JSON data. Stores keep it; a
+    provider reads only its own key, so a history moves between providers without it.
+    """
 
     text: str | None = None
     tool_execution_requests: Sequence[ToolExecutionRequest] = ()
     thinking: str | None = None
+    provider_state: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if type(self.tool_execution_requests) is not tuple:
@@ -101,27 +148,48 @@ class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
 
 
 class ToolExecutionResultMessage(msgspec.Struct, frozen=True, tag="tool_result", omit_defaults=True):
-    """The result of one tool call, sent back to the model. `id` matches the request's id."""
+    """The result of one tool call, sent back to the model. `id` matches the request's id.
+
+    `contents` holds the pictures and documents the tool returned (an `ImageContent`, an MCP image result),
+    beside `text`. Providers that take them in a tool result send them there; the others send them in a
+    user turn right after the tool results, which refer to them by number.
+    """
 
     id: str | None
     tool_name: str
     text: str
     is_error: bool = False
+    contents: Sequence[Content] = ()
 
     def __post_init__(self) -> None:
+        if type(self.contents) is not tuple:
+            force_setattr(self, "contents", contents_of(self.contents))
         if not self.text.isascii():
             _repair(self, "text")
 
+    @property
+    def has_media(self) -> bool:
+        """True when the tool returned a picture or a document."""
+        return any(not isinstance(part, TextContent) for part in self.contents)
+
     @classmethod
     def from_request(
-        cls, request: ToolExecutionRequest, text: str, *, is_error: bool = False
+        cls,
+        request: ToolExecutionRequest,
+        text: str,
+        *,
+        is_error: bool = False,
+        contents: Sequence[Content] = (),
     ) -> ToolExecutionResultMessage:
         """The result message answering `request`."""
-        return cls(request.id, request.name, text, is_error)
+        return cls(request.id, request.name, text, is_error, contents)
 
 
 ChatMessage = Union[SystemMessage, UserMessage, AiMessage, ToolExecutionResultMessage]
 """Any message of a conversation."""
+
+UserInput = Union[str, UserMessage, Content, Sequence[Union[str, Content]]]
+"""What `Agent.chat` takes as the user's turn: text, a UserMessage, or a list of text and content parts."""
 
 _messages_decoder = msgspec.json.Decoder(list[ChatMessage])
 _encoder = msgspec.json.Encoder()

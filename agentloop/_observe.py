@@ -75,7 +75,7 @@ def set_default_observer(observer: Observer | None) -> None:
 def instrument(
     tracer_provider: Any = None, meter_provider: Any = None, capture_content: bool | None = None
 ) -> Observer:
-    """Traces every agent with OpenTelemetry (extra `agentloop[otel]`), except those created with
+    """Traces every agent with OpenTelemetry (extra `agentloop-runtime[otel]`), except those created with
     `instrument=False`; returns the `agentloop.otel.Instrumentation` in use. Calling it again replaces it.
 
     `tracer_provider` / `meter_provider`: default the global ones. `capture_content`: record messages and
@@ -97,7 +97,7 @@ def new_instrumentation(tracer_provider: Any, meter_provider: Any, capture_conte
         from .otel import Instrumentation
     except ImportError as exc:
         raise IllegalConfigurationError(
-            "Tracing needs the OpenTelemetry API: pip install 'agentloop[otel]'"
+            "Tracing needs the OpenTelemetry API: pip install 'agentloop-runtime[otel]'"
         ) from exc
     return Instrumentation(tracer_provider, meter_provider, capture_content)
 

@@ -1,4 +1,5 @@
-"""What an invocation cost: a user's `pricing=` function, or the `genai-prices` package (`agentloop[prices]`).
+"""What an invocation cost: a user's `pricing=` function, or the `genai-prices` package (extra `prices`:
+`pip install "agentloop-runtime[prices]"`).
 
 A price is worked out only when `Result.cost` is read, one model call at a time (prices depend on the call's
 model and, for some models, on its size). `genai-prices` ships its price data in the package; importing it
@@ -13,7 +14,7 @@ import importlib.util
 import threading
 from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Union
 
 from ._errors import IllegalConfigurationError
 from ._messages import ChatResponse, TokenUsage
@@ -28,14 +29,14 @@ __all__ = [
     "resolve_pricing",
 ]
 
-Pricing = Callable[[TokenUsage, "str | None", "str | None"], "float | Decimal | None"]
+Pricing = Callable[[TokenUsage, Union[str, None], Union[str, None]], Union[float, Decimal, None]]
 """`pricing(usage, model, provider) -> cost in US dollars` of one model call; None when unknown."""
 
 PricingLike = Pricing | bool | None
 """`Agent(pricing=...)`: a `Pricing` function; True: genai-prices (an error when it is not installed);
 None (default): genai-prices when installed, else no cost; False: never a cost."""
 
-PriceSource = tuple[Pricing, "str | None", "str | None"]
+PriceSource = tuple[Pricing, Union[str, None], Union[str, None]]
 """What a `Result` prices its calls with: the function, the provider's name, the model's name."""
 
 _module: list[Any] = []  # genai_prices, once loaded
@@ -85,7 +86,7 @@ def resolve_pricing(pricing: PricingLike) -> Pricing | None:
         if not _has_genai_prices():
             raise IllegalConfigurationError(
                 "pricing=True uses the genai-prices package, which is not installed: "
-                "pip install 'agentloop[prices]' (or pass your own pricing function)"
+                "pip install 'agentloop-runtime[prices]' (or pass your own pricing function)"
             )
         return genai_prices
     if not callable(pricing):

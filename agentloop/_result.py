@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+# Imported for real, not under TYPE_CHECKING, so help(Result) and typing.get_type_hints() resolve the fields.
+from ._execution import ToolExecution
+from ._features.approval import PendingApproval
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
-
-if TYPE_CHECKING:
-    from ._approval import PendingApproval
-    from ._execution import ToolExecution
-    from ._pricing import PriceSource
+from ._pricing import PriceSource
 
 __all__ = ["Result"]
 
@@ -64,6 +63,13 @@ class Result(Generic[T]):
     def __post_init__(self) -> None:
         if self.output is _SAME_AS_CONTENT:
             object.__setattr__(self, "output", self.content)
+
+    @property
+    def new_messages(self) -> list[ChatMessage]:
+        """What this invocation added to the conversation, in order: the user message, each tool round (the
+        AiMessage with its calls, then their results) and the final AiMessage. Append it to the
+        `message_history` you keep for the next call."""
+        return list(self.messages)
 
     @property
     def returned_immediately(self) -> bool:

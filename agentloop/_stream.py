@@ -16,7 +16,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 import anyio
 from typing_extensions import TypeVar
@@ -36,11 +36,9 @@ from ._events import (
     ToolExecuted,
 )
 from ._execution import ToolExecution, current_asyncio_task
+from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 from ._messages import ChatResponse
 from ._result import Result
-
-if TYPE_CHECKING:
-    from ._loop import Listener
 
 __all__ = ["TokenStream"]
 

@@ -10,20 +10,48 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio.from_thread
 
-__all__ = ["run_sync"]
+__all__ = ["AsyncClosable", "close_at_exit", "run_sync"]
+
+logger = logging.getLogger("agentloop")
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _worker: ThreadPoolExecutor | None = None
 _loop: asyncio.AbstractEventLoop | None = None  # created and used by the worker thread only
+
+
+@runtime_checkable
+class AsyncClosable(Protocol):
+    """What holds connections on the sync calls' loop (a model's HTTP pool): closed before that loop is."""
+
+    async def aclose(self) -> None: ...
+
+
+_to_close: weakref.WeakSet[AsyncClosable] = weakref.WeakSet()
+_to_close_strong: list[AsyncClosable] = []  # those that take no weak reference (`__slots__`)
+
+
+def close_at_exit(resource: object) -> None:
+    """Closes `resource` (if it is `AsyncClosable`) on the sync calls' loop at interpreter exit, before the
+    loop itself: otherwise its pooled connections are garbage-collected open (`ResourceWarning: unclosed
+    transport` under `python -X dev`). A call made from a loop's worker thread runs on that loop, whose
+    owner closes what it opened, so nothing is registered then."""
+    if isinstance(resource, AsyncClosable) and not _in_loop_worker_thread():
+        try:
+            _to_close.add(resource)
+        except TypeError:
+            if all(kept is not resource for kept in _to_close_strong):
+                _to_close_strong.append(resource)
 
 
 def run_sync(call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
@@ -79,12 +107,17 @@ def _worker_thread() -> ThreadPoolExecutor:
 
 @atexit.register
 def _close_loop() -> None:
-    """At interpreter exit (the worker thread has stopped by then): closes the sync calls' loop, its async
-    generators first."""
+    """At interpreter exit (the worker thread has stopped by then): closes the sync calls' loop, the
+    connections of the models used there and its async generators first."""
     global _loop
     loop, _loop = _loop, None
     if loop is not None and not loop.is_running():
         try:
+            for resource in [*_to_close, *_to_close_strong]:
+                try:
+                    loop.run_until_complete(resource.aclose())
+                except Exception as error:  # exiting anyway: the others still get closed
+                    logger.debug("agentloop: closing %r at exit failed: %r", resource, error)
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()

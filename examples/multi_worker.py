@@ -5,7 +5,8 @@ what was said to the other, and concurrent requests on one conversation never in
     REDIS_URL=redis://127.0.0.1:6379/0 python examples/multi_worker.py
     REDIS_URL=... uvicorn multi_worker:app --app-dir examples --workers 4   # how you would deploy it
 
-Needs `pip install 'agentloop[redis]' fastapi uvicorn httpx` and, without REDIS_URL, `redis-server` on PATH.
+Needs `pip install 'agentloop-runtime[redis]' fastapi uvicorn httpx` and, without REDIS_URL, `redis-server`
+on PATH.
 The model is an offline stand-in (no key needed) that adds numbers with a tool and remembers your name.
 """
 

@@ -2,8 +2,9 @@
 
 python examples/tracing.py
 
-Runs offline against the fake OpenAI server on 127.0.0.1. Needs `agentloop[otel]` plus the OpenTelemetry SDK
-(`pip install opentelemetry-sdk`), which an application brings with its exporter of choice (OTLP, console...).
+Runs offline against the fake OpenAI server on 127.0.0.1. Needs `agentloop-runtime[otel]` plus the
+OpenTelemetry SDK (`pip install opentelemetry-sdk`), which an application brings with its exporter of
+choice (OTLP, console...).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ async def main() -> None:
             ) as model:
 
                 def pricing(usage: TokenUsage, model: str | None, provider: str | None) -> float:
-                    # Your own prices (USD per token); or install agentloop[prices] and leave `pricing` out.
+                    # Your own prices (USD per token), or agentloop-runtime[prices] and no `pricing`.
                     cached = usage.cache_read_tokens or 0
                     return (
                         (usage.input_tokens - cached) * 0.15e-6

@@ -1,6 +1,8 @@
 """An MCP server written with the mcp SDK, for the MCP tests: in process (`make_server()`), or run as
 `python tests/mcp_demo_server.py stdio [STATE_DIR]` / `... http PORT [STATE_DIR]`, with `--legacy` to answer
-like a server from before protocol 2026-07-28 (initialize handshake, HTTP sessions).
+like a server from before protocol 2026-07-28 (initialize handshake, HTTP sessions); over HTTP,
+`--session-error-400` answers an unknown session with a 400 (see `Gatekeeper`) and `--token=T` requires
+`Authorization: Bearer T`.
 
 STATE_DIR (a directory) gets a file `cancelled` when a `hang` call is cancelled, and holds the marker of
 `hang_once`, so tests in another process can see what the server saw.
@@ -158,9 +160,54 @@ def make_server(state_dir: Path | None = None, name: str = "demo", legacy: bool 
     return server
 
 
+class Gatekeeper:
+    """ASGI middleware for the HTTP server: with `token`, a request without `Authorization: Bearer <token>`
+    gets a 401; with `session_error_400`, a request in a session this process did not start gets what some
+    servers answer instead of a 404: a 400 whose body is a JSON-RPC error with no id."""
+
+    def __init__(self, app: Any, *, token: str | None, session_error_400: bool) -> None:
+        self.app = app
+        self.token = token
+        self.session_error_400 = session_error_400
+        self.sessions: set[bytes] = set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if self.token is not None and headers.get(b"authorization") != f"Bearer {self.token}".encode():
+            await _respond(
+                send, 401, b'{"error": "unauthorized"}', (b"www-authenticate", b'Bearer realm="demo"')
+            )
+            return
+        session = headers.get(b"mcp-session-id")
+        if self.session_error_400 and session is not None and session not in self.sessions:
+            error = b'{"jsonrpc": "2.0", "error": {"code": -32000, "message": "Bad Request: no session"}}'
+            await _respond(send, 400, error)
+            return
+
+        async def noting_sessions(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                self.sessions.update(
+                    v for k, v in message.get("headers", []) if k.lower() == b"mcp-session-id"
+                )
+            await send(message)
+
+        await self.app(scope, receive, noting_sessions)
+
+
+async def _respond(send: Any, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
+
+
 if __name__ == "__main__":
     legacy = "--legacy" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--legacy"]
+    session_error_400 = "--session-error-400" in sys.argv
+    token = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--token=")), None)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if args[0] == "stdio":
         state = Path(args[1]) if len(args) > 1 else None
         make_server(state, legacy=legacy).run("stdio")
@@ -170,4 +217,6 @@ if __name__ == "__main__":
         port = int(args[1])
         state = Path(args[2]) if len(args) > 2 else None
         app = make_server(state, legacy=legacy).streamable_http_app()
+        if token is not None or session_error_400:
+            app = Gatekeeper(app, token=token, session_error_400=session_error_400)
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

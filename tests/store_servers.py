@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-INSTALL = "install it with: apt-get install -y redis-server (and pip install 'agentloop[redis]')"
+INSTALL = "install it with: apt-get install -y redis-server (and pip install 'agentloop-runtime[redis]')"
 
 
 def free_port() -> int:

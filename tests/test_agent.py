@@ -129,12 +129,53 @@ async def test_invalid_arguments_are_reported_to_the_model() -> None:
     assert second.result == "9" and not second.has_failed
 
 
-async def test_hallucinated_tool_name_raises_by_default() -> None:
-    model = ScriptedChatModel([calls(("no_such_tool", {}))])
+@pytest.mark.parametrize("mode", ["chat", "stream"])
+async def test_an_unknown_tool_name_is_told_to_the_model_by_default(mode: str) -> None:
+    model = ScriptedChatModel(
+        [calls(("no_such_tool", {}), ("sum", {"a": 1, "b": 2})), calls(("sum", {"a": 2, "b": 2})), "4"]
+    )
     agent = Agent(model, tools=[Calculator()], memory=MessageWindowChatMemory(10))
+    if mode == "chat":
+        result = await agent.chat("hi")
+    else:
+        stream = agent.stream("hi")
+        async for _ in stream:
+            pass
+        result = stream.result
+    assert result.content == "4"
+    unknown, add, corrected = result.tool_executions
+    sent = model.requests[1].messages[-2]  # the unknown call's result, then add's
+    assert isinstance(sent, ToolExecutionResultMessage) and sent.is_error
+    assert sent.text == (
+        "There is no tool named 'no_such_tool'. The tools you can call: 'sum', 'square_root'. Call one of "
+        "them by its exact name, or answer without a tool."
+    )
+    assert unknown.is_error and not unknown.has_failed  # answered, like any strategy's answer
+    assert add.result == "3.0" and corrected.result == "4.0"
+    assert len(await agent.memory.messages()) == 7  # type: ignore[union-attr]  # both rounds, whole
+
+
+async def test_hallucinated_tool_name_raises_with_strategy_none_the_old_default() -> None:
+    model = ScriptedChatModel([calls(("no_such_tool", {}))])
+    agent = Agent(
+        model, tools=[Calculator()], memory=MessageWindowChatMemory(10), hallucinated_tool_name_strategy=None
+    )
     with pytest.raises(HallucinatedToolError, match="no_such_tool"):
         await agent.chat("hi")
     assert await agent.memory.messages() == []  # type: ignore[union-attr]
+
+
+async def test_an_unknown_tool_with_no_tools_offered_says_to_answer_without() -> None:
+    model = ScriptedChatModel([calls(("search", {})), "I cannot search."])
+    result = await Agent(model).chat("find it")
+    assert result.tool_executions[0].result == (
+        "There is no tool named 'search', and no tools are available now: answer without a tool."
+    )
+
+
+def test_a_strategy_must_be_a_function_tell_model_or_none() -> None:
+    with pytest.raises(IllegalConfigurationError, match="hallucinated_tool_name_strategy must be callable"):
+        Agent(ScriptedChatModel([]), hallucinated_tool_name_strategy="ignore")  # type: ignore[arg-type]
 
 
 async def test_hallucination_strategy_answers_the_model() -> None:

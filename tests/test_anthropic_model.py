@@ -66,7 +66,8 @@ def server() -> Iterator[FakeAnthropicServer]:
 
 
 def model_for(server: FakeAnthropicServer, **options: Any) -> AnthropicChatModel:
-    options.setdefault("max_retries", 0)
+    if "retry" not in options:
+        options.setdefault("max_retries", 0)
     return AnthropicChatModel("claude-test", base_url=server.base_url, api_key=KEY, **options)
 
 
@@ -283,7 +284,14 @@ async def test_chat_returns_the_whole_message(server: FakeAnthropicServer) -> No
     server.add(ChatResponse(AiMessage("Sure.", calls, thinking="Oslo, then."), TokenUsage(30, 12)))
     async with model_for(server) as model:
         response = await model.chat(ChatRequest([UserMessage("Oslo?")], [WEATHER]))
-    assert response.ai_message == AiMessage("Sure.", calls, thinking="Oslo, then.")
+    message = response.ai_message
+    assert (message.text, message.tool_execution_requests, message.thinking) == (
+        "Sure.",
+        tuple(calls),
+        "Oslo, then.",
+    )
+    (block,) = message.provider_state["anthropic"]["thinking"]  # kept for the next call of the tool loop
+    assert (block["type"], block["thinking"], bool(block["signature"])) == ("thinking", "Oslo, then.", True)
     assert response.token_usage == TokenUsage(30, 12)
     assert response.finish_reason is FinishReason.TOOL_EXECUTION
     assert "stream" not in server.requests[0].json
@@ -482,6 +490,26 @@ async def test_thinking_with_tools_is_sent_back_with_its_signature(server: FakeA
         )
         assert "thinking" not in server.requests[2].json
         assert [b["type"] for b in server.requests[2].json["messages"][1]["content"]] == ["text", "tool_use"]
+
+
+async def test_a_tool_loop_resumed_from_storage_by_a_new_model_keeps_its_signed_thinking(
+    server: FakeAnthropicServer,
+) -> None:
+    from agentloop._codec import decode_messages, encode_messages
+
+    call = ToolExecutionRequest("toolu_t", "get_time", "{}")
+    server.add(AiMessage("Checking the clock.", [call], thinking="The user wants the time."))
+    server.add("It is noon.")
+    async with model_for(server, max_tokens=4000, thinking=2000) as model:
+        first = await model.chat(ChatRequest([UserMessage("Time?")], [TIME]))
+    result = ToolExecutionResultMessage.from_request(call, "12:00")
+    stored = decode_messages(encode_messages([UserMessage("Time?"), first.ai_message, result]))  # a store row
+    async with model_for(server, max_tokens=4000, thinking=2000) as another:  # another process, later
+        second = await another.chat(ChatRequest(stored, [TIME]))
+    assert second.text == "It is noon."  # the fake rejects a tool loop whose thinking did not come back
+    sent = server.requests[1].json["messages"][1]["content"]
+    assert [b["type"] for b in sent] == ["thinking", "text", "tool_use"]
+    assert sent[0]["signature"] == first.ai_message.provider_state["anthropic"]["thinking"][0]["signature"]
 
 
 # -- errors, retries, cancellation --------------------------------------------------------------------------

@@ -653,7 +653,7 @@ async def test_altered_state_is_refused_naming_the_call(edit: Any, call_id: str,
 
 def recompute_check(document: dict[str, Any]) -> None:
     """What a deliberate forger does: edit, then recompute every digest (no secret protects them)."""
-    from agentloop._approval import _check_of, _decoder, _encoder
+    from agentloop._features.approval._format import _check_of, _decoder, _encoder
 
     set_amount(document)
     calls = document["response"]["ai_message"]["tool_execution_requests"]

@@ -23,9 +23,33 @@ PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 EXPECTED = {
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "local-model.md": ["Paris"],
-    "models.md": ["echo: Hi", "one two ", "Hello!", "retry after 1.0 s", "Bonjour!"],
-    "runtime.md": ["tokens: 2 + 3 = 5.", "tool add -> 5.0", "customer 42: Ada, tier gold"],
-    "tools.md": ["add", "get_weather"],
+    "models.md": [
+        "echo: Hi",
+        "one two ",
+        "Hello!",
+        "retry after 1.0 s",
+        "Sunny in Paris.",
+        "['message', 'reasoning', 'function_call', 'function_call_output']",
+        "A cat.",
+        "['text', 'image_url']",
+        "Bonjour!",
+        "Sunny in Rome.",
+        "['functionCall', 'thoughtSignature']",
+        "Hello from Bedrock.",
+    ],
+    "runtime.md": [
+        "4 messages added",
+        "You asked what 2 + 3 is, Ada.",
+        "tokens: 2 + 3 = 5.",
+        "tool add -> 5.0",
+        "customer 42: Ada, tier gold",
+    ],
+    "tools.md": [
+        "add",
+        "get_weather",
+        "True '" + "next Monday' is not a date",
+        "False Room booked for 2026-11-30",
+    ],
 }
 
 # Pages whose snippets need a server and run in their own test, with that server started.

@@ -4,6 +4,7 @@ in a real browser (Debian's chromium, through Playwright)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -186,7 +187,32 @@ async def test_an_agent_failure_ends_the_stream_with_an_error_event() -> None:
         response = await client.get("/chat", params={"q": "hi"})
     [(kind, data)] = parse_sse(response.text.splitlines())
     assert kind == "error"
-    assert data == {"type": "RateLimitError", "message": "openai: HTTP 429 Too Many Requests: slow down"}
+    assert data == {
+        "type": "RateLimitError",
+        "message": "The model is busy right now; try again in a moment.",
+    }
+
+
+async def test_an_error_shows_a_plain_message_and_logs_the_model_servers_address(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agentloop.models import OpenAIChatModel
+
+    port = free_port()  # nothing listens there: the connection is refused
+    model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-secret", max_retries=0)
+    transport = httpx2.ASGITransport(app=fastapi_sse.create_app(fastapi_sse.build_agent(model)))
+    with caplog.at_level(logging.WARNING, logger="fastapi_sse"):
+        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+            response = await client.get("/chat", params={"q": "hi"})
+    [(kind, data)] = parse_sse(response.text.splitlines())
+    assert (kind, data) == (
+        "error",
+        {"type": "ModelConnectionError", "message": "The model is not available right now; try again later."},
+    )
+    assert "127.0.0.1" not in response.text and str(port) not in response.text
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert f"127.0.0.1:{port}" in logged and "ModelConnectionError" in logged  # the operator sees where
+    assert "sk-secret" not in logged
 
 
 class LoadingModel:
@@ -526,7 +552,7 @@ def test_the_chat_page_shows_tokens_as_they_stream_tool_calls_and_errors(browser
         page.press("#question", "Enter")
         page.wait_for_selector(".exchange[data-state='error']", timeout=20_000)
         error = page.inner_text(".exchange .error")
-        assert error == "RateLimitError: openai: HTTP 429 Too Many Requests: slow down"
+        assert error == "RateLimitError: The model is busy right now; try again in a moment."
         assert page.evaluate("window.__sources.map((s) => s.readyState)") == [2, 2]
         page.close()
     assert app.requests["/chat"] == 2  # one request per question: no reconnects
@@ -653,6 +679,27 @@ def test_approving_in_the_page_runs_the_call_once_and_streams_the_answer(browser
     assert [path for path in app.requests if path.startswith("/runs/")] and sum(
         n for path, n in app.requests.items() if path.startswith("/runs/")
     ) == 1
+
+
+def test_the_done_line_counts_every_call_the_exchange_showed_across_two_pauses(browser: Any) -> None:
+    # The run pauses twice (each round's refund waits for a decision); the last part's Result holds only
+    # its own call, but the page showed two and says two.
+    script = [
+        AiMessage(tool_execution_requests=[refund_call("toolu_1", "A7")]),
+        AiMessage(tool_execution_requests=[refund_call("toolu_2", "B8")]),
+        "Both refunded.",
+    ]
+    with shop_page(browser, script) as (page, shop, _, _):
+        ask_in_page(page, "Refund A7, then B8", "waiting")
+        page.click(".approval .approve")
+        page.click(".approval .submit")
+        page.wait_for_selector(".approval [data-call-id='toolu_2']", timeout=20_000)
+        page.click(".approval .approve")
+        page.click(".approval .submit")
+        page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
+        assert [line.split("|")[0] for line in tool_lines(page)] == ["ok", "ok"]
+        assert "done: 2 tool call(s)" in page.inner_text(".exchange .status")
+    assert shop.runs == {"refund A7": 1, "refund B8": 1}
 
 
 def test_denying_in_the_page_sends_the_reason_to_the_model_and_shows_arguments_as_text(browser: Any) -> None:

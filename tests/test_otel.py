@@ -539,7 +539,7 @@ def test_instrument_true_without_the_extra_says_how_to_install_it() -> None:
         "    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'agentloop[otel]'" in out.stdout
+    assert "pip install 'agentloop-runtime[otel]'" in out.stdout
 
 
 async def test_an_in_process_model_gets_internal_chat_spans(telemetry: Telemetry) -> None:

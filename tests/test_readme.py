@@ -1,4 +1,6 @@
-"""Every Python snippet of the README runs, in order, as a reader would paste them."""
+"""Every Python snippet of the README runs on its own, as a reader would paste it alone into a fresh
+interpreter: each gets a namespace of its own, so a snippet that leans on a name defined by an earlier one
+fails here with the reader's NameError."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ def snippets() -> list[str]:
 async def test_readme_snippets_run() -> None:
     blocks = snippets()
     assert len(blocks) >= 7
-    namespace: dict[str, object] = {"__name__": "readme"}
     output = io.StringIO()
     for number, block in enumerate(blocks, 1):
+        namespace: dict[str, object] = {"__name__": f"readme_snippet_{number}"}
         code = compile(block, f"README.md snippet {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         with contextlib.redirect_stdout(output):
             outcome = eval(code, namespace)
@@ -39,7 +41,7 @@ async def test_readme_snippets_run() -> None:
     assert "orders of alice at acme: #1, #2" in printed
     assert "4 messages remembered for alice" in printed
     assert "category='billing' urgent=True" in printed
-    assert "4 messages stored for bob" in printed
+    assert "4 messages stored for bob" in printed  # two exchanges
     assert "21.5 21.5 °C" in printed  # the MCP section
     assert "sk-..." not in printed  # provider reprs never show keys
     assert "tool calls, in a script" in printed and "tool calls, blocking" in printed

@@ -147,7 +147,7 @@ def test_unannotated_parameters_accept_anything() -> None:
 
 
 def test_schema_is_compiled_once_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agentloop._tool as tool_module
+    import agentloop._decorator as tool_module
 
     calls: list[Callable[..., Any]] = []
 

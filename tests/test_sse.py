@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop import BadResponseError
-from agentloop.models._sse import ServerSentEvent, SSEDecoder, iter_sse
+from agentloop.models._http._sse import ServerSentEvent, SSEDecoder, iter_sse
 
 
 def parse(data: bytes, *, max_line_bytes: int = 1 << 24) -> list[ServerSentEvent]:
@@ -200,6 +200,45 @@ def test_arbitrary_bytes_raise_nothing_but_bad_response_and_do_not_depend_on_bou
     for split in ([], [c for c in cuts if c <= len(data)]):
         try:
             outcomes.append(parse_split(data, split, max_line_bytes=max_line))
+        except BadResponseError:
+            outcomes.append("error")
+    assert outcomes[0] == outcomes[1]
+
+
+@given(
+    st.from_regex(r"[a-z_.]{0,30}", fullmatch=True),
+    _text,
+    st.sampled_from([None, "7"]),
+    st.integers(4, 64),
+)
+@settings(max_examples=300)
+def test_a_whole_named_event_chunk_parses_as_the_general_path_does(
+    name: str, data: str, last_id: str | None, max_line: int
+) -> None:
+    """`event: x\\ndata: y\\n\\n` in one chunk (OpenAI Responses, Anthropic): a shorter way, same result."""
+    head = b"" if last_id is None else b"id: 7\n\n"
+    chunk = b"event: " + name.encode() + b"\ndata: " + data.encode() + b"\n\n"
+    outcomes = []
+    for split in ([len(head)], list(range(len(head + chunk)))):  # the chunk whole; one byte at a time
+        try:
+            outcomes.append(parse_split(head + chunk, split, max_line_bytes=max_line))
+        except BadResponseError:
+            outcomes.append("error")
+    assert outcomes[0] == outcomes[1]
+
+
+@given(_text, st.sampled_from([None, "7"]), st.integers(4, 64))
+@settings(max_examples=300)
+def test_a_whole_crlf_data_chunk_parses_as_the_general_path_does(
+    data: str, last_id: str | None, max_line: int
+) -> None:
+    """`data: y\\r\\n\\r\\n` in one chunk (Google's APIs): a shorter way, same result."""
+    head = b"" if last_id is None else b"id: 7\r\n\r\n"
+    chunk = b"data: " + data.encode() + b"\r\n\r\n"
+    outcomes = []
+    for split in ([len(head)], list(range(len(head + chunk)))):  # the chunk whole; one byte at a time
+        try:
+            outcomes.append(parse_split(head + chunk, split, max_line_bytes=max_line))
         except BadResponseError:
             outcomes.append("error")
     assert outcomes[0] == outcomes[1]

@@ -509,7 +509,7 @@ def test_imports_stay_lazy() -> None:
         "try:\n"
         "    RedisChatMemoryStore('redis://127.0.0.1:1/0')\n"
         "except ImportError as error:\n"
-        "    assert \"pip install 'agentloop[redis]'\" in str(error), error\n"
+        "    assert \"pip install 'agentloop-runtime[redis]'\" in str(error), error\n"
         "else:\n"
         "    raise AssertionError('no ImportError')\n"
     )

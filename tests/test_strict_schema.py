@@ -13,7 +13,7 @@ import pydantic
 import pytest
 from typing_extensions import TypedDict
 
-from agentloop._output import output_schema
+from agentloop._features.output import output_schema
 from agentloop.models import strict_schema
 from agentloop.testing._schema_rules import schema_problem
 

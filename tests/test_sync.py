@@ -121,3 +121,28 @@ def test_ctrl_c_cancels_the_running_call_and_raises_keyboard_interrupt() -> None
     assert out.split() == ["tool", "cancelled", "interrupted"], err
     assert process.returncode == 0
     assert time.monotonic() - started < 10
+
+
+def test_no_unclosed_transport_at_exit_under_python_dev_mode() -> None:
+    # The model's pooled connection lives on the sync calls' loop: it is closed at exit before that loop,
+    # instead of being garbage-collected open ("ResourceWarning: unclosed transport").
+    script = textwrap.dedent(
+        """
+        from agentloop import Agent
+        from agentloop.models import OpenAIChatModel
+        from agentloop.testing import FakeOpenAIServer
+
+        with FakeOpenAIServer(["hello", "again"]) as server:
+            agent = Agent(OpenAIChatModel("m", base_url=server.base_url, api_key="k"))
+            print(agent.chat_sync("hi").content, agent.ask_sync("and?"))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hello again"
+    assert "ResourceWarning" not in done.stderr and "unclosed" not in done.stderr, done.stderr

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-import agentloop._tool as tool_module
+import agentloop._threads as threads_module
 from agentloop import (
     Agent,
     AiMessage,
@@ -26,7 +26,14 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._tool import ABANDONED_THREADS_PER_TOOL, Tool, abandoned_threads, run_sync_in_worker
+from agentloop._threads import (
+    ABANDONED_THREADS_PER_TOOL,
+    TOOL_THREADS,
+    abandoned_threads,
+    busy_threads,
+    run_sync_in_worker,
+)
+from agentloop._tool import Tool
 from agentloop.testing import ScriptedChatModel
 
 # -- hung sync tools ----------------------------------------------------------------------------------------
@@ -93,15 +100,25 @@ async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_sti
     for _ in range(ABANDONED_THREADS_PER_TOOL + 3):  # one call at a time, each times out
         [execution] = await execute_tool_calls(_calls("hang", 1), [hang, healthy])
         results.append(execution)
-    assert all(e.has_failed and "timed out" in e.result for e in results)
-    # Only the first calls started a thread; the later ones waited for one to end, up to their timeout.
+    assert all(e.has_failed for e in results)
+    assert all(e.result == "Tool 'hang' timed out after 0.05 s" for e in results[:ABANDONED_THREADS_PER_TOOL])
+    # Only the first calls started a thread; the later ones waited for one to end, up to their timeout, and
+    # then failed saying why (the model sees it).
+    starved = (
+        "Tool 'hang' could not start: 4 earlier calls of it are still running after they timed out or were "
+        "cancelled (a sync function cannot be interrupted); if it is hung, give its blocking calls a timeout "
+        "or make it async"
+    )
+    assert [e.result for e in results[ABANDONED_THREADS_PER_TOOL:]] == [
+        f"{starved}; it waited its whole timeout of 0.05 s"
+    ] * 3
     assert gate.inside == gate.entered == ABANDONED_THREADS_PER_TOOL
-    waits = [r.getMessage() for r in caplog.records if "waits to start" in r.getMessage()]
-    assert waits and all(w.startswith("Tool 'hang' waits to start: it has 4 calls") for w in waits)
+    waits = [r.getMessage() for r in caplog.records if "could not start" in r.getMessage()]
+    assert waits == [f"{starved}; it waits for one of them to end"] * 3
     assert abandoned_threads() == ABANDONED_THREADS_PER_TOOL
     assert threading.active_count() - baseline <= ABANDONED_THREADS_PER_TOOL + 1
-    # Another sync tool, and the shared limiter, are untouched by the hung one.
-    assert tool_module._tool_thread_limiter().borrowed_tokens == 0
+    # The hung threads keep their slots until they end; another sync tool still runs.
+    assert busy_threads() == ABANDONED_THREADS_PER_TOOL
     [other] = await execute_tool_calls(_calls("healthy", 1), [hang, healthy])
     assert not other.has_failed and other.result == "fine"
     # A call waiting for room starts as soon as a thread ends.
@@ -123,17 +140,93 @@ async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_sti
     assert again.result == "released" and not again.has_failed
 
 
-async def test_a_cancelled_sync_call_frees_its_slot_at_once(gate: Gate) -> None:
-    limiter = tool_module._tool_thread_limiter()
+async def test_a_cancelled_sync_call_stops_waiting_at_once_and_its_thread_keeps_its_slot(gate: Gate) -> None:
     with anyio.move_on_after(0.05) as scope:
         await run_sync_in_worker(gate)
     assert scope.cancelled_caught
-    # trio used to keep the slot until the thread ended; now both backends free it when the caller leaves.
-    assert limiter.borrowed_tokens == 0
-    assert gate.inside == 1 and abandoned_threads(gate) == 1
+    # The caller left; the thread it started still runs, so it still counts against TOOL_THREADS.
+    assert gate.inside == 1 and abandoned_threads(gate) == 1 and busy_threads() == 1
     gate.release.set()
     await _until_no_abandoned_threads()
-    assert gate.inside == 0
+    assert gate.inside == 0 and busy_threads() == 0
+
+
+@pytest.mark.parametrize("threads", [TOOL_THREADS, 5])
+async def test_no_more_than_tool_threads_threads_ever_run_sync_code(
+    threads: int, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound counts every thread running sync code, the abandoned ones too: never one more."""
+    monkeypatch.setattr(threads_module, "TOOL_THREADS", threads)
+    monkeypatch.setattr(
+        threads_module, "ABANDONED_THREADS_PER_TOOL", 1000
+    )  # one tool may take every slot here
+    peak = 0
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, gate.inside, busy_threads())
+            await anyio.sleep(0.001)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        # Callers that give up after 50 ms, in three waves: each wave's threads stay hung, abandoned.
+        for _ in range(3):
+            async with anyio.create_task_group() as wave:
+                for _ in range(threads + 5):
+                    wave.start_soon(_give_up_after, 0.05, gate)
+        assert gate.inside == gate.entered == threads == busy_threads() == abandoned_threads()
+
+        # Every slot is held by a hung abandoned thread: a new sync tool fails within its own timeout, saying
+        # why, instead of waiting past it.
+        @tool(timeout=0.2)
+        def healthy() -> str:
+            return "fine"
+
+        started = anyio.current_time()
+        [execution] = await execute_tool_calls(_calls("healthy", 1), [healthy])
+        assert anyio.current_time() - started < 1.0
+        assert execution.has_failed and execution.result == (
+            f"Tool 'healthy' could not start: all {threads} worker threads are busy, {threads} of them with "
+            "calls still running after they timed out or were cancelled (a sync function cannot be "
+            "interrupted); if it is hung, give its blocking calls a timeout or make it async; it waited its "
+            "whole timeout of 0.2 s"
+        )
+        # Once they end, the slots are free again (and live callers beyond the bound simply queue).
+        gate.release.set()
+        await _until_no_abandoned_threads()
+        results = []
+
+        async def live() -> None:
+            results.append(await run_sync_in_worker(gate))
+
+        async with anyio.create_task_group() as crowd:
+            for _ in range(threads + 7):
+                crowd.start_soon(live)
+        assert results == ["released"] * (threads + 7) and busy_threads() == 0
+        group.cancel_scope.cancel()
+    assert peak == threads  # exactly the bound, never beyond
+
+
+async def test_a_wait_cancelled_from_outside_does_not_explain_a_later_timeout(
+    gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threads_module, "TOOL_THREADS", 1)
+    await _give_up_after(0.02, gate)  # its thread hangs, holding the only slot
+    await _give_up_after(0.02, gate)  # this one waits for a slot until it is cancelled from outside
+
+    @tool(timeout=0.02)
+    async def slow() -> str:
+        await anyio.sleep(10)
+        return "never"
+
+    [execution] = await execute_tool_calls(_calls("slow", 1), [slow])  # runs in this very task
+    assert execution.result == "Tool 'slow' timed out after 0.02 s"
+
+
+async def _give_up_after(seconds: float, func: Any) -> None:
+    with anyio.move_on_after(seconds):
+        await run_sync_in_worker(func)
 
 
 async def test_calls_cancelled_at_any_moment_leave_no_abandoned_count_behind() -> None:

@@ -145,7 +145,7 @@ def test_a_bad_pricing_setting_is_refused() -> None:
 async def test_genai_prices_loads_in_a_thread_and_prices_known_models(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    genai_prices = pytest.importorskip("genai_prices", reason="pip install 'agentloop[prices]'")
+    genai_prices = pytest.importorskip("genai_prices", reason="pip install 'agentloop-runtime[prices]'")
     loaded_in: list[threading.Thread] = []
     real_import = importlib.import_module
 
@@ -180,7 +180,7 @@ async def test_default_pricing_uses_genai_prices_only_when_installed(monkeypatch
 
     monkeypatch.setattr(pricing_module, "_installed", [False])
     assert (await Agent(TestModel()).chat("Hi")).cost is None
-    with pytest.raises(IllegalConfigurationError, match=r"pip install 'agentloop\[prices\]'"):
+    with pytest.raises(IllegalConfigurationError, match=r"pip install 'agentloop-runtime\[prices\]'"):
         Agent(TestModel(), pricing=True)
 
 

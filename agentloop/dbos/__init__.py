@@ -1,12 +1,14 @@
-"""Durable execution on DBOS (extra `agentloop[dbos]`): `DBOSAgent` runs an agent's invocations as DBOS
-workflows, with model calls, tool calls and memory commits as steps. See docs/durable.md."""
+"""Durable execution on DBOS (extra `agentloop-runtime[dbos]`): `DBOSAgent` runs an agent's invocations
+as DBOS workflows, with model calls, tool calls and memory commits as steps. See docs/durable.md."""
 
 from __future__ import annotations
 
 try:
     import dbos as _dbos  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError("agentloop.dbos needs the DBOS package: pip install 'agentloop[dbos]'") from error
+    raise ImportError(
+        "agentloop.dbos needs the DBOS package: pip install 'agentloop-runtime[dbos]'"
+    ) from error
 
 from ._agent import (
     APPROVAL_TOPIC,

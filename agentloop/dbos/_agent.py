@@ -23,10 +23,11 @@ from dbos._core import StepOptions
 
 from .. import _codec
 from .._agent import Agent
-from .._approval import Decision, Denied, PendingApproval
-from .._approval import _decisions as checked_decisions
+from .._backend import running_on_asyncio
 from .._errors import ApprovalError, IllegalConfigurationError
 from .._execution import ToolExecution, ToolRunner
+from .._features.approval import Decision, Denied, PendingApproval
+from .._features.approval._format import _decisions as checked_decisions
 from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
 from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._result import Result
@@ -432,9 +433,7 @@ def _overlap(before: Sequence[ChatMessage], after: Sequence[ChatMessage]) -> int
 
 
 def _check_asyncio() -> None:
-    import sniffio
-
-    if sniffio.current_async_library() != "asyncio":
+    if not running_on_asyncio():
         raise IllegalConfigurationError(
             "DBOSAgent runs on asyncio only (DBOS's workflows and steps are asyncio code); run this part of "
             "your program with asyncio.run() or anyio.run(..., backend='asyncio')"

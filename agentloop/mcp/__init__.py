@@ -1,5 +1,5 @@
 """MCP (Model Context Protocol) for agentloop: any MCP server's tools in an agent, and agentloop tools
-served over MCP. Needs the `mcp` extra: `pip install 'agentloop[mcp]'`.
+served over MCP. Needs the `mcp` extra: `pip install 'agentloop-runtime[mcp]'`.
 
 `MCPToolset(server, ...)` connects to a server (a URL, a command, or an in-process SDK server) and offers
 its tools; `server_from(tools)` and `serve(tools)` go the other way (also `python -m agentloop.mcp serve
@@ -22,7 +22,7 @@ __all__ = [
     "server_from",
 ]
 
-_HINT = "pip install 'agentloop[mcp]'"
+_HINT = "pip install 'agentloop-runtime[mcp]'"
 
 
 class MissingExtraError(AgentLoopError, ImportError):

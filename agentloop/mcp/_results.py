@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
 
+from .._content import IMAGE_MEDIA_TYPES, ImageContent
 from .._convert import result_to_text
 from .._errors import ToolExecutionError
 
@@ -27,6 +29,15 @@ class MCPToolResult:
     structured: Any = None
     content: Sequence[types.ContentBlock] = field(default=(), repr=False)
 
+    @property
+    def media(self) -> tuple[ImageContent, ...]:
+        """The result's image blocks as `ImageContent`: they go to the model beside `text`, as pictures."""
+        return tuple(
+            ImageContent(base64.b64decode(block.data), media_type=block.mime_type)
+            for block in self.content
+            if isinstance(block, types.ImageContent) and block.mime_type in IMAGE_MEDIA_TYPES
+        )
+
 
 class MCPToolError(ToolExecutionError):
     """An MCP tool answered with `isError`: its text goes to the model as the call's error result."""
@@ -40,7 +51,8 @@ class MCPToolError(ToolExecutionError):
 def content_text(blocks: Sequence[object]) -> str:
     """The text of a result's content blocks, joined with newlines; other kinds become placeholders.
 
-    Images and audio: `[image: image/png, 1234 bytes]`; a resource link: `[resource: uri]`; an embedded
+    Images and audio: `[image: image/png, 1234 bytes]` (the images themselves go to the model too: see
+    `MCPToolResult.media`); a resource link: `[resource: uri]`; an embedded
     text resource: its text; an embedded binary resource: `[resource: uri, mime type, n bytes]`.
     """
     parts: list[str] = []

@@ -2,8 +2,13 @@
 
 One long-lived task, started by `__aenter__`, owns the SDK's `Client`: it enters it, holds it while the
 connection lives, and exits it, always in that same task (the SDK's cancel scopes demand it). Tool calls
-use the client from any task. A call whose connection broke asks that task for a new connection and is
-sent again, once.
+use the client from any task. A call whose connection broke, or whose HTTP session the server no longer
+knows (it restarted), asks that task for a new connection and is sent again, once.
+
+Over streamable HTTP the toolset gives the SDK an httpx2 client of its own (with `auth`), whose response
+hook sees the HTTP status behind an error the SDK reports only as "Server returned an error response": a
+404, or a 400 carrying a JSON-RPC error without an id, to a request in a session means the session is gone;
+a 401 means the server wants credentials.
 """
 
 from __future__ import annotations
@@ -11,8 +16,8 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,6 +29,7 @@ import mcp_types as types
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -47,6 +53,9 @@ logger = logging.getLogger("agentloop.mcp")
 ServerLike = str | Sequence[str] | StdioServerParameters | Server[Any] | MCPServer[Any]
 _T = TypeVar("_T")
 _MAX_PAGES = 100
+_HTTP_TIMEOUT, _HTTP_READ_TIMEOUT = 30.0, 300.0
+"""Seconds to connect, write or wait for the pool, and to read (a server may hold a stream open): the
+defaults of the SDK's own HTTP client."""
 _CLOSE_GRACE = 5.0
 """Seconds the connection gets to close cleanly (HTTP DELETE, stdio process exit) before it is cancelled."""
 
@@ -65,11 +74,40 @@ class _ConnectionLost(Exception):
 
 
 @dataclass(eq=False)
+class _HTTPErrors:
+    """What the HTTP responses of one connection said that the SDK's errors do not carry."""
+
+    session_lost: str | None = None  # how the server said it no longer knows the session
+    unauthorized: str | None = None  # the 401's WWW-Authenticate challenge (or "")
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        """httpx2's response hook: notes a lost session or a 401 (reads only small error bodies)."""
+        status = response.status_code
+        if status == 401:
+            self.unauthorized = response.headers.get("www-authenticate", "")
+            return
+        if status not in (400, 404) or not response.request.headers.get("mcp-session-id"):
+            return
+        if status == 404:
+            self.session_lost = "HTTP 404 to a request in that session"
+            return
+        body = (await response.aread())[:65536]
+        try:
+            error = msgspec.json.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return
+        if isinstance(error, dict) and "error" in error and error.get("id") is None:
+            # A JSON-RPC error not about any request: the server refused the session itself.
+            self.session_lost = "HTTP 400 with a JSON-RPC error and no id to a request in that session"
+
+
+@dataclass(eq=False)
 class _Connection:
     """One live connection: the entered client, its tool list, the requests running on it."""
 
     client: Client | None = None
     tools: Toolset | None = None
+    http: _HTTPErrors = field(default_factory=_HTTPErrors)
     lost: bool = False
     closing: anyio.Event = field(default_factory=anyio.Event)
     _requests: set[anyio.CancelScope] = field(default_factory=set)
@@ -103,6 +141,7 @@ class _Attempt:
     done: anyio.Event = field(default_factory=anyio.Event)
     connection: _Connection | None = None
     error: BaseException | None = None
+    http: _HTTPErrors | None = None
 
 
 class MCPToolset:
@@ -113,6 +152,8 @@ class MCPToolset:
     `prefix` puts `prefix_` before every tool name; `include`/`exclude` choose tools by their server names.
     `call_timeout` bounds each request (None: no bound), `connect_timeout` each connection attempt.
     `cache_tools` keeps the tool list until the server says it changed or the connection is renewed.
+    `auth` (an `httpx2.Auth`, such as the SDK's `OAuthClientProvider`) authorises every HTTP request of a URL
+    server.
 
     Use it as an async context manager: `async with MCPToolset(url) as github: Agent(model, tools=[github])`.
     """
@@ -130,8 +171,19 @@ class MCPToolset:
         call_timeout: float | None = 60.0,
         connect_timeout: float = 10.0,
         cache_tools: bool = True,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self._server, self.server_name = _target(server)
+        if auth is not None and not isinstance(self._server, str):
+            raise IllegalConfigurationError(
+                f"MCPToolset: auth applies to a server reached by URL, not to {self.server_name}"
+            )
+        if auth is not None and not isinstance(auth, httpx2.Auth):
+            raise IllegalConfigurationError(
+                f"MCPToolset: auth takes an httpx2.Auth (e.g. httpx2.BasicAuth, or the SDK's "
+                f"OAuthClientProvider), got {type(auth).__name__}"
+            )
+        self.auth = auth
         try:
             self.prefix = check_prefix(prefix)
         except ValueError as exc:
@@ -226,8 +278,9 @@ class MCPToolset:
             if isinstance(message, types.ToolListChangedNotification):
                 connection.tools = None
 
+        attempt.http = connection.http
         with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
-            async with Client(self._server, message_handler=on_message, cache=None) as client:
+            async with self._client(connection.http, on_message) as client:
                 scope.deadline = math.inf
                 connection.client = client
                 attempt.connection = connection
@@ -239,6 +292,21 @@ class MCPToolset:
                     task_group.cancel_scope.cancel()
         if scope.cancelled_caught and attempt.connection is None:
             attempt.error = TimeoutError(f"no answer within connect_timeout={self.connect_timeout:g} s")
+
+    @asynccontextmanager
+    async def _client(self, http: _HTTPErrors, on_message: Any) -> AsyncIterator[Client]:
+        """The SDK's client; for a URL, over an httpx2 client of ours (auth, and the hook noting statuses)."""
+        if not isinstance(self._server, str):
+            async with Client(self._server, message_handler=on_message, cache=None) as client:
+                yield client
+            return
+        timeout = httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)  # the SDK's own client's
+        async with httpx2.AsyncClient(timeout=timeout, auth=self.auth, event_hooks={"response": [http]}) as (
+            http_client
+        ):
+            transport = streamable_http_client(self._server, http_client=http_client)
+            async with Client(transport, message_handler=on_message, cache=None) as client:
+                yield client
 
     async def _connected(self) -> _Connection:
         """The live connection, connecting first when there is none (bounded by `connect_timeout`)."""
@@ -262,6 +330,8 @@ class MCPToolset:
                     raise IllegalConfigurationError(f"{self!r} is closed") from None
             await attempt.done.wait()
             if attempt.connection is None or attempt.connection.lost:
+                if attempt.http is not None and attempt.http.unauthorized is not None:
+                    raise self._unauthorized(attempt.http.unauthorized) from attempt.error
                 raise MCPServerError(
                     f"Could not connect to the MCP server {self.server_name}: {_describe(attempt.error)}",
                     server=self.server_name,
@@ -283,7 +353,9 @@ class MCPToolset:
                     result = await send(client)
                     answered = True
             except MCPError as exc:
-                if not _is_connection_error(exc):
+                if connection.http.unauthorized is not None:
+                    raise self._unauthorized(connection.http.unauthorized) from exc
+                if not _is_connection_error(exc) and connection.http.session_lost is None:
                     raise MCPServerError(
                         f"The MCP server {self.server_name} answered {what} with an error: "
                         f"{exc.error.message}",
@@ -315,8 +387,33 @@ class MCPToolset:
                     f"once, then it broke again): {_describe(error)}",
                     server=self.server_name,
                 ) from error
-            logger.info("MCP server %s: connection lost during %s; reconnecting", self.server_name, what)
+            if connection.http.session_lost is not None:
+                logger.info(
+                    "MCP server %s no longer knows the session (%s; it restarted?): starting a new one and "
+                    "sending %s again",
+                    self.server_name,
+                    connection.http.session_lost,
+                    what,
+                )
+            else:
+                logger.info("MCP server %s: connection lost during %s; reconnecting", self.server_name, what)
         raise AssertionError("unreachable")
+
+    def _unauthorized(self, challenge: str) -> MCPServerError:
+        scheme = challenge.split(" ", 1)[0] if challenge else ""
+        asked = f" (it asks for {scheme} authentication)" if scheme else ""
+        given = (
+            "the credentials given with auth= were refused: check them"
+            if self.auth is not None
+            else "pass credentials with MCPToolset(url, auth=...): an httpx2.Auth, such as "
+            "httpx2.BasicAuth, an Auth subclass that sets a bearer token, or the mcp SDK's "
+            "OAuthClientProvider for OAuth"
+        )
+        return MCPServerError(
+            f"The MCP server {self.server_name} requires authorization: it answered HTTP 401 "
+            f"Unauthorized{asked}; {given}",
+            server=self.server_name,
+        )
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> MCPToolResult:
         """Calls the server's tool `name` (its own name, not the prefixed one) and returns its result.

@@ -22,21 +22,27 @@ from ._base import (
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel
+    from ._bedrock import BedrockChatModel
     from ._fallback import FallbackChatModel
+    from ._gemini import GeminiChatModel
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
+    from ._responses import OpenAIResponsesModel
     from ._strict import strict_schema
 
 __all__ = [
     "AnthropicChatModel",
+    "BedrockChatModel",
     "ChatModel",
     "FallbackChatModel",
+    "GeminiChatModel",
     "GenerationProgress",
     "LocalChatModel",
     "LocalModelWeightsError",
     "ModelEvent",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ResponseComplete",
     "TextDelta",
     "ThinkingDelta",
@@ -48,8 +54,11 @@ __all__ = [
 
 _LAZY = {
     "OpenAIChatModel": "._openai",
+    "OpenAIResponsesModel": "._responses",
     "AnthropicChatModel": "._anthropic",
     "FallbackChatModel": "._fallback",
+    "GeminiChatModel": "._gemini",
+    "BedrockChatModel": "._bedrock",
     "LocalChatModel": "._local",
     "LocalModelWeightsError": "._local",
     "infer_model": "._infer",

@@ -6,7 +6,6 @@ Messages API payload, and the API's JSON answer or event stream back to agentloo
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from agentloop._content import Content, ImageContent, TextContent
 from agentloop._errors import AgentLoopError, BadRequestError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
@@ -32,17 +32,23 @@ from agentloop._spec import ToolSpecification
 from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._http import RetryPolicy, Timeouts
+from ._http._provider import HTTPChatModel, retry_policy
+from ._media import web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 
+STATE_KEY = "anthropic"
+"""The key of this provider's state in `AiMessage.provider_state`: the signed thinking blocks of an answer
+with tool calls, which the API demands back verbatim when the tool loop continues with thinking enabled."""
+
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 _PROVIDER = "anthropic"
 _PATH = "/v1/messages"
-_RETRY_STATUSES = RetryPolicy().retry_statuses | {529}  # 529: Anthropic's "overloaded"
+_OVERLOADED = (529,)  # Anthropic's "overloaded": retried like a 503
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type"})
 _RESERVED = frozenset({"messages", "system", "tools", "tool_choice", "stream"})
 _SIGNATURE_CACHE_SIZE = 1024
@@ -141,7 +147,7 @@ _json_decoder = msgspec.json.Decoder()
 # -- the model -----------------------------------------------------------------------------------------------
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(HTTPChatModel):
     """Claude models through Anthropic's Messages API.
 
     `api_key`: sent as `x-api-key`; when omitted and `base_url` is omitted too, `ANTHROPIC_API_KEY` is read (a
@@ -153,15 +159,17 @@ class AnthropicChatModel:
     None there removes a default). Tool `metadata` entries are sent only for the keys in
     `send_tool_metadata_keys` (e.g. `{"cache_control"}`), as fields of the tool's definition.
 
-    Retries connection failures and 408/409/429/5xx/529 answers (`max_retries` or `retry`, honouring
-    `Retry-After`) until the first event of a stream arrived, never after. `http_client`: an
-    `httpx2.AsyncClient` or `httpx.AsyncClient` to use (never closed by this model). Use `async with` or
-    `aclose()` to release the connection pool.
+    Retries connection failures and 408/409/429/5xx/529 answers (`max_retries` and `retry` as for every
+    HTTP provider: `max_retries` wins over the policy's count; `Retry-After` honoured) until the first event
+    of a stream arrived, never after. `http_client`: an `httpx2.AsyncClient` or `httpx.AsyncClient` to use
+    (never closed by this model). Use `async with` or `aclose()` to release the connection pool.
 
     A `ChatRequest.response_format` goes out as `output_config.format` (Anthropic's structured output), its
     schema rewritten by `strict_schema(..., provider="anthropic")`. For a model without structured output,
     pass `structured_output=False`: agents then ask for their output through a tool instead.
     """
+
+    _KEY_HINT = "pass api_key= or set ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -181,7 +189,7 @@ class AnthropicChatModel:
         anthropic_version: str = "2023-06-01",
         headers: Mapping[str, str] | None = None,
         timeout: Timeouts | float | None = None,
-        max_retries: int = 2,
+        max_retries: int | None = None,
         retry: RetryPolicy | None = None,
         http_client: Any = None,
         structured_output: bool = True,
@@ -234,53 +242,25 @@ class AnthropicChatModel:
         all_headers["anthropic-version"] = anthropic_version
         if api_key:
             all_headers["x-api-key"] = api_key
-        self._has_key = bool(api_key)
-        try:
-            self._http = ProviderClient(
-                provider=_PROVIDER,
-                base_url=base_url,
-                headers=all_headers,
-                timeouts=timeout,
-                retry=_retry_policy(retry, max_retries),
-                client=http_client,
-                secrets=(api_key,),
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"AnthropicChatModel: {exc}") from None
+        self._connect(
+            owner="AnthropicChatModel",
+            provider=_PROVIDER,
+            base_url=base_url,
+            headers=all_headers,
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries, _OVERLOADED),
+            http_client=http_client,
+            secrets=(api_key,),
+            has_key=bool(api_key),
+        )
         # Thinking blocks (with the signatures the API demands back) of the responses this model produced,
-        # keyed by their tool-call ids: how a later request of the same tool loop can return them verbatim.
+        # keyed by their tool-call ids: for messages without provider_state (stored by older releases).
         self._thinking_blocks: OrderedDict[tuple[str, ...], tuple[dict[str, Any], ...]] = OrderedDict()
-
-    @property
-    def base_url(self) -> str:
-        """The API root (requests go to `{base_url}/v1/messages`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in errors, traces and prices ("anthropic")."""
-        return self._http.provider
 
     def __repr__(self) -> str:
         return f"AnthropicChatModel(model={self.model!r}, base_url={self._http.base_url!r})"
 
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> AnthropicChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     # -- calls -----------------------------------------------------------------------------------------------
-
-    def _refine(self, error: ModelError) -> ModelError:
-        if error.status_code == 401 and not self._has_key:
-            error.message += "; no API key was given (pass api_key= or set ANTHROPIC_API_KEY)"
-            error.args = (error.message,)
-        return error
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
@@ -419,6 +399,9 @@ class AnthropicChatModel:
 
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
+                if message.has_media:
+                    add("user", [_block(part) for part in message.contents if _block_wanted(part)])
+                    continue
                 if not message.text.strip():
                     raise BadRequestError(
                         f"anthropic: message {n} is a user message with no text (empty or only whitespace); "
@@ -441,7 +424,12 @@ class AnthropicChatModel:
                     unnamed.remove(match)
                     tool_use_id = match[1]
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id}
-                if message.text:
+                if message.has_media:  # tool results take image and document blocks beside the text
+                    block["content"] = [
+                        *_text_block(message.text),
+                        *(_block(part) for part in message.contents if not isinstance(part, TextContent)),
+                    ]
+                elif message.text:
                     block["content"] = message.text
                 if message.is_error:
                     block["is_error"] = True
@@ -450,9 +438,14 @@ class AnthropicChatModel:
                 blocks: list[dict[str, Any]] = []
                 calls = message.tool_execution_requests
                 if calls:
-                    known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
-                    if known is not None:
-                        blocks.extend(known)
+                    state = message.provider_state.get(STATE_KEY)
+                    kept = state.get("thinking") if isinstance(state, Mapping) else None
+                    if isinstance(kept, list) and kept:
+                        blocks.extend(kept)
+                    else:
+                        known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
+                        if known is not None:
+                            blocks.extend(known)
                 blocks.extend(_text_block(message.text))
                 unnamed = []
                 for call in calls:
@@ -497,12 +490,15 @@ class AnthropicChatModel:
                     )
             elif kind == "redacted_thinking" and block.data:
                 thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
+        state: dict[str, Any] = {}
         if calls and thinking_blocks:
             self._remember_thinking(tuple(c.id or "" for c in calls), tuple(thinking_blocks))
+            state = {STATE_KEY: {"thinking": thinking_blocks}}  # what memory stores keep and send back
         ai_message = AiMessage(
             text="".join(texts) if texts else None,
             tool_execution_requests=tuple(calls),
             thinking="".join(thoughts) if thoughts else None,
+            provider_state=state,
         )
         return ChatResponse(
             ai_message,
@@ -659,13 +655,19 @@ def _merge_usage(message: _Message, update: _Usage) -> None:
 # -- helpers -------------------------------------------------------------------------------------------------
 
 
-def _retry_policy(retry: RetryPolicy | None, max_retries: int) -> RetryPolicy:
-    """The policy to use: 529 (overloaded) joins the retried statuses unless the caller chose another set."""
-    if retry is None:
-        return RetryPolicy(max_retries=max_retries, retry_statuses=_RETRY_STATUSES)
-    if retry.retry_statuses == RetryPolicy().retry_statuses:
-        return dataclasses.replace(retry, retry_statuses=retry.retry_statuses | {529})
-    return retry
+def _block_wanted(part: Content) -> bool:
+    """Empty text parts are left out: the Messages API rejects empty text blocks."""
+    return not isinstance(part, TextContent) or bool(part.text.strip())
+
+
+def _block(part: Content) -> dict[str, Any]:
+    """One content part as a Messages API block: `text`, `image` or `document` (base64 or URL source)."""
+    if isinstance(part, TextContent):
+        return {"type": "text", "text": part.text}
+    kind = "image" if isinstance(part, ImageContent) else "document"
+    if part.data is None:
+        return {"type": kind, "source": {"type": "url", "url": web_url(part, "Anthropic")}}
+    return {"type": kind, "source": {"type": "base64", "media_type": part.media_type, "data": part.base64}}
 
 
 def _text_block(text: str | None) -> list[dict[str, Any]]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 
 from agentloop._errors import IllegalConfigurationError
 
 from ._base import ChatModel
+from ._compatible import COMPATIBLE, Compatible
 
 __all__ = ["infer_model"]
-
-OLLAMA_BASE_URL = "http://localhost:11434/v1"
 
 
 def _require(variable: str, prefix: str) -> str:
@@ -35,6 +35,26 @@ def _openai(name: str) -> ChatModel:
     return OpenAIChatModel(name, api_key=api_key, base_url=base_url or OPENAI_BASE_URL)
 
 
+def _openai_responses(name: str) -> ChatModel:
+    from ._responses import OpenAIResponsesModel
+
+    if not os.environ.get("OPENAI_API_KEY") and not os.environ.get("OPENAI_BASE_URL"):
+        _require("OPENAI_API_KEY", "openai-responses")
+    model: ChatModel = OpenAIResponsesModel(name)  # reads OPENAI_API_KEY and OPENAI_BASE_URL itself
+    return model
+
+
+def _compatible(provider: Compatible, name: str) -> ChatModel:
+    """An `OpenAIChatModel` for one of the named OpenAI-compatible providers."""
+    from ._openai import OpenAIChatModel
+
+    base_url = os.environ.get(provider.base_url_variable) or provider.base_url
+    api_key = os.environ.get(provider.key_variable) or None
+    if api_key is None and provider.key_required:
+        _require(provider.key_variable, provider.name)
+    return OpenAIChatModel(name, api_key=api_key, base_url=base_url, provider=provider.name)
+
+
 def _anthropic(name: str) -> ChatModel:
     from ._anthropic import AnthropicChatModel
 
@@ -46,11 +66,22 @@ def _anthropic(name: str) -> ChatModel:
     return model
 
 
-def _ollama(name: str) -> ChatModel:
-    from ._openai import OpenAIChatModel
+def _gemini(name: str) -> ChatModel:
+    from ._gemini import GeminiChatModel
 
-    base_url = os.environ.get("OLLAMA_BASE_URL") or OLLAMA_BASE_URL
-    return OpenAIChatModel(name, base_url=base_url, provider="ollama")
+    base_url = os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
+    api_key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or None
+    if api_key is None and base_url is None:
+        _require("GEMINI_API_KEY", "gemini")
+    model: ChatModel = GeminiChatModel(name, api_key=api_key, base_url=base_url)
+    return model
+
+
+def _bedrock(name: str) -> ChatModel:
+    from ._bedrock import BedrockChatModel
+
+    model: ChatModel = BedrockChatModel(name)  # region, endpoint and credentials as the AWS SDKs find them
+    return model
 
 
 def _local(name: str) -> ChatModel:
@@ -62,8 +93,11 @@ def _local(name: str) -> ChatModel:
 
 _PROVIDERS: dict[str, Callable[[str], ChatModel]] = {
     "openai": _openai,
+    "openai-responses": _openai_responses,
     "anthropic": _anthropic,
-    "ollama": _ollama,
+    "gemini": _gemini,
+    "bedrock": _bedrock,
+    **{provider.name: partial(_compatible, provider) for provider in COMPATIBLE},
     "local": _local,
 }
 
@@ -72,9 +106,12 @@ def infer_model(model: str | ChatModel) -> ChatModel:
     """The chat model `model` names, or `model` itself when it already is one.
 
     "openai:<model>" (OPENAI_API_KEY, optional OPENAI_BASE_URL; with a base URL the key is optional),
-    "anthropic:<model>" (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL, same rule), "ollama:<model>"
-    (OpenAI-compatible at OLLAMA_BASE_URL or http://localhost:11434/v1, no key), "local" or
-    "local:<path to a GGUF file>" (the embedded model).
+    "openai-responses:<model>" (the Responses API; same variables), "anthropic:<model>" (ANTHROPIC_API_KEY,
+    optional ANTHROPIC_BASE_URL, same rule), the OpenAI-compatible providers of `COMPATIBLE` ("ollama:",
+    "vllm:", "llamacpp:", "openrouter:", "groq:", "deepseek:", "mistral:", "together:"; each at its base
+    URL or `<NAME>_BASE_URL`, with its key variable), "gemini:<model>" (GEMINI_API_KEY, optional
+    GOOGLE_GEMINI_BASE_URL, same rule), "bedrock:<model-id>" (region, endpoint and credentials found as the
+    AWS SDKs find them; extra `bedrock`), "local" or "local:<path to a GGUF file>" (the embedded model).
     """
     if not isinstance(model, str):
         if isinstance(model, ChatModel):
@@ -95,6 +132,8 @@ def infer_model(model: str | ChatModel) -> ChatModel:
                 guess = f" (did you mean 'openai:{model}'?)"
             elif lowered.startswith("claude"):
                 guess = f" (did you mean 'anthropic:{model}'?)"
+            elif lowered.startswith("gemini"):
+                guess = f" (did you mean 'gemini:{model}'?)"
         raise IllegalConfigurationError(
             f"unknown model string {model!r}{guess}: start it with one of {known}, e.g. 'openai:gpt-4o-mini'"
         )

@@ -1,9 +1,9 @@
 """`LocalChatModel`: a GGUF model running in-process through llama.cpp (the `xllamacpp` bindings).
 
 Without a `model_path` it runs the embedded default, Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), assembled once
-from the `agentloop[local]` extra's parts and verified by size and sha256 (see `_weights`);
+from the `agentloop-runtime[local]` extra's parts and verified by size and sha256 (see `_weights`);
 `LocalChatModel("qwen2.5-coder-0.5b")` runs the smaller, faster 0.5B model the same way
-(`agentloop[local-0-5b]`).
+(`agentloop-runtime[local-0-5b]`).
 
 llama.cpp calls block and release the GIL, so every call runs in a worker thread: the model loads there on
 first use (once per instance, under a lock), and each generation pass runs in a thread of its own. Nothing in
@@ -61,6 +61,7 @@ from ._local_tools import (
     render_protocol,
     tool_calls_schema,
 )
+from ._media import refuse_media
 from ._weights import DEFAULT_WEIGHTS, KNOWN_WEIGHTS, LocalModelWeightsError, WeightsSpec, ensure_weights
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalChatModel", "LocalModelWeightsError"]
 
 _PROVIDER = "local"
-_INSTALL_HINT = 'pip install "agentloop[local]"'
+_INSTALL_HINT = 'pip install "agentloop-runtime[local]"'
 _BUFFER = 32  # chunks in flight per pass
 _CHECK_EVERY = 0.25  # seconds between liveness checks while a worker waits for room
 _WORKER_NAME = "agentloop-local-model"
@@ -369,6 +370,7 @@ class LocalChatModel:
 
     async def _events(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """`_passes`, with anything but an `AgentLoopError` turned into a `ModelError` (as every provider)."""
+        refuse_media(request.messages, provider=_PROVIDER, model="the embedded local model")
         async with contextlib.aclosing(self._passes(request)) as events:
             try:
                 async for event in events:

@@ -13,13 +13,13 @@ finishes with `FinishReason.TOOL_EXECUTION` (several servers say "stop").
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Union
 
 import msgspec
 
+from agentloop._content import Content, ImageContent, TextContent
 from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
 from agentloop._messages import (
     AiMessage,
@@ -39,7 +39,9 @@ from agentloop._messages import (
 from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import ProviderClient, RetryPolicy, Timeouts
+from ._http import RetryPolicy, Timeouts
+from ._http._provider import HTTPChatModel, retry_policy
+from ._media import media_of_results_note, web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
 
@@ -175,13 +177,45 @@ def _finish(reason: str | None, has_calls: bool) -> FinishReason | None:
 # -- request mapping ----------------------------------------------------------------------------------------
 
 
+def _part(part: Content) -> dict[str, Any]:
+    """One content part in Chat Completions form: `text`, `image_url` (a URL or a data URL), `file`."""
+    if isinstance(part, TextContent):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImageContent):
+        url = part.data_url if part.data is not None else web_url(part, "Chat Completions")
+        return {"type": "image_url", "image_url": {"url": url}}
+    if part.data is None:
+        raise IllegalConfigurationError(
+            f"Chat Completions takes a document as its bytes, not a URL ({part.url!r}): download it and "
+            "give DocumentContent(data=...), or use OpenAIResponsesModel (which takes document URLs)"
+        )
+    return {"type": "file", "file": {"filename": part.filename, "file_data": part.data_url}}
+
+
+def _media_turn(results: list[ToolExecutionResultMessage]) -> dict[str, Any]:
+    """The user turn carrying the pictures of `results` (tool messages take text only)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": media_of_results_note(results)}]
+    parts.extend(
+        _part(part) for result in results for part in result.contents if not isinstance(part, TextContent)
+    )
+    return {"role": "user", "content": parts}
+
+
 def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """Messages in Chat Completions form; calls without ids get synthetic ones, matched to their results."""
+    """Messages in Chat Completions form; calls without ids get synthetic ones, matched to their results.
+    Pictures a tool returned follow its results in a user turn (tool messages take text only)."""
     out: list[dict[str, Any]] = []
     unanswered: list[tuple[str, str]] = []  # (synthetic id, tool name) of calls that came without an id
+    with_media: list[ToolExecutionResultMessage] = []  # results whose pictures wait for the user turn
     for n, message in enumerate(messages):
+        if with_media and not isinstance(message, ToolExecutionResultMessage):
+            out.append(_media_turn(with_media))
+            with_media = []
         if isinstance(message, UserMessage):
-            out.append({"role": "user", "content": message.text})
+            if message.contents:
+                out.append({"role": "user", "content": [_part(part) for part in message.contents]})
+            else:
+                out.append({"role": "user", "content": message.text})
         elif isinstance(message, SystemMessage):
             out.append({"role": "system", "content": message.text})
         elif isinstance(message, AiMessage):
@@ -215,11 +249,15 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 unanswered.remove(match)
                 call_id = match[0]
             out.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
+            if message.has_media:
+                with_media.append(message)
         else:
             raise IllegalConfigurationError(
                 f"not a chat message: {type(message).__name__}; ChatRequest.messages takes SystemMessage, "
                 "UserMessage, AiMessage and ToolExecutionResultMessage"
             )
+    if with_media:
+        out.append(_media_turn(with_media))
     return out
 
 
@@ -253,18 +291,10 @@ def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> Any:
     return choice.mode
 
 
-def _retry_policy(retry: RetryPolicy | None, max_retries: int | None) -> RetryPolicy:
-    if retry is None:
-        return RetryPolicy(max_retries=2 if max_retries is None else max_retries)
-    if max_retries is None:
-        return retry
-    return dataclasses.replace(retry, max_retries=max_retries)
-
-
 # -- the model ----------------------------------------------------------------------------------------------
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HTTPChatModel):
     """A chat model behind an OpenAI-compatible Chat Completions endpoint.
 
     `model`: the model name. `api_key`: sent as a bearer token; when omitted and `base_url` is omitted too,
@@ -284,6 +314,7 @@ class OpenAIChatModel:
     """
 
     supports_response_format = True
+    _KEY_HINT = "pass api_key= or set OPENAI_API_KEY"
 
     def __init__(
         self,
@@ -352,43 +383,21 @@ class OpenAIChatModel:
         self.strict_tools = strict_tools
         self.include_usage = include_usage
         self.defaults: Mapping[str, Any] = defaults
-        self._has_key = bool(api_key)
-        try:
-            self._http = ProviderClient(
-                provider=provider,
-                base_url=base_url,
-                headers=all_headers,
-                query=query,
-                timeouts=timeout,
-                retry=_retry_policy(retry, max_retries),
-                client=http_client,
-                secrets=(api_key,),
-            )
-        except (ValueError, TypeError) as exc:
-            raise IllegalConfigurationError(f"OpenAIChatModel: {exc}") from None
-
-    @property
-    def base_url(self) -> str:
-        """The API root requests go to (`{base_url}/chat/completions`)."""
-        return self._http.base_url
-
-    @property
-    def provider(self) -> str:
-        """The provider name used in error messages ("openai" unless set)."""
-        return self._http.provider
+        self._connect(
+            owner="OpenAIChatModel",
+            provider=provider,
+            base_url=base_url,
+            headers=all_headers,
+            query=query,
+            timeout=timeout,
+            retry=retry_policy(retry, max_retries),
+            http_client=http_client,
+            secrets=(api_key,),
+            has_key=bool(api_key),
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Closes the connection pool (a user-supplied `http_client` stays open)."""
-        await self._http.aclose()
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # -- requests -------------------------------------------------------------------------------------------
 
@@ -429,12 +438,6 @@ class OpenAIChatModel:
             if self.include_usage:
                 body["stream_options"] = {"include_usage": True}
         return body
-
-    def _refine(self, error: ModelError) -> ModelError:
-        if error.status_code == 401 and not self._has_key:
-            error.message += "; no API key was given (pass api_key= or set OPENAI_API_KEY)"
-            error.args = (error.message,)
-        return error
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""

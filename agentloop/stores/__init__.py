@@ -1,5 +1,6 @@
 """Persistent chat memory stores: `SQLiteChatMemoryStore` (stdlib, one machine) and `RedisChatMemoryStore`
-(extra `agentloop[redis]`, many machines). Both plug into `MessageWindowChatMemory.provider(store=...)`.
+(extra `agentloop-runtime[redis]`, many machines). Both plug into
+`MessageWindowChatMemory.provider(store=...)`.
 
 Importing this package does not import `redis`; the Redis store loads it when constructed.
 """

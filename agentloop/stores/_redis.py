@@ -15,13 +15,15 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
-import sniffio
+import anyio.lowlevel
 
-from .._codec import FORMAT, CodecError, decode_messages, encode_messages
+from .._backend import running_on_asyncio
+from .._codec import FORMAT, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import StoredMemory, split_round
 from .._messages import ChatMessage, UserMessage
 from ._lease import LastRound, hold_lease
+from ._rows import Damaged, damaged, memory_key, messages_of, stored_int
 
 __all__ = ["RedisChatMemoryStore"]
 
@@ -30,10 +32,28 @@ T = TypeVar("T")
 # Rows are "<format> <size> <starts with user 0|1> <json>"; the system message is "<format> <json>".
 # Every script starts with these functions; a step that takes or gives back the lease may also read the
 # window or append a round, in the same script (one round trip).
+_DAMAGED = "AGENTLOOP_DAMAGED "
+"""How a script's error reply starts when a key of the memory id holds what the store never writes."""
+
 _FUNCTIONS = """
+local function damaged(what) error({err = 'AGENTLOOP_DAMAGED ' .. what}) end
+
+local function shown(value)
+  if #value > 40 then return string.format('%q...', string.sub(value, 1, 40)) end
+  return string.format('%q', value)
+end
+
+local function version_of(meta)
+  local value = redis.call('HGET', meta, 'version')
+  if not value then return 0 end
+  if #value > 15 or not string.match(value, '^%d+$') then
+    damaged('its version is ' .. shown(value) .. ', not a whole number >= 0')
+  end
+  return tonumber(value)
+end
+
 local function window(log, meta, max)
-  local head = redis.call('HMGET', meta, 'version', 'system')
-  local out = {tonumber(head[1] or '0'), head[2] or ''}
+  local out = {version_of(meta), redis.call('HGET', meta, 'system') or ''}
   local i = redis.call('LLEN', log)
   local count, saw_user = 0, false
   while i > 0 and (max == nil or count < max or not saw_user) do
@@ -41,7 +61,10 @@ local function window(log, meta, max)
     local part = redis.call('LRANGE', log, low, i - 1)
     for j = #part, 1, -1 do
       if max ~= nil and count >= max and saw_user then break end
-      local size, user = string.match(part[j], '^%d+ (%d+) (%d) ')
+      local size, user = string.match(part[j], '^%d+ (%d+) ([01]) ')
+      if not size then
+        damaged('a round reads ' .. shown(part[j]) .. ', not "<format> <size> <0|1> <messages>"')
+      end
       count = count + tonumber(size)
       saw_user = saw_user or user == '1'
       out[#out + 1] = part[j]
@@ -52,11 +75,19 @@ local function window(log, meta, max)
   return out
 end
 
--- expected version, lease token, ttl ms, system row, round row, write id (a retried append counts once)
-local function append(log, meta, lease, expected, token, ttl, system, row, write_id)
-  local version = tonumber(redis.call('HGET', meta, 'version') or '0')
+-- keys: log, meta, lease, next in line; then expected version, lease token, ttl ms, system row, round row,
+-- write id (a retried append counts once)
+local function append(log, meta, lease, next, expected, token, ttl, system, row, write_id)
+  local version = version_of(meta)
   if write_id ~= '' and redis.call('HGET', meta, 'last_write') == write_id then return {2, version} end
-  if token ~= '' and redis.call('GET', lease) ~= token then return {-1, version} end
+  if token ~= '' then
+    local holder = redis.call('GET', lease)
+    -- a lease that expired while nobody took it nor waits for it is still ours (as in renew) when the
+    -- write names the version it read: anyone who took and gave back the lease meanwhile bumped it
+    if holder ~= token and (holder or expected == '' or redis.call('GET', next)) then
+      return {-1, version}
+    end
+  end
   if expected ~= '' and tonumber(expected) ~= version then return {-2, version} end
   if row ~= '' then redis.call('RPUSH', log, row) end
   if system ~= '' then redis.call('HSET', meta, 'system', system) end
@@ -78,7 +109,7 @@ end
 
 _LOAD = _FUNCTIONS + "return window(KEYS[1], KEYS[2], tonumber(ARGV[1]))"
 
-_APPEND = _FUNCTIONS + "return append(KEYS[1], KEYS[2], KEYS[3], unpack(ARGV))"
+_APPEND = _FUNCTIONS + "return append(KEYS[1], KEYS[2], KEYS[3], KEYS[4], unpack(ARGV))"
 
 # KEYS: lease, next, log, meta. ARGV: token, ttl ms, read (1 or empty), max messages. 0: not taken (queued
 # first in line unless someone else is); 1: taken; with read, the window instead of 1.
@@ -116,7 +147,7 @@ _RELEASE = (
     + """
 local result = 1
 if #ARGV > 1 then
-  result = append(KEYS[3], KEYS[4], KEYS[1], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+  result = append(KEYS[3], KEYS[4], KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
 release(KEYS[1], KEYS[2], ARGV[1])
 return result
@@ -151,12 +182,17 @@ _SCRIPTS = {
 
 
 class RedisChatMemoryStore:
-    """Chat memory in Redis (`pip install 'agentloop[redis]'`): one conversation, any number of workers.
+    """Chat memory in Redis (`pip install 'agentloop-runtime[redis]'`): one conversation, many workers.
 
     `url` is a redis URL (`redis://host:6379/0`, `rediss://...`, `unix://...`); `ttl` (seconds) makes every
     key the store writes expire that long after its last write; keys are named `{prefix}:{memory id}:...`.
     `lease_ttl` is how long a crashed worker keeps a memory id blocked (renewed every third of it while
     held). Close it with `close()` / `async with` when done.
+
+    Connections are pooled and bounded: at most `max_connections` per event loop (and as many worker
+    threads on trio). A step that finds them all busy waits for one, up to `pool_timeout` seconds, then
+    fails with a `ChatMemoryStoreError` naming the pool size; thousands of concurrent invocations share the
+    pool instead of opening a connection each.
     """
 
     def __init__(
@@ -167,6 +203,8 @@ class RedisChatMemoryStore:
         prefix: str = "agentloop",
         lease_ttl: float = 10.0,
         timeout: float = 5.0,
+        max_connections: int = 50,
+        pool_timeout: float = 30.0,
     ) -> None:
         try:
             import redis
@@ -174,12 +212,16 @@ class RedisChatMemoryStore:
             from redis.retry import Retry
         except ImportError:
             raise ImportError(
-                "RedisChatMemoryStore needs the redis client: pip install 'agentloop[redis]'"
+                "RedisChatMemoryStore needs the redis client: pip install 'agentloop-runtime[redis]'"
             ) from None
         if ttl is not None and ttl <= 0:
             raise ValueError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
-        if lease_ttl <= 0 or timeout <= 0:
-            raise ValueError("lease_ttl and timeout must be positive")
+        if lease_ttl <= 0 or timeout <= 0 or pool_timeout <= 0:
+            raise ValueError("lease_ttl, timeout and pool_timeout must be positive numbers of seconds")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
         self.url = _without_password(url)
         self.ttl = ttl
         self.prefix = prefix
@@ -197,39 +239,43 @@ class RedisChatMemoryStore:
         }
         self._url = url
         self._options = options
-        self._client = redis.Redis.from_url(url, **options)
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=pool_timeout, **options
+        )
+        self._client = redis.Redis(connection_pool=pool)
+        # On trio each step runs the sync client in a worker thread: at most one thread per connection, and
+        # the wait for one is bounded like the wait for a connection (limiters of the running event loop).
+        self._slots: tuple[object, anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
         self._scripts = {name: self._client.register_script(code) for name, code in _SCRIPTS.items()}
         self._native: tuple[object, Any, dict[str, Any]] | None = None  # (event loop, client, scripts)
 
     def _key(self, memory_id: Any, part: str) -> str:
         # The braces make every key of one memory id hash to one Redis Cluster slot (scripts need that).
-        return f"{self.prefix}:{{{memory_id}}}:{part}"
+        return f"{self.prefix}:{{{memory_key(repr(self), memory_id)}}}:{part}"
 
     # -- the versioned store protocol ---------------------------------------------------------------------
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
         keys = [self._key(memory_id, "log"), self._key(memory_id, "meta")]
-        reply = await self._run("load", keys, ["" if max_messages is None else max_messages])
+        reply = await self._run(memory_id, "load", keys, ["" if max_messages is None else max_messages])
         return self._window(memory_id, reply)
 
     def _window(self, memory_id: Any, reply: list[Any]) -> StoredMemory:
-        """What the `window` function of the scripts read: version, system message, rounds newest first."""
+        """What the `window` function of the scripts read: version, system message, rounds newest first
+        (the script checked each row's head; the messages are checked here)."""
         version, system, *rows = reply
         try:
             messages: list[ChatMessage] = []
             if system:
-                format, body = system.split(b" ", 1)
-                messages += decode_messages(body, int(format))
-            for row in reversed(rows):
-                format, _size, _user, body = row.split(b" ", 3)
-                messages += decode_messages(body, int(format))
-        except (CodecError, ValueError) as error:
-            raise ChatMemoryStoreError(
-                f"{self!r}: a stored round of memory {memory_id!r} cannot be read ({error}); it was written "
-                "by a newer release or damaged",
-                store=repr(self),
-            ) from None
-        return StoredMemory(messages, int(version))
+                format, _, body = system.partition(b" ")
+                messages += messages_of(body, format, "the system message")
+            for age, row in reversed(list(enumerate(rows))):
+                format, size, _user, body = row.split(b" ", 3)
+                name = "the newest round" if age == 0 else f"the round {age} before the newest"
+                messages += messages_of(body, format, name, size)
+            return StoredMemory(messages, stored_int(version, "its version"))
+        except Damaged as error:
+            raise damaged(repr(self), str(memory_id), error.what) from None
 
     async def append(
         self,
@@ -239,8 +285,10 @@ class RedisChatMemoryStore:
         expected_version: int | None = None,
         lease: str | None = None,
     ) -> int:
-        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "lease")]
-        reply = await self._run("append", keys, self._append_args(messages, expected_version, lease))
+        keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), *self._lease_keys(memory_id)]
+        reply = await self._run(
+            memory_id, "append", keys, self._append_args(messages, expected_version, lease)
+        )
         return self._appended(memory_id, reply, expected_version)
 
     def _append_args(
@@ -283,20 +331,28 @@ class RedisChatMemoryStore:
 
     async def delete_messages(self, memory_id: Any) -> None:
         keys = [self._key(memory_id, "log"), self._key(memory_id, "meta"), self._key(memory_id, "pending")]
-        await self._run("delete", keys, [])
+        await self._run(memory_id, "delete", keys, [])
 
     # -- rounds waiting for approval (docs/approval.md) ------------------------------------------------------
 
     async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
         """Records a paused round's check record, for a resume in any worker (`ttl` applies)."""
         ttl = 0 if self.ttl is None else int(self.ttl * 1000)
-        await self._run("save_pending", [self._key(memory_id, "pending")], [pending_id, record, ttl])
+        await self._run(
+            memory_id, "save_pending", [self._key(memory_id, "pending")], [pending_id, record, ttl]
+        )
 
     async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
         """The recorded check record (None if none), deleted atomically when it equals `record`: of several
         workers resuming one paused round, exactly one gets it."""
-        found = await self._run("take_pending", [self._key(memory_id, "pending")], [pending_id, record])
-        return None if found is None else (found.decode() if isinstance(found, bytes) else str(found))
+        found = await self._run(
+            memory_id, "take_pending", [self._key(memory_id, "pending")], [pending_id, record]
+        )
+        try:
+            return None if found is None else (found.decode() if isinstance(found, bytes) else str(found))
+        except UnicodeDecodeError:
+            what = f"the record of paused round {pending_id!r} is not UTF-8 text"
+            raise damaged(repr(self), str(memory_id), what) from None
 
     def lease(self, memory_id: Any, *, read: bool = False, max_messages: int | None = None) -> Any:
         """Async context manager: holds the lease on `memory_id` for this worker (see docs/memory.md),
@@ -314,34 +370,49 @@ class RedisChatMemoryStore:
     ) -> StoredMemory | bool:
         keys = [*self._lease_keys(memory_id), self._key(memory_id, "log"), self._key(memory_id, "meta")]
         window = "" if max_messages is None else max_messages
-        reply = await self._run("acquire", keys, [token, int(ttl * 1000), "1" if read else "", window])
+        reply = await self._run(
+            memory_id, "acquire", keys, [token, int(ttl * 1000), "1" if read else "", window]
+        )
         return self._window(memory_id, reply) if isinstance(reply, list) else bool(reply)
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return bool(await self._run("renew", self._lease_keys(memory_id), [token, int(ttl * 1000)]))
+        return bool(
+            await self._run(memory_id, "renew", self._lease_keys(memory_id), [token, int(ttl * 1000)])
+        )
 
     async def release(self, memory_id: Any, token: str, *, last: LastRound | None = None) -> int | None:
         keys = [*self._lease_keys(memory_id), self._key(memory_id, "log"), self._key(memory_id, "meta")]
         if last is None:
-            await self._run("release", keys, [token])
+            await self._run(memory_id, "release", keys, [token])
             return None
         messages, expected_version = last
         expected, _, *rest = self._append_args(messages, expected_version, token)
-        reply = await self._run("release", keys, [token, expected, *rest])  # the token goes first
+        reply = await self._run(memory_id, "release", keys, [token, expected, *rest])  # the token goes first
         return self._appended(memory_id, reply, expected_version)
 
     # -- plumbing -----------------------------------------------------------------------------------------
 
-    async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        """Runs one of the store's scripts: natively on asyncio, through a worker thread elsewhere."""
-        if sniffio.current_async_library() == "asyncio":
+    async def _run(self, memory_id: Any, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Runs one of the store's scripts on `memory_id`'s keys: natively on asyncio, through a worker
+        thread elsewhere."""
+        if running_on_asyncio():
             scripts = self._native_scripts()
             try:
                 return await scripts[script](keys=keys, args=args)
             except self._errors as error:
-                raise self._error(error) from None
+                raise self._error(error, memory_id) from None
         sync = self._scripts[script]
-        return await anyio.to_thread.run_sync(self._translated, lambda: sync(keys=keys, args=args))
+        slots, threads = self._thread_slots()
+        with anyio.move_on_after(self.pool_timeout) as waiting:
+            await slots.acquire()
+        if waiting.cancelled_caught:
+            raise self._pool_exhausted()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._translated, lambda: sync(keys=keys, args=args), memory_id, limiter=threads
+            )
+        finally:
+            slots.release()
 
     def _native_scripts(self) -> dict[str, Any]:
         """The `redis.asyncio` client of the running event loop (made on first use in each loop)."""
@@ -351,18 +422,32 @@ class RedisChatMemoryStore:
 
         loop = asyncio.get_running_loop()
         if self._native is None or self._native[0] is not loop:
-            client = redis.asyncio.Redis.from_url(self._url, **self._options)
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self._url, max_connections=self.max_connections, timeout=self.pool_timeout, **self._options
+            )
+            client = redis.asyncio.Redis(connection_pool=pool)
             scripts = {name: client.register_script(code) for name, code in _SCRIPTS.items()}
             self._native = (loop, client, scripts)
         return self._native[2]
 
-    def _translated(self, step: Callable[[], T]) -> T:
+    def _translated(self, step: Callable[[], T], memory_id: Any) -> T:
         try:
             return step()
         except self._errors as error:
-            raise self._error(error) from None
+            raise self._error(error, memory_id) from None
 
-    def _error(self, error: BaseException) -> ChatMemoryStoreError:
+    def _error(self, error: BaseException, memory_id: Any) -> ChatMemoryStoreError:
+        text = str(error)
+        if text.startswith(_DAMAGED):
+            return damaged(repr(self), str(memory_id), text[len(_DAMAGED) :].split(" script: ", 1)[0])
+        if text.startswith("WRONGTYPE"):
+            what = f"one of its keys ({self._key(memory_id, '*')}) holds the wrong kind of Redis value"
+            remedy = (
+                "delete that key: `log` is a list, `meta` and `pending` hashes, `lease` and `next` strings"
+            )
+            return damaged(repr(self), str(memory_id), what, remedy)
+        if text == "No connection available.":
+            return self._pool_exhausted()
         if isinstance(error, self._connection_errors):
             return ChatMemoryStoreError(
                 f"{self!r}: cannot reach Redis ({type(error).__name__}: {_safe(error)}): check that the "
@@ -375,17 +460,38 @@ class RedisChatMemoryStore:
             store=repr(self),
         )
 
+    def _pool_exhausted(self) -> ChatMemoryStoreError:
+        return ChatMemoryStoreError(
+            f"{self!r}: no Redis connection became free within {self.pool_timeout:g} s: all "
+            f"max_connections={self.max_connections} were in use. Raise max_connections (Redis accepts "
+            "10,000 clients by default) or pool_timeout, or run fewer invocations at once",
+            store=repr(self),
+        )
+
+    def _thread_slots(self) -> tuple[anyio.CapacityLimiter, anyio.CapacityLimiter]:
+        """The running event loop's limiters: a slot (waited for with `pool_timeout`), then a worker thread
+        (a limiter as large, so never full while a step holds a slot)."""
+        loop = anyio.lowlevel.current_token()
+        if self._slots is None or self._slots[0] != loop:
+            self._slots = (
+                loop,
+                anyio.CapacityLimiter(self.max_connections),
+                anyio.CapacityLimiter(self.max_connections),
+            )
+        return self._slots[1], self._slots[2]
+
     def close(self) -> None:
         """Closes the connections (those of `redis.asyncio` are dropped; `aclose()` closes them too)."""
         self._client.close()
+        self._client.connection_pool.disconnect()
         self._native = None
 
     async def aclose(self) -> None:
         """Closes every connection."""
         native, self._native = self._native, None
         if native is not None:
-            await native[1].aclose()
-        await anyio.to_thread.run_sync(self._client.close)
+            await native[1].aclose(close_connection_pool=True)
+        await anyio.to_thread.run_sync(self.close)
 
     async def __aenter__(self) -> RedisChatMemoryStore:
         return self

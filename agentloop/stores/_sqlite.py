@@ -19,11 +19,12 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 import anyio.lowlevel
 
-from .._codec import FORMAT, CodecError, decode_messages, encode_messages
+from .._codec import FORMAT, CodecError, encode_messages
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import StoredMemory, needs_more, split_round
 from .._messages import ChatMessage, UserMessage
 from ._lease import LastRound, hold_lease
+from ._rows import Damaged, damaged, memory_key, messages_of, stored_float, stored_int
 
 __all__ = ["SQLiteChatMemoryStore"]
 
@@ -31,6 +32,14 @@ T = TypeVar("T")
 
 _CHECKPOINT_EVERY = 500
 """Writes between two WAL checkpoints (run in a worker thread, so the event loop never waits on fsync)."""
+
+_MAX_VERSION = 2**62
+"""Far beyond any real count of rounds, and far from the limit of SQLite's integers."""
+
+_LEASE_REMEDY = (
+    "delete its row from agentloop_lease once no process is using this memory id (a lease is only held "
+    "while an invocation runs)"
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS agentloop_memory (
@@ -90,7 +99,7 @@ class SQLiteChatMemoryStore:
     # -- the versioned store protocol ---------------------------------------------------------------------
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
-        return await self._run(_load, str(memory_id), max_messages)
+        return await self._run(_load, self._id(memory_id), max_messages)
 
     async def append(
         self,
@@ -100,32 +109,32 @@ class SQLiteChatMemoryStore:
         expected_version: int | None = None,
         lease: str | None = None,
     ) -> int:
-        return await self._run(_append, str(memory_id), _Round.of(messages, expected_version, lease))
+        return await self._run(_append, self._id(memory_id), _Round.of(messages, expected_version, lease))
 
     async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
         """Every stored message of `memory_id` (system message first)."""
         return (await self.load(memory_id)).messages
 
     async def delete_messages(self, memory_id: Any) -> None:
-        await self._run(_delete, str(memory_id))
+        await self._run(_delete, self._id(memory_id))
 
     # -- rounds waiting for approval (docs/approval.md) ------------------------------------------------------
 
     async def save_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> None:
         """Records a paused round's check record, for a resume in any process."""
-        await self._run(_save_pending, str(memory_id), pending_id, record)
+        await self._run(_save_pending, self._id(memory_id), pending_id, record)
 
     async def take_pending_approval(self, memory_id: Any, pending_id: str, record: str) -> str | None:
         """The recorded check record (None if none), deleted in the same transaction when it equals `record`:
         of several processes resuming one paused round, exactly one gets it."""
-        return await self._run(_take_pending, str(memory_id), pending_id, record)
+        return await self._run(_take_pending, self._id(memory_id), pending_id, record)
 
     def lease(self, memory_id: Any, *, read: bool = False, max_messages: int | None = None) -> Any:
         """Async context manager: holds the lease on `memory_id` for this process (see docs/memory.md),
         yielding a `MemoryLease`; with `read`, the window of `max_messages` is read in the step that takes
         it."""
         return hold_lease(
-            self, str(memory_id), self.lease_ttl, repr(self), read=read, max_messages=max_messages
+            self, self._id(memory_id), self.lease_ttl, repr(self), read=read, max_messages=max_messages
         )
 
     # -- lease steps ----------------------------------------------------------------------------------------
@@ -133,18 +142,30 @@ class SQLiteChatMemoryStore:
     async def try_acquire(
         self, memory_id: Any, token: str, ttl: float, *, read: bool = False, max_messages: int | None = None
     ) -> StoredMemory | bool:
-        return await self._run(_try_acquire, str(memory_id), token, ttl, read, max_messages)
+        return await self._run(_try_acquire, self._id(memory_id), token, ttl, read, max_messages)
 
     async def renew(self, memory_id: Any, token: str, ttl: float) -> bool:
-        return await self._run(_renew, str(memory_id), token, ttl)
+        return await self._run(_renew, self._id(memory_id), token, ttl)
 
     async def release(self, memory_id: Any, token: str, *, last: LastRound | None = None) -> int | None:
         round = None if last is None else _Round.of(last[0], last[1], token)
-        return await self._run(_release, str(memory_id), token, round)
+        return await self._run(_release, self._id(memory_id), token, round)
 
     # -- plumbing -----------------------------------------------------------------------------------------
 
-    async def _run(self, step: Callable[..., T], *args: Any) -> T:
+    def _id(self, memory_id: Any) -> str:
+        return memory_key(repr(self), memory_id)
+
+    async def _run(self, step: Callable[..., T], memory_id: str, *args: Any) -> T:
+        """Runs one step on `memory_id`'s rows: damaged rows become a `ChatMemoryStoreError` naming it."""
+        try:
+            return await self._step(step, memory_id, *args)
+        except Damaged as error:
+            raise damaged(repr(self), memory_id, error.what, error.remedy) from None
+        except (TypeError, ValueError, OverflowError) as error:  # a damaged field no check above foresaw
+            raise damaged(repr(self), memory_id, f"{type(error).__name__}: {error}") from error
+
+    async def _step(self, step: Callable[..., T], *args: Any) -> T:
         """Runs one step on the store's connection: here if it need not wait, else in a worker thread.
 
         The steps of one event loop take turns (so a step waiting in a thread does not send the others to
@@ -316,23 +337,29 @@ def _read_window(connection: sqlite3.Connection, memory_id: str, max_messages: i
     if head is None:
         return StoredMemory([], 0)
     version, system_format, system = head
-    rows: list[tuple[int, bytes]] = []
+    version = stored_int(version, "its version", maximum=_MAX_VERSION)
+    rows: list[tuple[Any, ...]] = []
     count, saw_user = 0, False
     cursor = connection.execute(
-        "SELECT format, size, starts_with_user, body FROM agentloop_round WHERE memory_id = ? "
+        "SELECT seq, format, size, starts_with_user, body FROM agentloop_round WHERE memory_id = ? "
         "ORDER BY seq DESC",
         (memory_id,),
     )
-    for format, size, starts_with_user, body in cursor:
-        if not needs_more(count, saw_user, max_messages):
-            break
-        rows.append((format, body))
-        count += size
-        saw_user = saw_user or bool(starts_with_user)
-    cursor.close()
-    messages: list[ChatMessage] = decode_messages(system, system_format) if system is not None else []
-    for format, body in reversed(rows):
-        messages += decode_messages(body, format)
+    try:
+        for seq, format, size, starts_with_user, body in cursor:
+            if not needs_more(count, saw_user, max_messages):
+                break
+            name = f"round {stored_int(seq, 'the sequence number of a round', minimum=1)}"
+            rows.append((name, format, size, body))
+            count += stored_int(size, f"{name}'s size", minimum=1)
+            saw_user = saw_user or bool(stored_int(starts_with_user, f"{name}'s starts_with_user", maximum=1))
+    finally:
+        cursor.close()
+    messages: list[ChatMessage] = []
+    if system is not None or system_format is not None:
+        messages += messages_of(system, system_format, "the system message")
+    for name, format, size, body in reversed(rows):
+        messages += messages_of(body, format, name, size)
     return StoredMemory(messages, version)
 
 
@@ -369,6 +396,8 @@ def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) 
         holder = connection.execute(
             "SELECT token FROM agentloop_lease WHERE memory_id = ?", (memory_id,)
         ).fetchone()
+        if holder is not None and not isinstance(holder[0], (str, type(None))):
+            raise Damaged(f"its lease's token is {holder[0]!r}, not text", _LEASE_REMEDY)
         if holder is None or holder[0] != round.lease:
             raise ChatMemoryConflictError(
                 f"The lease on memory {memory_id!r} was lost (it expired and another worker took it); "
@@ -377,7 +406,7 @@ def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) 
     row = connection.execute(
         "SELECT version FROM agentloop_memory WHERE memory_id = ?", (memory_id,)
     ).fetchone()
-    version = 0 if row is None else int(row[0])
+    version = 0 if row is None else stored_int(row[0], "its version", maximum=_MAX_VERSION)
     if round.expected_version is not None and round.expected_version != version:
         raise ChatMemoryConflictError(
             f"Memory {memory_id!r} is at version {version}, not {round.expected_version}: another writer "
@@ -426,6 +455,8 @@ def _take_pending(connection: sqlite3.Connection, memory_id: str, pending_id: st
         ).fetchone()
         if row is None:
             return None
+        if not isinstance(row[0], str):
+            raise Damaged(f"the record of paused round {pending_id!r} is {row[0]!r}, not text")
         if row[0] == record:
             connection.execute(
                 "DELETE FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
@@ -451,6 +482,14 @@ def _try_acquire(
             (memory_id,),
         ).fetchone()
         holder, expires_at, next_token, next_expires_at = row if row is not None else (None, 0.0, None, 0.0)
+        for field, value in (("its lease's token", holder), ("its lease's next_token", next_token)):
+            if value is not None and not isinstance(value, str):
+                raise Damaged(f"{field} is {value!r}, not text", _LEASE_REMEDY)
+        try:
+            expires_at = stored_float(expires_at, "its lease's expires_at")
+            next_expires_at = stored_float(next_expires_at, "its lease's next_expires_at")
+        except Damaged as error:
+            raise Damaged(error.what, _LEASE_REMEDY) from None
         someone_next = next_token is not None and next_token != token and next_expires_at > now
         if (holder is not None and holder != token and expires_at > now) or someone_next:
             if not someone_next:  # first in line: the next free lease is ours

@@ -1,8 +1,9 @@
 """Offline chat models and fake provider servers, for testing agents without a network or an API key.
 
 `ScriptedChatModel` replays answers you script, `FunctionChatModel` answers with your function, `TestModel`
-calls every tool with generated arguments. `FakeOpenAIServer` and `FakeAnthropicServer` speak the providers'
-HTTP protocols on 127.0.0.1, for testing the real provider clients; they load on first use.
+calls every tool with generated arguments. `FakeOpenAIServer`, `FakeOpenAIResponsesServer`,
+`FakeAnthropicServer`, `FakeGeminiServer` and `FakeBedrockServer` speak the providers' HTTP protocols on
+127.0.0.1, for testing the real provider clients; they load on first use.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ from ._test_model import TestModel
 
 if TYPE_CHECKING:
     from ._fake_anthropic import FakeAnthropicServer
+    from ._fake_bedrock import FakeBedrockServer
+    from ._fake_gemini import FakeGeminiServer
     from ._fake_openai import FakeOpenAIServer
+    from ._fake_responses import FakeOpenAIResponsesServer
     from ._fake_server import FakeServer, RecordedRequest, Reply
 
 __all__ = [
     "FakeAnthropicServer",
+    "FakeBedrockServer",
+    "FakeGeminiServer",
+    "FakeOpenAIResponsesServer",
     "FakeOpenAIServer",
     "FakeServer",
     "FunctionChatModel",
@@ -34,7 +41,10 @@ __all__ = [
 
 _LAZY = {
     "FakeOpenAIServer": "._fake_openai",
+    "FakeOpenAIResponsesServer": "._fake_responses",
     "FakeAnthropicServer": "._fake_anthropic",
+    "FakeGeminiServer": "._fake_gemini",
+    "FakeBedrockServer": "._fake_bedrock",
     "FakeServer": "._fake_server",
     "RecordedRequest": "._fake_server",
     "Reply": "._fake_server",

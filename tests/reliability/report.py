@@ -28,6 +28,8 @@ CATEGORIES = {
     "cancellation": "Cancellation at every await point",
     "property": "Properties and fuzzing (hypothesis)",
     "secrets": "Secrets",
+    "stores": "Stores damaged by hand (SQLite rows, Redis keys; every field)",
+    "tracing": "Tracing (OpenTelemetry spans, content capture off; broken processors and exporters)",
 }
 PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
 

@@ -178,34 +178,54 @@ async def test_the_model_cannot_set_injected_parameters(mode: str, fault: Fault)
 UNKNOWN = {"hallucinated tool name": "delete_all_files", "empty tool name": ""}
 
 
+# How an agent answers a call to a tool that does not exist: the default tells the model, a strategy function
+# answers in its place, None raises (the default before round 3).
+UNKNOWN_POLICIES = {
+    "default": (
+        {},
+        "an error result naming the tools offered goes to the model, the loop goes on",
+    ),
+    "strategy": (
+        {"hallucinated_tool_name_strategy": lambda r: f"There is no tool named {r.name!r}; use weather."},
+        "the strategy's answer goes to the model, the loop goes on",
+    ),
+    "none": (
+        {"hallucinated_tool_name_strategy": None},
+        "HallucinatedToolError naming it and the tools offered; nothing runs on; memory unchanged",
+    ),
+}
+POLICY_LABELS = {
+    "default": "by default",
+    "strategy": "with hallucinated_tool_name_strategy",
+    "none": "hallucinated_tool_name_strategy=None",
+}
+
+
 @pytest.mark.parametrize("case", list(UNKNOWN))
-@pytest.mark.parametrize("strategy", [False, True], ids=["default", "strategy"])
+@pytest.mark.parametrize("policy", list(UNKNOWN_POLICIES))
 @mode_param
-async def test_unknown_tool_names(case: str, strategy: bool, mode: str, fault: Fault) -> None:
+async def test_unknown_tool_names(case: str, policy: str, mode: str, fault: Fault) -> None:
     name = UNKNOWN[case]
-    fault.declare(
-        "output",
-        f"{case} ({'with' if strategy else 'without'} hallucinated_tool_name_strategy)",
-        "the strategy's answer goes to the model, the loop goes on"
-        if strategy
-        else "HallucinatedToolError naming it and the tools offered; nothing runs on; memory unchanged",
-        mode=mode,
-    )
+    options, outcome_text = UNKNOWN_POLICIES[policy]
+    fault.declare("output", f"{case} ({POLICY_LABELS[policy]})", outcome_text, mode=mode)
     before = running_tasks()
-    probe = ToolProbe(seconds=0.05 if strategy else 3600)
+    answered = policy != "none"
+    probe = ToolProbe(seconds=0.05 if answered else 3600)
     model = ScriptedChatModel([calls(("weather", {"city": "Paris"}), (name, {"path": "/"})), "Done."])
     memory = await seeded_memory()
-    options: dict[str, Any] = {}
-    if strategy:
-        options["hallucinated_tool_name_strategy"] = lambda r: (
-            f"There is no tool named {r.name!r}; use weather."
-        )
     agent = Agent(model, tools=[weather_tool(probe)], memory=memory, **options)
     outcome = await invoke(agent, mode, QUESTION)
-    if strategy:
+    if answered:
         assert outcome.result is not None and outcome.result.content == "Done."
         unknown = outcome.result.tool_executions[1]
-        assert unknown.result == f"There is no tool named {name!r}; use weather." and not unknown.has_failed
+        if policy == "strategy":
+            assert unknown.result == f"There is no tool named {name!r}; use weather."
+        else:
+            assert unknown.result.startswith(
+                f"There is no tool named {name!r}. The tools you can call: 'weather'."
+            )
+            assert unknown.is_error
+        assert not unknown.has_failed
         assert probe.finished == ["Paris"]
     else:
         assert type(outcome.error) is HallucinatedToolError
@@ -216,15 +236,15 @@ async def test_unknown_tool_names(case: str, strategy: bool, mode: str, fault: F
     fault.check_tasks(before)
 
 
-@pytest.mark.parametrize("strategy", [False, True], ids=["default", "strategy"])
+@pytest.mark.parametrize("policy", list(UNKNOWN_POLICIES))
 @mode_param
-async def test_a_tool_this_invocation_did_not_offer_never_runs(
-    strategy: bool, mode: str, fault: Fault
-) -> None:
+async def test_a_tool_this_invocation_did_not_offer_never_runs(policy: str, mode: str, fault: Fault) -> None:
     fault.declare(
         "output",
-        f"call to a tool this invocation did not offer ({'with' if strategy else 'no'} strategy)",
-        "never runs; treated as an unknown tool (HallucinatedToolError, or the strategy's answer)",
+        f"call to a tool this invocation did not offer ({POLICY_LABELS[policy]})",
+        "never runs; treated as an unknown tool ("
+        + UNKNOWN_POLICIES[policy][1].split(";")[0].split(",")[0]
+        + ")",
         mode=mode,
     )
     wiped: list[str] = []
@@ -238,14 +258,21 @@ async def test_a_tool_this_invocation_did_not_offer_never_runs(
     probe = ToolProbe()
     model = ScriptedChatModel([call("wipe_database", '{"confirm": true}'), "I cannot do that."])
     options: dict[str, Any] = {}
-    if strategy:
+    if policy == "strategy":
         options["hallucinated_tool_name_strategy"] = lambda r: f"{r.name} is not available to you."
+    elif policy == "none":
+        options["hallucinated_tool_name_strategy"] = None
     agent = Agent(model, tools=[wipe_database], **options)
     outcome = await invoke(agent, mode, "Clean up", tools=[weather_tool(probe)])
     assert wiped == []
-    if strategy:
+    if policy == "strategy":
         assert outcome.result is not None
         assert outcome.result.tool_executions[0].result == "wipe_database is not available to you."
+    elif policy == "default":
+        assert outcome.result is not None
+        assert "There is no tool named 'wipe_database'. The tools you can call: 'weather'." in (
+            outcome.result.tool_executions[0].result
+        )
     else:
         assert type(outcome.error) is HallucinatedToolError
         assert "(available tools: 'weather')" in str(outcome.error)

@@ -8,7 +8,7 @@ from typing import Literal
 import pydantic
 from typing_extensions import assert_type
 
-from agentloop import Agent, Result, TokenStream
+from agentloop import Agent, ChatMessage, Result, TokenStream
 from agentloop.testing import TestModel
 
 
@@ -41,3 +41,18 @@ async def inferred() -> None:
         assert_type(partial, Invoice)
     assert_type(stream.result, Result[Invoice])
     assert_type(text_agent.stream("hi", output_type=float), TokenStream[float])
+
+
+def blocking() -> None:
+    """The sync API has the same overloads as chat(): `chat_sync(..., output_type=T)` is a `Result[T]`."""
+    text_agent = Agent(TestModel())
+    assert_type(text_agent.chat_sync("hi"), Result[str])
+    assert_type(text_agent.chat_sync("extract", output_type=Invoice).output.customer, str)
+    assert_type(text_agent.chat_sync("n?", output_type=int, message_history=[]), Result[int])
+
+    invoices = Agent(TestModel(), output_type=Invoice)
+    result = invoices.chat_sync("extract", timeout=5.0)
+    assert_type(result, Result[Invoice])
+    assert_type(result.new_messages, list[ChatMessage])
+    if result.pending is not None:
+        assert_type(invoices.resume_sync(result.pending, {}), Result[Invoice])

@@ -91,6 +91,22 @@ class SSEDecoder:
                 simple = self._simple(chunk)
                 if simple is not None:
                     return simple
+        elif self._clean and chunk[:6] == b"data: " and chunk[-4:] == b"\r\n\r\n":
+            # One `data:` line ended with CRLFs: what Google's APIs send per token.
+            end = len(chunk) - 4
+            if chunk.find(b"\r", 6) == end and chunk.find(b"\n", 6) == end + 1 and end <= self._max_line:
+                try:
+                    data = chunk[6:end].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # the general path reports it
+                else:
+                    self._first_line = False
+                    return [ServerSentEvent("message", data, self._last_id, None)]
+        elif self._clean and chunk[:7] == b"event: " and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
+            # One `event:` line and one `data:` line: what OpenAI Responses and Anthropic send per token.
+            named = self._named(chunk)
+            if named is not None:
+                return named
         self._clean = False  # stays False if the general path raises half-way
         events = self._general(chunk)
         self._clean = (
@@ -141,6 +157,26 @@ class SSEDecoder:
             if event is not None:
                 events.append(event)
         return events
+
+    def _named(self, chunk: bytes) -> list[ServerSentEvent] | None:
+        """The event of a chunk that is exactly `event: <name>\\ndata: <data>\\n\\n`, or None to take the
+        general path. Same result as the general path, fewer steps."""
+        newline = chunk.find(b"\n", 7)
+        end = len(chunk) - 2
+        if (
+            chunk[newline + 1 : newline + 7] != b"data: "
+            or chunk.find(b"\n", newline + 7) != end
+            or newline > self._max_line
+            or end - newline - 1 > self._max_line
+        ):
+            return None
+        try:
+            name = chunk[7:newline].decode("utf-8")
+            data = chunk[newline + 7 : end].decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # the general path reports it
+        self._first_line = False
+        return [ServerSentEvent(name or "message", data, self._last_id, None)]
 
     def _simple(self, chunk: bytes) -> list[ServerSentEvent] | None:
         """The events of a chunk made only of whole one-line `data:` events (ending with a blank line, no CR),

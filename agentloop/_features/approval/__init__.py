@@ -1,0 +1,35 @@
+"""Human approval of tool calls: which calls need it, asking inline, pausing a round, resuming it.
+
+A gated call is looked at after its arguments validated and before it runs. The agent's `approval_handler`
+answers at once (True, False, `Denied(reason)`) or `Defer`s; without a handler the call waits. Once every
+call of the response has finished or waits, and some wait, the invocation pauses: nothing of the round goes
+to memory, and a `PendingApproval` keeps the response, the finished calls and the waiting ones.
+`Agent.resume()` checks that state and the decisions, claims the round (once: through the memory store when
+it records paused rounds, else in this process), runs the approved calls, and the loop goes on.
+"""
+
+from ._decisions import (
+    ApprovalHandler,
+    ApprovalPredicate,
+    ApprovalRules,
+    Decision,
+    Defer,
+    Denied,
+    ToolApprovalRequest,
+)
+from ._format import PendingApproval
+from ._gate import ApprovalGate, Resume, Settled
+
+__all__ = [
+    "ApprovalGate",
+    "ApprovalHandler",
+    "ApprovalPredicate",
+    "ApprovalRules",
+    "Decision",
+    "Defer",
+    "Denied",
+    "PendingApproval",
+    "Resume",
+    "Settled",
+    "ToolApprovalRequest",
+]

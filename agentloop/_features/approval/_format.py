@@ -1,0 +1,308 @@
+"""The saved form of a paused round (`PendingApproval`) and the checks it passes before resuming."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from agentloop._codec import RecordedToolError, _from_stored, _to_stored, _ToolExecution
+from agentloop._errors import (
+    ApprovalError,
+    IllegalConfigurationError,
+    ToolDeniedError,
+)
+from agentloop._execution import ToolExecution
+from agentloop._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
+
+if TYPE_CHECKING:
+    from agentloop._loop import Invocation
+from agentloop._features.approval._decisions import Decision, Denied, ToolApprovalRequest
+
+_KIND = "pending_approval"
+_FORMAT = 1
+"""The storage format's envelope: `{"format": 1, "kind": "pending_approval", "data": {...}}`."""
+_DENIED = f"{ToolDeniedError.__module__}.{ToolDeniedError.__qualname__}"  # as the storage format names it
+
+
+# -- the state of a paused round ----------------------------------------------------------------------------
+
+
+class _Waiting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A call that waits for a decision, as stored."""
+
+    call_id: str
+    tool_name: str
+    arguments: str
+    index: int
+
+
+class _Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Digests of a paused state: one per call (its name, arguments, result), one of the whole state."""
+
+    calls: dict[str, str]
+    state: str
+
+
+class _State(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A paused round as JSON stores it (field names are the JSON keys). Finished calls are stored as the
+    storage format stores any `ToolExecution` (error as type and message, result object as JSON)."""
+
+    id: str
+    invocation_id: str
+    memory_id: Any
+    round: int
+    user_message: UserMessage
+    messages: list[ChatMessage]
+    """This invocation's messages before the response that are not in memory."""
+    response: ChatResponse
+    requests: list[_Waiting]
+    executions: list[_ToolExecution]
+    check: _Check | None = None
+
+
+class _Document(msgspec.Struct, frozen=True):
+    """The envelope of the storage format (`{"format", "kind", "data"}`), kind `pending_approval`."""
+
+    format: int
+    kind: str
+    data: _State
+
+
+_decoder = msgspec.json.Decoder(_Document)
+_encoder = msgspec.json.Encoder()
+_digest_encoder = msgspec.json.Encoder(enc_hook=repr)  # a memory id JSON cannot hold still gets a digest
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(_digest_encoder.encode(value)).hexdigest()
+
+
+def _calls(state: _State) -> list[tuple[ToolExecutionRequest, int, msgspec.Struct]]:
+    """Every call of the state, waiting or finished: (the call, its index, how it is stored)."""
+    found: list[tuple[ToolExecutionRequest, int, msgspec.Struct]] = [
+        (ToolExecutionRequest(w.call_id, w.tool_name, w.arguments), w.index, w) for w in state.requests
+    ]
+    found += [(e.request, e.index, e) for e in state.executions]
+    return found
+
+
+def _check_of(state: _State) -> _Check:
+    calls = {call.id or "": _digest(stored) for call, _, stored in _calls(state)}
+    return _Check(calls, _digest(msgspec.structs.replace(state, check=None)))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PendingApproval:
+    """An invocation paused on tool calls that wait for a person: what `Agent.resume()` needs to go on.
+
+    `requests` are the waiting calls; `executions` the calls of the same response that already finished
+    (their results are kept, they never run again). `to_json()` writes it as readable JSON (tool names and
+    argument text as the model sent them) and `PendingApproval.from_json()` reads it back, in any process.
+    Resuming checks digests of every call and of the whole state (see docs/approval.md for what they
+    guarantee with and without a memory store).
+    """
+
+    id: str
+    invocation_id: str
+    memory_id: Any
+    round: int
+    requests: tuple[ToolApprovalRequest, ...]
+    executions: tuple[ToolExecution, ...]
+    response: ChatResponse
+    user_message: UserMessage
+    messages: tuple[ChatMessage, ...]
+    _state: _State = field(repr=False)
+
+    @property
+    def record(self) -> str:
+        """The check record a `PendingApprovalStore` keeps for this round (an opaque string)."""
+        assert self._state.check is not None
+        return _encoder.encode(self._state.check).decode()
+
+    def to_json(self) -> bytes:
+        """The paused round as JSON, to store anywhere (a database row, a queue message)."""
+        try:
+            return _encoder.encode(_Document(_FORMAT, _KIND, self._state))
+        except TypeError as error:
+            raise IllegalConfigurationError(
+                f"This paused round cannot be written as JSON ({error}); its memory id "
+                f"{self.memory_id!r} must be a str, an int or None"
+            ) from None
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> PendingApproval:
+        """Reads what `to_json()` wrote. Raises `ApprovalError` when it is not a paused round's JSON."""
+        try:
+            document = _decoder.decode(data)
+        except (msgspec.DecodeError, RecursionError) as error:
+            raise ApprovalError(f"Not the JSON of a PendingApproval: {error}") from None
+        if (document.kind, document.format) != (_KIND, _FORMAT):
+            raise ApprovalError(
+                f"Not the JSON of a PendingApproval this version reads: kind {document.kind!r}, format "
+                f"{document.format!r} (expected {_KIND!r}, {_FORMAT})",
+                pending_id=document.data.id,
+            )
+        return cls._from_state(document.data, None)
+
+    @classmethod
+    def _from_state(cls, state: _State, executions: tuple[ToolExecution, ...] | None) -> PendingApproval:
+        if executions is None:
+            executions = tuple(_execution_of(e) for e in state.executions)
+        requests = tuple(
+            ToolApprovalRequest(
+                w.call_id,
+                w.tool_name,
+                w.arguments,
+                w.index,
+                state.round,
+                state.memory_id,
+                state.invocation_id,
+            )
+            for w in state.requests
+        )
+        return cls(
+            state.id,
+            state.invocation_id,
+            state.memory_id,
+            state.round,
+            requests,
+            executions,
+            state.response,
+            state.user_message,
+            tuple(state.messages),
+            state,
+        )
+
+    def __repr__(self) -> str:
+        waiting = ", ".join(f"{r.tool_name}#{r.call_id}" for r in self.requests)
+        return (
+            f"PendingApproval(id={self.id!r}, memory_id={self.memory_id!r}, round={self.round}, "
+            f"requests=[{waiting}], finished={len(self.executions)})"
+        )
+
+
+def _execution_of(stored: _ToolExecution) -> ToolExecution:
+    """A finished call read back from JSON: as the storage format reads any execution, and a denial is a
+    `ToolDeniedError` again."""
+    execution = _from_stored(stored)
+    error = execution.error
+    if isinstance(error, RecordedToolError) and error.error_type == _DENIED:
+        request = execution.request
+        error = ToolDeniedError(error.message, call_id=request.id, tool_name=request.name)
+        execution = msgspec.structs.replace(execution, error=error)
+    return execution
+
+
+def _paused(
+    inv: Invocation,
+    response: ChatResponse,
+    round: int,
+    waiting: list[ToolApprovalRequest],
+    finished: list[ToolExecution],
+    carried: list[ChatMessage],
+) -> PendingApproval:
+    state = _State(
+        _pending_id(inv.invocation_id, round),
+        inv.invocation_id,
+        inv.memory_id,
+        round,
+        inv.user_message,
+        list(carried),
+        response,
+        [_Waiting(r.call_id, r.tool_name, r.arguments, r.index) for r in sorted(waiting, key=_by_index)],
+        [_to_stored(e) for e in finished],
+    )
+    state = msgspec.structs.replace(state, check=_check_of(state))
+    return PendingApproval._from_state(state, tuple(finished))
+
+
+def _pending_id(invocation_id: str, round: int) -> str:
+    """The id of a round paused in an invocation: the same whenever that invocation pauses at that round (a
+    replayed durable run records and claims the round under the same id)."""
+    return hashlib.sha256(f"{invocation_id}\x00{round}".encode()).hexdigest()[:32]
+
+
+def _by_index(request: ToolApprovalRequest) -> int:
+    return request.index
+
+
+# -- checking a state and its decisions ------------------------------------------------------------------
+
+
+def _altered(pending: PendingApproval, call_id: str | None, tool_name: str | None) -> ApprovalError:
+    if call_id is None:
+        what = "its messages, ids or round were altered since it paused"
+    else:
+        tool = f" (tool {tool_name!r})" if tool_name else ""
+        what = f"call {call_id!r}{tool} was altered since it paused (its name, arguments or result differ)"
+    return ApprovalError(
+        f"Paused round {pending.id}: {what}; nothing ran. Resume with the state as to_json() wrote it.",
+        call_id=call_id,
+        pending_id=pending.id,
+    )
+
+
+def _compare(pending: PendingApproval, expected: _Check, found: _Check | None) -> None:
+    """Raises naming the first call whose digest differs, or the state when only it differs."""
+    names = {call.id: call.name for call, _, _ in _calls(pending._state)}
+    if found is None:
+        raise _altered(pending, None, None)
+    for call_id in (*expected.calls, *found.calls):
+        if expected.calls.get(call_id) != found.calls.get(call_id):
+            raise _altered(pending, call_id, names.get(call_id))
+    if expected.state != found.state:
+        raise _altered(pending, None, None)
+
+
+def _verify(pending: PendingApproval) -> None:
+    """The state's own digests match its content, and its calls are exactly the response's calls."""
+    state = pending._state
+    calls = state.response.ai_message.tool_execution_requests
+    covered: set[int] = set()
+    for stored, index, _ in _calls(state):
+        if not 0 <= index < len(calls) or index in covered or calls[index] != stored:
+            raise _altered(pending, stored.id, stored.name)
+        covered.add(index)
+    for index, call in enumerate(calls):
+        if index not in covered:
+            raise _altered(pending, call.id, call.name)
+    _compare(pending, _check_of(state), state.check)
+
+
+def _decisions(pending: PendingApproval, decisions: Any) -> dict[str, Decision]:
+    if not isinstance(decisions, Mapping):
+        raise ApprovalError(
+            "Give the decisions as a dict {call_id: True | False | Denied(reason)}, got "
+            f"{type(decisions).__name__}",
+            pending_id=pending.id,
+        )
+    waiting = {r.call_id: r for r in pending.requests}
+    listed = ", ".join(f"{r.call_id!r} ({r.tool_name})" for r in pending.requests)
+    for call_id, decision in decisions.items():
+        if call_id not in waiting:
+            raise ApprovalError(
+                f"Paused round {pending.id} has no call {call_id!r} waiting for approval "
+                f"(waiting: {listed}); nothing ran",
+                call_id=str(call_id),
+                pending_id=pending.id,
+            )
+        if not (decision is True or decision is False or isinstance(decision, Denied)):
+            raise ApprovalError(
+                f"The decision for call {call_id!r} must be True, False or Denied(reason), got {decision!r}; "
+                "nothing ran",
+                call_id=call_id,
+                pending_id=pending.id,
+            )
+    for call_id, request in waiting.items():
+        if call_id not in decisions:
+            raise ApprovalError(
+                f"No decision for call {call_id!r} (tool {request.tool_name!r}) of paused round "
+                f"{pending.id}: every waiting call needs one ({listed}); nothing ran",
+                call_id=call_id,
+                pending_id=pending.id,
+            )
+    return dict(decisions)

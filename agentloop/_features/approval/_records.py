@@ -1,0 +1,116 @@
+"""Where paused rounds are recorded: the memory store when it keeps them, else this process."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from agentloop._errors import (
+    ApprovalError,
+)
+from agentloop._memory import PendingApprovalStore
+
+if TYPE_CHECKING:
+    pass
+from agentloop._features.approval._format import PendingApproval, _Check, _check_of, _compare
+
+# -- where paused rounds are recorded ----------------------------------------------------------------------
+
+
+class _ProcessRecords:
+    """Paused rounds of agents whose memory has no `PendingApprovalStore`: recorded in this process only.
+
+    It remembers the last `LIMIT` paused and `LIMIT` resumed rounds: a round resumed here is refused a
+    second time; a round paused in another process is unknown here and is checked by its own digests only.
+    """
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._records: OrderedDict[str, str] = OrderedDict()
+        self._taken: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def save(self, pending_id: str, record: str) -> None:
+        with self._lock:
+            self._records[pending_id] = record
+            if len(self._records) > self.LIMIT:
+                self._records.popitem(last=False)
+
+    def take(self, pending_id: str, record: str) -> tuple[str | None, bool]:
+        """(the record stored, whether the round was already taken); takes it when the record matches."""
+        with self._lock:
+            if pending_id in self._taken:
+                return None, True
+            stored = self._records.get(pending_id)
+            if stored is None or stored == record:
+                self._records.pop(pending_id, None)
+                self._taken[pending_id] = None
+                if len(self._taken) > self.LIMIT:
+                    self._taken.popitem(last=False)
+            return stored, False
+
+
+_process_records = _ProcessRecords()
+
+
+def _store_of(memory: object) -> tuple[PendingApprovalStore | None, Any]:
+    """The store that records paused rounds for `memory` (the memory itself or its `store`), and its key."""
+    for candidate in (memory, getattr(memory, "store", None)):
+        if candidate is not None and isinstance(candidate, PendingApprovalStore):
+            return candidate, getattr(memory, "id", None)
+    return None, None
+
+
+async def _record(memory: object, pending: PendingApproval) -> None:
+    store, key = _store_of(memory)
+    if store is None:
+        _process_records.save(pending.id, pending.record)
+        return
+    with anyio.CancelScope(shield=True):  # a cancelled pause must not leave a round unrecorded
+        await store.save_pending_approval(
+            key if key is not None else pending.memory_id, pending.id, pending.record
+        )
+
+
+async def _claim(memory: object, pending: PendingApproval) -> None:
+    """Takes the paused round, once; raises when it was taken before or its record differs."""
+    record = pending.record
+    store, key = _store_of(memory)
+    if store is None:
+        stored, taken = _process_records.take(pending.id, record)
+        if taken:
+            raise ApprovalError(
+                f"Paused round {pending.id} was already resumed; nothing ran", pending_id=pending.id
+            )
+        where = "this process"
+    else:
+        with anyio.CancelScope(shield=True):  # taken or not, never half
+            stored = await store.take_pending_approval(
+                key if key is not None else pending.memory_id, pending.id, record
+            )
+        if stored is None:
+            raise ApprovalError(
+                f"Paused round {pending.id} is not recorded in the memory store of memory id "
+                f"{pending.memory_id!r}: it was already resumed, its memory was deleted, or it paused with "
+                "another store (an in-process store is not shared between processes); nothing ran",
+                pending_id=pending.id,
+            )
+        where = "the memory store"
+    if stored is not None and stored != record:
+        try:
+            found: _Check | None = msgspec.json.decode(stored, type=_Check)
+        except msgspec.DecodeError:
+            found = None
+        try:
+            _compare(pending, pending._state.check or _check_of(pending._state), found)
+        except ApprovalError as error:
+            raise ApprovalError(
+                f"{error.message} (checked against the record in {where})",
+                call_id=error.call_id,
+                pending_id=pending.id,
+            ) from None

@@ -1,0 +1,113 @@
+"""Partial outputs while an answer streams: the output's JSON parsed as it grows."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import (
+    TYPE_CHECKING,
+    Any,
+)
+
+import pydantic
+
+from agentloop._events import PartialOutput
+from agentloop._partial_json import PartialJSON
+from agentloop.models._base import ModelEvent, TextDelta, ToolCallDelta
+
+if TYPE_CHECKING:
+    from agentloop._features.output._answers import OutputRun
+    from agentloop._loop import Listener
+
+from agentloop._features.output._types import NOT_FOUND
+
+
+class _Watch:
+    """Model events passing by; the output's JSON (a tool call's arguments, or the text) is parsed as it
+    streams and every partial value that grew is sent as a `PartialOutput`."""
+
+    __slots__ = (
+        "_events",
+        "_index",
+        "_last",
+        "_member",
+        "_parser",
+        "_seen",
+        "_text",
+        "_tools",
+        "_typed",
+        "round",
+    )
+
+    def __init__(
+        self, events: AsyncIterator[ModelEvent], run: OutputRun, round: int, typed: Listener | None
+    ) -> None:
+        self._events = events
+        self._typed = typed
+        self.round = round
+        self._text = run.mode != "tool"  # the text is the output: not passed on
+        schema = run.schema
+        self._text = self._text and schema is not None
+        self._tools = {m.tool_name: m for m in schema.members} if typed and schema is not None else {}
+        self._member = schema.whole if self._text and typed and schema is not None else None
+        self._index: int | None = None  # the output call being watched (tool mode)
+        self._parser = PartialJSON()
+        self._seen: dict[str, int] = {}  # the shape of the last partial sent (see `_feed`)
+        self._last: Any = NOT_FOUND  # the last partial sent
+
+    def __aiter__(self) -> _Watch:
+        return self
+
+    async def __anext__(self) -> ModelEvent:
+        while True:
+            event = await self._events.__anext__()
+            kind = type(event)
+            if kind is TextDelta and self._text:
+                if self._member is not None:
+                    await self._feed(event.text)  # type: ignore[union-attr]
+                continue
+            if kind is ToolCallDelta and self._tools:
+                delta: Any = event
+                if self._index is None and delta.name in self._tools:
+                    self._index = delta.index
+                    self._member = self._tools[delta.name]
+                if delta.index == self._index and delta.arguments:
+                    await self._feed(delta.arguments)
+            return event
+
+    async def _feed(self, piece: str) -> None:
+        parser = self._parser
+        if not parser.feed(piece) or parser.done:  # the whole value comes with the final result
+            return
+        member = self._member
+        assert member is not None and self._typed is not None
+        partial = member.partial(parser.value)
+        if partial is None:
+            return
+        value, used = partial
+        # Its fields, and for a list its length: a partial that would have fewer than the last one waits.
+        shape = {key: len(item) if isinstance(item, list) else -1 for key, item in used.items()}
+        seen = self._seen
+        if any(shape.get(key, -2) < size for key, size in seen.items()) or _same(value, self._last):
+            return
+        self._seen, self._last = shape, value
+        await self._typed(PartialOutput(value, self.round))
+
+
+def _same(value: Any, last: Any) -> bool:
+    """Whether a partial equals the last one sent; cheap: a list field is compared by length and last item
+    (the items before it were whole, and stay as they were)."""
+    if type(value) is not type(last):
+        return False
+    if isinstance(value, pydantic.BaseModel):
+        value, last = value.__dict__, last.__dict__
+    if not isinstance(value, dict):
+        return _same_item(value, last)
+    if value.keys() != last.keys():
+        return False
+    return all(_same_item(item, last[key]) for key, item in value.items())
+
+
+def _same_item(item: Any, last: Any) -> bool:
+    if isinstance(item, list) and isinstance(last, list):
+        return len(item) == len(last) and (not item or item[-1] == last[-1])
+    return bool(item == last)

@@ -1,0 +1,231 @@
+"""Compiling an output type once: its JSON schema, validator and the shape of its partial values."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+import pydantic
+from typing_extensions import TypedDict, is_typeddict
+
+from agentloop._context import ToolContext
+from agentloop._errors import IllegalConfigurationError, ModelRetry
+from agentloop._messages import (
+    UserMessage,
+)
+from agentloop._schema import _strip_titles
+
+if TYPE_CHECKING:
+    pass
+
+
+OutputMode = Literal["tool", "native", "prompted"]
+OutputValidator = Callable[[Any, ToolContext], Any]
+"""`(value, ctx) -> value` (sync or async): checks or adjusts a valid output; raise `ModelRetry` to retry."""
+
+DEFAULT_OUTPUT_TOOL_NAME = "final_result"
+PROCESSED = "Final result processed."
+NOT_USED = "Output tool not used: a final result was already processed."
+NOT_FOUND: Any = object()
+"""`OutputRun.found()` when the round holds no valid output."""
+
+_MODES = ("tool", "native", "prompted")
+_UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
+_MAX_LISTED_ERRORS = 10
+_MAX_INPUT_REPR = 80
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+class RetryOutput(Exception):
+    """The answer was not a valid output and retries remain: `message` asks the model to correct it."""
+
+    def __init__(self, message: UserMessage) -> None:
+        super().__init__(message.text)
+        self.message = message
+
+
+class _InvalidOutput(ModelRetry):
+    """An output call that did not validate: `message` is the correction, `output`/`errors` for the record."""
+
+    def __init__(self, message: str, *, output: str | None, errors: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.output = output
+        self.errors = errors
+
+
+# -- compiling a type -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str  # the attribute (the JSON key may be an alias)
+    adapter: pydantic.TypeAdapter[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputMember:
+    """One output schema: the whole output type, or one model of a union (one output tool each)."""
+
+    type_: Any
+    tool_name: str
+    description: str | None
+    schema: dict[str, Any]
+    """JSON schema of the wire object (always an object)."""
+    wrapped: bool
+    """The value travels as `{"result": value}`."""
+    adapter: pydantic.TypeAdapter[Any]
+    """Validates the wire object."""
+    fields: Mapping[str, _Field] | None
+    """Per-key validators, for partial values built field by field (pydantic models, TypedDicts)."""
+    build: Callable[[dict[str, Any]], Any] | None
+    required: frozenset[str] = frozenset()
+    """The wire keys a whole value needs."""
+
+    def validate_json(self, text: str) -> Any:
+        """The value of one wire JSON text; raises `pydantic.ValidationError`."""
+        value = self.adapter.validate_json(text)
+        return value["result"] if self.wrapped else value
+
+    def partial(self, raw: Any) -> tuple[Any, Any] | None:
+        """The partial value of `raw` (a partial wire object) and the part of `raw` it stands for, or None."""
+        if not isinstance(raw, dict):
+            return None
+        if self.wrapped and "result" not in raw:
+            return None
+        if self.fields is None or self.required.issubset(raw):  # else it cannot validate whole: skip that
+            try:
+                value = self.adapter.validate_python(raw, experimental_allow_partial="trailing-strings")
+            except pydantic.ValidationError:
+                pass
+            else:
+                return (value["result"] if self.wrapped else value), raw
+        if self.fields is None or self.build is None:
+            return None
+        kept: dict[str, Any] = {}
+        used: dict[str, Any] = {}
+        for key, item in raw.items():
+            field = self.fields.get(key)
+            if field is None:
+                continue
+            try:
+                kept[field.name] = field.adapter.validate_python(
+                    item, experimental_allow_partial="trailing-strings"
+                )
+            except pydantic.ValidationError:
+                continue
+            used[key] = item
+        if not used:
+            return None
+        return self.build(kept), used
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """A compiled output type: `members` for the tool mode (one per union model), `whole` for the others."""
+
+    type_: Any
+    members: tuple[OutputMember, ...]
+    whole: OutputMember
+
+
+_cache: dict[tuple[Any, str], OutputSchema] = {}
+_typed_dict: Any = TypedDict  # called with a runtime type, which a type checker cannot follow
+
+
+def output_schema(output_type: Any, tool_name: str = DEFAULT_OUTPUT_TOOL_NAME) -> OutputSchema:
+    """Compiles `output_type` (cached); raises `IllegalConfigurationError` for a type that cannot be one."""
+    if isinstance(output_type, (list, tuple)):
+        if not output_type:
+            raise IllegalConfigurationError("output_type: an empty list names no type")
+        output_type = output_type[0] if len(output_type) == 1 else Union[tuple(output_type)]
+    key = (output_type, tool_name)
+    try:
+        found = _cache.get(key)
+    except TypeError:  # an unhashable type form: compile it every time
+        return _compile(output_type, tool_name)
+    if found is None:
+        found = _cache[key] = _compile(output_type, tool_name)
+    return found
+
+
+def _compile(output_type: Any, tool_name: str) -> OutputSchema:
+    whole = _member(output_type, tool_name)
+    options = get_args(output_type) if get_origin(output_type) in _UNION_TYPES else ()
+    if options and all(_is_object_type(option) for option in options):
+        names = [option.__name__ for option in options]
+        if len(set(names)) != len(names):
+            raise IllegalConfigurationError(
+                f"output_type {output_type!r}: the union's models need distinct class names (each becomes "
+                "an output tool named after it)"
+            )
+        members = tuple(_member(option, f"{tool_name}_{option.__name__}") for option in options)
+    else:
+        members = (whole,)
+    return OutputSchema(output_type, members, whole)
+
+
+def _is_object_type(t: Any) -> bool:
+    return isinstance(t, type) and (
+        issubclass(t, pydantic.BaseModel) or dataclasses.is_dataclass(t) or is_typeddict(t)
+    )
+
+
+def _member(output_type: Any, tool_name: str) -> OutputMember:
+    try:
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
+        raw = adapter.json_schema()
+    except Exception as exc:
+        raise IllegalConfigurationError(
+            f"output_type {output_type!r} cannot be validated or described as JSON: {exc}"
+        ) from exc
+    schema: dict[str, Any] = _strip_titles(raw)
+    description = schema.get("description") if _is_object_type(output_type) else None
+    wrapped = not (_is_object_type(output_type) and schema.get("type") == "object")
+    fields: Mapping[str, _Field] | None = None
+    build: Callable[[dict[str, Any]], Any] | None = None
+    if wrapped:
+        defs = schema.pop("$defs", None)
+        schema = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+        if defs:
+            schema["$defs"] = defs
+        wrapper = _typed_dict("OutputWrapper", {"result": output_type})
+        adapter = pydantic.TypeAdapter(wrapper)
+    elif isinstance(output_type, type) and issubclass(output_type, pydantic.BaseModel):
+        fields = {
+            (info.alias or name): _Field(name, pydantic.TypeAdapter(_annotated(info)))
+            for name, info in output_type.model_fields.items()
+        }
+        model: type[pydantic.BaseModel] = output_type
+        build = _constructor(model)
+    elif is_typeddict(output_type):
+        hints = get_type_hints(output_type, include_extras=True)
+        fields = {name: _Field(name, pydantic.TypeAdapter(hint)) for name, hint in hints.items()}
+        build = dict
+    required = frozenset(schema.get("required", ()))
+    return OutputMember(
+        output_type, tool_name, description, schema, wrapped, adapter, fields, build, required
+    )
+
+
+def _annotated(info: Any) -> Any:
+    return Annotated[tuple([info.annotation, *info.metadata])] if info.metadata else info.annotation
+
+
+def _constructor(model: type[pydantic.BaseModel]) -> Callable[[dict[str, Any]], Any]:
+    def build(values: dict[str, Any]) -> Any:
+        return model.model_construct(**values)
+
+    return build
