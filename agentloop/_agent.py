@@ -404,7 +404,8 @@ class Agent(Generic[OutputT]):
         `decisions` maps every waiting call id to True, False or `Denied(reason)`. A decision missing or
         unknown, a state altered since it paused, or a round already resumed raise `ApprovalError` and run
         nothing. `context` and `tools` are not stored in the paused state: give them again if the paused
-        invocation had them. Works in any process, with an agent built the same way.
+        invocation had them. Works in the process that paused, or in any process with an agent built the same
+        way over a memory store that records paused rounds (docs/approval.md).
         """
         resume = Resume(pending, decisions)
         return await self._resume(resume, context, tools, timeout, None)

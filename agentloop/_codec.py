@@ -43,7 +43,11 @@ class CodecError(AgentLoopError):
 
 
 class RecordedToolError(ToolExecutionError):
-    """A tool execution's error read back from storage: the original class name and its message."""
+    """A tool execution's error read back from storage: the original class name and its message.
+
+    It is a record, so it compares by value (class name and message): an execution read back twice, or a
+    durable run's result returned again, equals the first (unlike live exceptions, which compare by
+    identity)."""
 
     def __init__(self, message: str, *, error_type: str) -> None:
         super().__init__(message)
@@ -51,6 +55,14 @@ class RecordedToolError(ToolExecutionError):
 
     def __repr__(self) -> str:
         return f"RecordedToolError({self.message!r}, error_type={self.error_type!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not RecordedToolError:
+            return NotImplemented
+        return (self.error_type, self.message) == (other.error_type, other.message)
+
+    def __hash__(self) -> int:
+        return hash((RecordedToolError, self.error_type, self.message))
 
 
 class _Error(msgspec.Struct, frozen=True):

@@ -48,12 +48,26 @@ class ToolExecutionError(AgentLoopError):
 
 
 class ToolDeniedError(ToolExecutionError):
-    """A person (or the approval handler) denied a tool call; `message` went to the model as its result."""
+    """A person (or the approval handler) denied a tool call; `message` went to the model as its result.
+
+    A denial is a record of a decision, so it compares by value (message, call id, tool name): a paused
+    round's executions read back from JSON equal the ones it paused with."""
 
     def __init__(self, message: str, *, call_id: str | None = None, tool_name: str | None = None) -> None:
         super().__init__(message)
         self.call_id = call_id
         self.tool_name = tool_name
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ToolDeniedError:
+            return NotImplemented
+        return (self.message, self.call_id, self.tool_name) == (other.message, other.call_id, other.tool_name)
+
+    def __hash__(self) -> int:
+        return hash((ToolDeniedError, self.message, self.call_id, self.tool_name))
+
+    def __repr__(self) -> str:
+        return f"ToolDeniedError({self.message!r}, call_id={self.call_id!r}, tool_name={self.tool_name!r})"
 
 
 class ToolArgumentsError(AgentLoopError):

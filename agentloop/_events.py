@@ -78,11 +78,15 @@ class ModelProgress(msgspec.Struct, frozen=True, gc=False):
 
 class PartialOutput(msgspec.Struct, frozen=True):
     """The structured output so far, while the model writes it (`output_type=`): fields appear as they
-    arrive, each validated, and a later partial never loses a field an earlier one had. The final, whole
-    value is `CompleteResponse.result.output`."""
+    arrive, each validated. The final, whole value is `CompleteResponse.result.output`.
+
+    `attempt` counts the model's tries at the output, from 1. Within one attempt a later partial never loses
+    a field an earlier one had; an invalid output sent back for correction starts the next attempt, whose
+    partials start again from nothing (drop what the earlier attempt showed)."""
 
     output: Any
     round: int = 0
+    attempt: int = 1
 
 
 class IntermediateResponse(msgspec.Struct, frozen=True):

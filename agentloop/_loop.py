@@ -218,17 +218,21 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
             finish = FinishReason.APPROVAL_REQUIRED
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
+        # Judged before the commit: retries used up (OutputValidationError) store nothing of the round.
+        output = NOT_FOUND if inv.output is None else inv.output.found(round_executions)
+        behaviours = [e.return_behavior for e in round_executions]
+        immediate = should_return_immediately(behaviours, any(e.has_failed for e in round_executions))
+        if output is NOT_FOUND and not immediate and inv.output is not None and inv.output.retrying:
+            unsaved = messages  # an output being corrected: stored with the valid one, or never
+            continue
         await _commit(inv.memory, messages)
         history += messages
         added += messages
         unsaved = []
-        if inv.output is not None:
-            output = inv.output.found(round_executions)
-            if output is not NOT_FOUND:  # a valid output call ends the invocation
-                finish = FinishReason.STOP
-                return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
-        behaviours = [e.return_behavior for e in round_executions]
-        if should_return_immediately(behaviours, any(e.has_failed for e in round_executions)):
+        if output is not NOT_FOUND:  # a valid output call ends the invocation
+            finish = FinishReason.STOP
+            return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
+        if immediate:
             finish = FinishReason.TOOL_EXECUTION
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None)
 

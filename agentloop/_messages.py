@@ -72,7 +72,7 @@ class SystemMessage(msgspec.Struct, frozen=True, tag="system"):
             _repair(self, "text")
 
 
-class UserMessage(msgspec.Struct, frozen=True, tag="user", omit_defaults=True):
+class UserMessage(msgspec.Struct, frozen=True, tag="user", omit_defaults=True, repr_omit_defaults=True):
     """What the user said: `text`, and the pictures and documents it comes with (`contents`, in order).
 
     `UserMessage("Hi")` is text only. `UserMessage("What is on this picture?", [ImageContent.from_path(
@@ -120,7 +120,7 @@ class UserMessage(msgspec.Struct, frozen=True, tag="user", omit_defaults=True):
         return cls("", contents_of(parts))
 
 
-class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
+class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True, repr_omit_defaults=True):
     """What the model answered: text, tool calls, or both (and its reasoning, where the provider sends it).
 
     `provider_state` holds what a provider needs back on the next call and no other provider understands
@@ -147,7 +147,9 @@ class AiMessage(msgspec.Struct, frozen=True, tag="ai", omit_defaults=True):
         return bool(self.tool_execution_requests)
 
 
-class ToolExecutionResultMessage(msgspec.Struct, frozen=True, tag="tool_result", omit_defaults=True):
+class ToolExecutionResultMessage(
+    msgspec.Struct, frozen=True, tag="tool_result", omit_defaults=True, repr_omit_defaults=True
+):
     """The result of one tool call, sent back to the model. `id` matches the request's id.
 
     `contents` holds the pictures and documents the tool returned (an `ImageContent`, an MCP image result),

@@ -73,6 +73,9 @@ class TokenStream(Generic[OutputT]):
         self._task: _Producer | None = None  # the producer of `async for` / `events()` / `outputs()`
         self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
         self._closed = False  # aclose() came before anything consumed it
+        self.output_attempt = 1
+        """The attempt (`PartialOutput.attempt`) of the last value `outputs()` yielded: when it grows, the
+        model is correcting an invalid output and the partials start again from nothing."""
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -189,8 +192,9 @@ class TokenStream(Generic[OutputT]):
     def outputs(self) -> AsyncIterator[OutputT]:
         """Iterates the output as it grows: each partial structured output (`PartialOutput`), then the final
         validated value. For a plain text invocation: the answer text so far after each piece, then the whole
-        answer. Leaving the loop early stops the invocation."""
-        return _Outputs(self._iterate(tokens_only=False), text=not self._structured)
+        answer. Leaving the loop early stops the invocation. After an invalid output is sent back for
+        correction the partials start again from nothing, and `output_attempt` grows."""
+        return _Outputs(self._iterate(tokens_only=False), self, text=not self._structured)
 
     def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
         self._claim()
@@ -453,10 +457,11 @@ class _Iterator(Generic[T]):
 class _Outputs(Generic[OutputT]):
     """What `TokenStream.outputs()` iterates: the partial outputs among the events, then the final one."""
 
-    __slots__ = ("_done", "_events", "_text")
+    __slots__ = ("_done", "_events", "_stream", "_text")
 
-    def __init__(self, events: _Iterator[Any], *, text: bool) -> None:
+    def __init__(self, events: _Iterator[Any], stream: TokenStream[Any], *, text: bool) -> None:
         self._events = events
+        self._stream = stream
         self._text: list[str] | None = [] if text else None  # a text answer so far
         self._done = False
 
@@ -469,6 +474,7 @@ class _Outputs(Generic[OutputT]):
             event = await events.__anext__()
             kind = type(event)
             if kind is PartialOutput:
+                self._stream.output_attempt = event.attempt
                 return event.output  # type: ignore[no-any-return]
             if kind is PartialResponse and self._text is not None:
                 self._text.append(event.text)

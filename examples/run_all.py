@@ -18,6 +18,7 @@ EXAMPLES = [
     "testing_with_fakes.py",
     "approval.py",
     "tracing.py",
+    "web_chat.py",  # agentloop.ui: both chat UI protocols and the approval flow, over HTTP
 ]
 # The quickstart runs the embedded model: included when its extra is installed.
 try:
@@ -31,6 +32,11 @@ if shutil.which("redis-server") and importlib.util.find_spec("redis"):
     EXAMPLES.append("multi_worker.py")
 else:
     print("note: multi_worker.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
+# A chat UI backend on two workers sharing one Redis (paused runs and memory): same needs as multi_worker.py.
+if shutil.which("redis-server") and importlib.util.find_spec("redis"):
+    EXAMPLES.append("web_workers.py")
+else:
+    print("note: web_workers.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
 # Durable execution: needs the dbos extra.
 if importlib.util.find_spec("dbos"):
     EXAMPLES.append("durable_dbos.py")

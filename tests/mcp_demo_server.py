@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types
 from mcp import MCPError, types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, ToolAnnotations
 from mcp_types import METHOD_NOT_FOUND
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 LONG_NAME = "fetch_" + "x" * 70  # longer than the 64 characters providers accept
+
+
+class Answer(BaseModel):
+    name: str
+    age: int = 30
 
 
 class Forecast(BaseModel):
@@ -156,6 +163,68 @@ def make_server(state_dir: Path | None = None, name: str = "demo", legacy: bool 
         except Exception:
             pass
         return "grown"
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> Any:
+        """Asks the client's user (elicitation) and reports what came back. In protocol 2026-07-28 the
+        server has no channel for its own requests: it answers "input required" and is called again."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if ctx.input_responses is None:
+                schema = Answer.model_json_schema()
+                form = mcp_types.ElicitRequestFormParams(message=question, requested_schema=schema)
+                return mcp_types.InputRequiredResult(
+                    input_requests={"who": mcp_types.ElicitRequest(params=form)}
+                )
+            answer = ctx.input_responses["who"]
+            assert isinstance(answer, types.ElicitResult)
+            if answer.action != "accept" or answer.content is None:
+                return answer.action
+            data = Answer.model_validate(answer.content)
+        else:
+            elicited = await ctx.elicit(question, schema=Answer)
+            if elicited.action != "accept":
+                return elicited.action
+            data = elicited.data
+        return f"accept: {data.name}, {data.age}"
+
+    @server.tool()
+    async def summarize(text: str, ctx: Context) -> Any:
+        """Asks the client's model (sampling) to summarize `text`, and returns its answer and model."""
+        params = mcp_types.CreateMessageRequestParams(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+            max_tokens=50,
+            system_prompt="Summarize in three words.",
+            temperature=0.2,
+            stop_sequences=["END"],
+        )
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if ctx.input_responses is None:
+                return mcp_types.InputRequiredResult(
+                    input_requests={"summary": mcp_types.CreateMessageRequest(params=params)}
+                )
+            result = ctx.input_responses["summary"]
+            assert isinstance(result, types.CreateMessageResult)
+        else:
+            result = await ctx.session.create_message(
+                params.messages,
+                max_tokens=params.max_tokens,
+                system_prompt=params.system_prompt,
+                temperature=params.temperature,
+                stop_sequences=params.stop_sequences,
+                related_request_id=ctx.request_id,
+            )
+        content = result.content
+        said = content.text if isinstance(content, types.TextContent) else repr(content)
+        return f"{said} ({result.model}, {result.stop_reason})"
+
+    @server.tool()
+    async def work(steps: int, ctx: Context) -> str:
+        """Logs and reports progress for each of `steps` steps."""
+        for step in range(1, steps + 1):
+            await ctx.info(f"step {step}")
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        await ctx.log("warning", {"finished": steps})
+        return "worked"
 
     return server
 

@@ -414,6 +414,8 @@ async def test_handler_defers_some_calls_and_decides_others() -> None:
     assert [e.result for e in paused.pending.executions] == ["bob is a friend", "no"]
     again = PendingApproval.from_json(paused.pending.to_json())
     assert isinstance(again.executions[1].error, ToolDeniedError)  # read back as what it was
+    assert again.executions[1] == paused.pending.executions[1]  # a denial is a record: equal by value
+    assert PendingApproval.from_json(paused.pending.to_json()).executions == again.executions
     assert again.executions[0].result_object == "bob is a friend"  # kept as JSON by the storage format
     result = await agent.resume(again, {"c_pay": True})
     assert tools.runs == {"pay": 1, "lookup": 1}
@@ -680,6 +682,35 @@ async def test_a_recomputed_forgery_is_refused_in_the_process_that_paused_withou
     assert tools.runs == {"lookup": 1}
 
 
+def forge_new_round(document: dict[str, Any]) -> None:
+    """The attack on a process without a store: a made-up invocation id (so a pending id never issued), new
+    arguments, and every digest recomputed, so the state is consistent with itself."""
+    from agentloop._features.approval._format import _pending_id
+
+    document["invocation_id"] = "forged-invocation"
+    document["id"] = _pending_id("forged-invocation", document["round"])
+    recompute_check(document)
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["store", "no-store"])
+async def test_a_forged_round_with_a_new_id_is_refused_and_the_original_runs_once(memory: bool) -> None:
+    agent, tools, pending = await paused_state(memory)
+    forged = tampered(pending.to_json(), forge_new_round)
+    state = PendingApproval.from_json(forged)
+    assert state.id != pending.id and "mallory" in state.requests[0].arguments  # consistent with itself
+    where = "not recorded in the memory store" if memory else "did not pause in this process"
+    with pytest.raises(ApprovalError, match=where) as caught:
+        await agent.resume(forged, {"c_pay": True, "c_del": True})
+    assert caught.value.pending_id == state.id
+    assert tools.runs == {"lookup": 1}  # the forged call did not run
+    with pytest.raises(ApprovalError, match=where):  # nor on a second try
+        await agent.resume(forged, {"c_pay": True, "c_del": True})
+    await agent.resume(pending, {"c_pay": True, "c_del": True})  # the genuine round, once
+    with pytest.raises(ApprovalError, match="already resumed"):
+        await agent.resume(pending, {"c_pay": True, "c_del": True})
+    assert tools.runs == {"pay": 1, "delete_file": 1, "lookup": 1}
+
+
 async def test_not_a_paused_state() -> None:
     agent = Agent(ScriptedChatModel([]), tools=[Tools()])
     with pytest.raises(ApprovalError, match="Not the JSON of a PendingApproval"):
@@ -742,17 +773,23 @@ MONEY = calls(
 )
 
 
-async def test_resume_in_another_process_from_the_json(tmp_path: Path) -> None:
+async def test_without_a_store_another_process_refuses_the_json(tmp_path: Path) -> None:
     runs = tmp_path / "runs.log"
-    agent = build_agent(runs, answers=[MONEY])
+    agent = build_agent(runs, answers=[MONEY, "All done."])
     paused = await agent.chat("pay bob, delete /etc/x")
     assert paused.pending is not None
     state = tmp_path / "state.json"
     state.write_bytes(paused.pending.to_json())
 
+    # Nothing vouches for the state there (a forger could have recomputed its digests): refused.
     outcome = await resume_elsewhere(state, runs)
-    assert outcome["content"] == "All done."
-    assert outcome["executions"] == [
+    assert "did not pause in this process" in outcome["error"] and "SQLiteChatMemoryStore" in outcome["error"]
+    assert outcome["pending_id"] == paused.pending.id
+    assert RunLog(runs).count("pay bob 5") == 0
+    # The process that paused still resumes it, once.
+    decisions = {"c_pay": True, "c_del": Denied("not this file")}
+    resumed = await agent.resume(PendingApproval.from_json(state.read_bytes()), decisions)
+    assert [[e.request.name, e.result, e.is_error] for e in resumed.tool_executions] == [
         ["pay", "paid 5 to bob", False],
         ["lookup", "bob is a friend", False],
         ["delete_file", "not this file", True],

@@ -666,4 +666,4 @@ def test_botocore_is_imported_only_by_a_bedrock_model() -> None:
         "    print(error)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'agentloop[bedrock]'" in done.stdout
+    assert "pip install 'agentloop-runtime[bedrock]'" in done.stdout

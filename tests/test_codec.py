@@ -129,6 +129,12 @@ async def test_tool_executions_round_trip() -> None:
     assert isinstance(back[1].error, RecordedToolError)
     assert back[1].error.error_type == "ValueError"
     assert str(back[1].error) == "no data for Rome"
+    # Records compare by value: read back twice, they are equal (and hash alike); another message is not.
+    again: list[ToolExecution] = decode(encode(executions), "tool_executions")
+    assert again == back and again[1].error is not back[1].error
+    assert hash(again[1].error) == hash(back[1].error)
+    assert back[1].error != RecordedToolError("no data for Oslo", error_type="ValueError")
+    assert back[1].error != ValueError("no data for Rome")
     # A record read back encodes to the same bytes: replaying it is stable.
     assert encode(back) == encode(executions)
     assert decode(encode(executions[1]), "tool_execution").result == executions[1].result

@@ -35,6 +35,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
+from agentloop._codec import RecordedToolError
 from agentloop.dbos import DBOSAgent, decode_result
 from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
@@ -179,6 +180,32 @@ async def test_a_denied_call_gets_its_reason_and_the_run_goes_on(dbos_sqlite: No
     (execution,) = result.tool_executions
     assert execution.is_error and "over the limit" in execution.result
     assert "over the limit" in str(model.requests[1].messages[-1])
+
+
+@tool
+def broken(n: int) -> int:
+    """Always fails."""
+    ran.append(f"broken:{n}")
+    raise ValueError(f"no value for {n}")
+
+
+async def test_a_result_with_failed_and_denied_calls_equals_itself_returned_again(dbos_sqlite: None) -> None:
+    ran.clear()
+    model = ScriptedChatModel([calls(("broken", {"n": 1}), ("refund", {"order": "9"})), "Sorry."])
+    durable = DBOSAgent(Agent(model, name="records", tools=[broken, refund]))
+    DBOS.launch()
+
+    async def decide(pending: PendingApproval) -> None:
+        await durable.approve("records-1", {pending.requests[0].call_id: Denied("not today")})
+
+    first = await chat_deciding(durable, "go", "records-1", decide)
+    again = await durable.chat("go", workflow_id="records-1")
+    assert again == first and again is not first  # records compare by value (as the docs' own example)
+    failed, denied = (e.error for e in again.tool_executions)
+    assert failed == RecordedToolError("no value for 1", error_type="ValueError")
+    assert failed != RecordedToolError("no value for 2", error_type="ValueError")
+    assert denied is not None and "not today" in str(denied)
+    assert ran == ["broken:1"] and len(model.requests) == 2  # nothing ran again
 
 
 async def test_a_replay_pairs_each_call_with_its_own_record_whatever_order_calls_start_in(

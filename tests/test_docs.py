@@ -59,6 +59,7 @@ ELSEWHERE = {
     "mcp.md": "tests/test_mcp.py",  # MCP SDK servers
     "observability.md": "tests/test_otel.py",  # the OpenTelemetry SDK's in-memory exporter
     "output.md": "tests/test_output_docs.py",
+    "web.md": "tests/test_ui.py",  # agentloop.ui's apps, in process
 }
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,25 +21,24 @@ STALE = re.compile(
         ]
     )
 )
-SKIPPED = {".git", ".nox", ".venv", "__pycache__", ".venvs", ".mypy_cache", ".ruff_cache"}
 SUFFIXES = {".py", ".md", ".toml", ".html", ".txt", ".cfg", ".yml", ".yaml", ""}
 
 
 def tracked_files() -> list[Path]:
+    """The repository's files as git tracks them (plus new ones not ignored): never node_modules or venvs."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     files = []
-    for path in ROOT.rglob("*"):
-        parts = set(path.relative_to(ROOT).parts)
-        if path == Path(__file__).resolve() or parts & {
-            ".git",
-            ".nox",
-            ".venv",
-            "__pycache__",
-            ".venvs",
-            ".mypy_cache",
-            ".ruff_cache",
-        }:
+    for name in listed:
+        path = ROOT / name
+        if path == Path(__file__).resolve() or not path.is_file():
             continue
-        if path.is_file() and path.suffix in SUFFIXES and path.stat().st_size < 2_000_000:
+        if path.suffix in SUFFIXES and path.stat().st_size < 2_000_000:
             files.append(path)
     return files
 

@@ -652,6 +652,7 @@ async def test_the_snippets_of_docs_mcp_md_run() -> None:
     assert "files_read_" in printed and "gh_search" in printed
     assert "212.0" in printed and "'celsius'" in printed
     assert "'user'" not in printed  # the injected parameter is not in the served schema
+    assert "compiled" in printed and "['module 1 of 2', 'module 2 of 2']" in printed  # on_progress
     # a served tool asks the user, logs and reports progress, in order, before its result
     assert (
         "asked: Import 10 rows?\nlog: 0 rows imported\nprogress: 0/10\nlog: 5 rows imported\n"

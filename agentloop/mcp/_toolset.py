@@ -40,6 +40,8 @@ from .._messages import ToolExecutionRequest
 from .._spec import ToolSpecification
 from .._tool import Tool, check_timeout
 from .._toolset import ToolProviderRequest, ToolProviderResult, Toolset
+from ..models._base import ChatModel
+from ._callbacks import Callbacks, ElicitationHandler, LogHandler, ProgressHandler
 from ._names import check_prefix, local_name
 from ._results import MCPToolResult, result_of
 
@@ -155,6 +157,12 @@ class MCPToolset:
     `auth` (an `httpx2.Auth`, such as the SDK's `OAuthClientProvider`) authorises every HTTP request of a URL
     server.
 
+    What the server may ask or tell the client: `elicitation_handler(context, params) -> ElicitResult`
+    (sync or async, the SDK's types) answers its questions to the user; `sampling_model` (a `ChatModel`)
+    answers its `sampling/createMessage`; `on_log(params)` sees its log messages and
+    `on_progress(progress, total, message)` the progress of tool calls (each call then carries a progress
+    token). Without them the client does not offer these capabilities.
+
     Use it as an async context manager: `async with MCPToolset(url) as github: Agent(model, tools=[github])`.
     """
 
@@ -172,6 +180,10 @@ class MCPToolset:
         connect_timeout: float = 10.0,
         cache_tools: bool = True,
         auth: httpx2.Auth | None = None,
+        elicitation_handler: ElicitationHandler | None = None,
+        sampling_model: ChatModel | None = None,
+        on_log: LogHandler | None = None,
+        on_progress: ProgressHandler | None = None,
     ) -> None:
         self._server, self.server_name = _target(server)
         if auth is not None and not isinstance(self._server, str):
@@ -184,6 +196,7 @@ class MCPToolset:
                 f"OAuthClientProvider), got {type(auth).__name__}"
             )
         self.auth = auth
+        self._callbacks = Callbacks(elicitation_handler, sampling_model, on_log, on_progress)
         try:
             self.prefix = check_prefix(prefix)
         except ValueError as exc:
@@ -296,8 +309,18 @@ class MCPToolset:
     @asynccontextmanager
     async def _client(self, http: _HTTPErrors, on_message: Any) -> AsyncIterator[Client]:
         """The SDK's client; for a URL, over an httpx2 client of ours (auth, and the hook noting statuses)."""
+        callbacks = self._callbacks
+        options: dict[str, Any] = {
+            "message_handler": on_message,
+            "cache": None,
+            "elicitation_callback": callbacks.elicitation(),
+            "sampling_callback": callbacks.sampling(),
+            "logging_callback": callbacks.logging(),
+            # 2026-07-28 servers send log messages only to requests that opt in (older ones to everyone).
+            "log_level": "debug" if callbacks.on_log is not None else None,
+        }
         if not isinstance(self._server, str):
-            async with Client(self._server, message_handler=on_message, cache=None) as client:
+            async with Client(self._server, **options) as client:
                 yield client
             return
         timeout = httpx2.Timeout(_HTTP_TIMEOUT, read=_HTTP_READ_TIMEOUT)  # the SDK's own client's
@@ -305,7 +328,7 @@ class MCPToolset:
             http_client
         ):
             transport = streamable_http_client(self._server, http_client=http_client)
-            async with Client(transport, message_handler=on_message, cache=None) as client:
+            async with Client(transport, **options) as client:
                 yield client
 
     async def _connected(self) -> _Connection:
@@ -331,7 +354,7 @@ class MCPToolset:
             await attempt.done.wait()
             if attempt.connection is None or attempt.connection.lost:
                 if attempt.http is not None and attempt.http.unauthorized is not None:
-                    raise self._unauthorized(attempt.http.unauthorized) from attempt.error
+                    raise self._unauthorized(attempt.http.unauthorized, attempt.error) from attempt.error
                 raise MCPServerError(
                     f"Could not connect to the MCP server {self.server_name}: {_describe(attempt.error)}",
                     server=self.server_name,
@@ -399,7 +422,7 @@ class MCPToolset:
                 logger.info("MCP server %s: connection lost during %s; reconnecting", self.server_name, what)
         raise AssertionError("unreachable")
 
-    def _unauthorized(self, challenge: str) -> MCPServerError:
+    def _unauthorized(self, challenge: str, error: BaseException | None = None) -> MCPServerError:
         scheme = challenge.split(" ", 1)[0] if challenge else ""
         asked = f" (it asks for {scheme} authentication)" if scheme else ""
         given = (
@@ -409,6 +432,9 @@ class MCPToolset:
             "httpx2.BasicAuth, an Auth subclass that sets a bearer token, or the mcp SDK's "
             "OAuthClientProvider for OAuth"
         )
+        if self.auth is not None and error is not None and _auth_failure(error) is not None:
+            # The auth flow itself failed (an OAuth provider's discovery, registration or login).
+            given = f"authorizing with auth= failed: {_describe(_auth_failure(error))}"
         return MCPServerError(
             f"The MCP server {self.server_name} requires authorization: it answered HTTP 401 "
             f"Unauthorized{asked}; {given}",
@@ -421,8 +447,10 @@ class MCPToolset:
         Raises `MCPToolError` when the tool reports an error, `MCPServerError` for transport and protocol
         failures.
         """
+        progress = self._callbacks.progress()
         result: types.CallToolResult = await self._request(
-            f"the call of tool {name!r}", lambda client: client.call_tool(name, arguments or {})
+            f"the call of tool {name!r}",
+            lambda client: client.call_tool(name, arguments or {}, progress_callback=progress),
         )
         return result_of(result, server=self.server_name, tool_name=name)
 
@@ -637,6 +665,17 @@ def _failure(exc: BaseException) -> BaseException:
     if isinstance(exc, cancelled):
         raise exc
     return exc
+
+
+def _auth_failure(error: BaseException) -> BaseException | None:
+    """The error an `auth` flow raised under a connection attempt (not the SDK's own MCPError), if any."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _auth_failure(inner)
+            if found is not None:
+                return found
+        return None
+    return None if isinstance(error, (MCPError, httpx2.HTTPStatusError)) else error
 
 
 def _describe(error: BaseException | None) -> str:

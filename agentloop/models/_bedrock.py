@@ -216,7 +216,7 @@ def _botocore() -> Any:
     except ImportError:
         raise IllegalConfigurationError(
             "BedrockChatModel signs its requests with botocore, which is not installed: "
-            "pip install 'agentloop[bedrock]'"
+            "pip install 'agentloop-runtime[bedrock]'"
         ) from None
     return botocore
 

@@ -26,6 +26,7 @@ CATEGORIES = {
     "tool": "Tool faults",
     "output": "Hostile or broken model output",
     "cancellation": "Cancellation at every await point",
+    "approval": "Approval pauses and durable records",
     "property": "Properties and fuzzing (hypothesis)",
     "secrets": "Secrets",
     "stores": "Stores damaged by hand (SQLite rows, Redis keys; every field)",

@@ -101,7 +101,8 @@ class PendingApproval:
 
     `requests` are the waiting calls; `executions` the calls of the same response that already finished
     (their results are kept, they never run again). `to_json()` writes it as readable JSON (tool names and
-    argument text as the model sent them) and `PendingApproval.from_json()` reads it back, in any process.
+    argument text as the model sent them) and `PendingApproval.from_json()` reads it back, in any process
+    (resuming it there needs a memory store that records paused rounds).
     Resuming checks digests of every call and of the whole state (see docs/approval.md for what they
     guarantee with and without a memory store).
     """

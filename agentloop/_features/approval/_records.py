@@ -24,8 +24,9 @@ from agentloop._features.approval._format import PendingApproval, _Check, _check
 class _ProcessRecords:
     """Paused rounds of agents whose memory has no `PendingApprovalStore`: recorded in this process only.
 
-    It remembers the last `LIMIT` paused and `LIMIT` resumed rounds: a round resumed here is refused a
-    second time; a round paused in another process is unknown here and is checked by its own digests only.
+    It remembers the last `LIMIT` paused and `LIMIT` resumed rounds. A round is resumed here only if it
+    paused here: a pending id this process never issued (one paused in another process, forgotten, or a
+    forgery with a made-up id and recomputed digests) is refused, and an issued one is taken once.
     """
 
     LIMIT = 10_000
@@ -42,13 +43,14 @@ class _ProcessRecords:
                 self._records.popitem(last=False)
 
     def take(self, pending_id: str, record: str) -> tuple[str | None, bool]:
-        """(the record stored, whether the round was already taken); takes it when the record matches."""
+        """(the record stored, None if this process did not issue the id; whether it was already taken).
+        Takes the round when its record matches."""
         with self._lock:
             if pending_id in self._taken:
                 return None, True
             stored = self._records.get(pending_id)
-            if stored is None or stored == record:
-                self._records.pop(pending_id, None)
+            if stored == record:
+                del self._records[pending_id]
                 self._taken[pending_id] = None
                 if len(self._taken) > self.LIMIT:
                     self._taken.popitem(last=False)
@@ -86,6 +88,15 @@ async def _claim(memory: object, pending: PendingApproval) -> None:
         if taken:
             raise ApprovalError(
                 f"Paused round {pending.id} was already resumed; nothing ran", pending_id=pending.id
+            )
+        if stored is None:
+            raise ApprovalError(
+                f"Paused round {pending.id} did not pause in this process (or was forgotten, after "
+                f"{_ProcessRecords.LIMIT} later pauses), and memory id {pending.memory_id!r} has no memory "
+                "store that records paused rounds, so nothing vouches for this state; nothing ran. To resume "
+                "in another process, give the agent a memory whose store records paused rounds (a "
+                "SQLiteChatMemoryStore or RedisChatMemoryStore shared by the processes).",
+                pending_id=pending.id,
             )
         where = "this process"
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import (
@@ -149,6 +150,17 @@ class OutputRun:
         except ModelRetry as retry:
             self._failed(retry.message, message.text, [_retry_error(retry)])
 
+    @property
+    def attempt(self) -> int:
+        """The output attempt under way, from 1: each invalid output sent back for correction adds one."""
+        return self._failures + 1
+
+    @property
+    def retrying(self) -> bool:
+        """True once an output was sent back for correction: from then on the invocation's messages are held
+        and stored with the valid output (an `OutputValidationError` stores none of them)."""
+        return self._failures > 0
+
     def _failed(self, correction: str, output: str | None, errors: list[dict[str, Any]]) -> NoReturn:
         self._failures += 1
         if self._failures > self.retries:
@@ -210,8 +222,8 @@ class OutputRun:
         if self.mode != "native":
             return NOT_FOUND
         try:
-            value = member.adapter.validate_python(_without_nulls(msgspec.json.decode(text)))
-        except (msgspec.DecodeError, pydantic.ValidationError):
+            value = member.adapter.validate_python(_without_nulls(member.restored(msgspec.json.decode(text))))
+        except (msgspec.DecodeError, pydantic.ValidationError, RecursionError):
             return NOT_FOUND
         return value["result"] if member.wrapped else value
 
@@ -222,7 +234,7 @@ class OutputRun:
     ) -> AsyncIterator[ModelEvent]:
         """`events` with partial outputs sent to `typed` as they stream; in the native and prompted modes
         the answer text is the output, so it is not passed on as text."""
-        return _Watch(events, self, round, typed)
+        return _Watch(events, self, round, typed, self.attempt)
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -278,15 +290,32 @@ def _processed(value: Any) -> str:
     return PROCESSED
 
 
+_MAX_JSON_STARTS = 8
+"""How many `{` of a prompted answer may start its JSON (prose may hold a few braces before it)."""
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def _json_text(text: str) -> str:
-    """The JSON in an answer: a code fence's content, or from the first `{` to the last `}`."""
+    """The JSON in an answer: a code fence's content, or the first whole JSON object in the text (prose
+    before and after it, a `{` in the prose before it, are passed over); failing that, the text from the
+    first `{` to the last `}`, so the correction names what is wrong with it."""
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     start, end = text.find("{"), text.rfind("}")
-    if start > 0 and end > start:
-        return text[start : end + 1]
-    return text
+    if start < 0 or end < start:
+        return text
+    if start == 0 and end == len(text) - 1:
+        return text  # the whole answer is the candidate: the validator reads it at once
+    tries = 0
+    while start >= 0 and tries < _MAX_JSON_STARTS:
+        try:
+            _, stop = _raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start, tries = text.find("{", start + 1), tries + 1
+            continue
+        return text[start:stop]
+    return text[text.find("{") : end + 1]
 
 
 def _format_name(output_type: Any) -> str:
@@ -300,7 +329,7 @@ def _correction(errors: list[dict[str, Any]], how: str) -> str:
     """The retry request for a failed validation: one line per error, naming the field and what it needs."""
     lines = ["The output is not valid:"]
     for error in errors[:_MAX_LISTED_ERRORS]:
-        where = ".".join(str(part) for part in error.get("loc", ())) or "(the whole output)"
+        where = _where(error.get("loc", ())) or "(the whole output)"
         line = f"- {where}: {error.get('msg')}"
         if error.get("type") not in ("missing", "json_invalid") and "input" in error:
             shown = repr(error["input"])
@@ -314,14 +343,20 @@ def _correction(errors: list[dict[str, Any]], how: str) -> str:
     return "\n".join(lines)
 
 
+def _where(loc: Sequence[Any]) -> str:
+    """A field's path, shortened when it is deep (a recursive model nested 250 levels)."""
+    parts = [str(part) for part in loc]
+    if len(parts) > 8:
+        parts = [*parts[:3], f"...({len(parts) - 5} levels)...", *parts[-2:]]
+    return ".".join(parts)
+
+
 def _retry_error(retry: ModelRetry) -> dict[str, Any]:
     return {"loc": (), "msg": retry.message, "type": "model_retry"}
 
 
 def _exhausted(retries: int, output: str | None, errors: list[dict[str, Any]]) -> OutputValidationError:
-    summary = "; ".join(
-        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'output'}: {e.get('msg')}" for e in errors[:3]
-    )
+    summary = "; ".join(f"{_where(e.get('loc', ())) or 'output'}: {e.get('msg')}" for e in errors[:3])
     return OutputValidationError(
         f"The model's output was still invalid after {retries} "
         f"{'retry' if retries == 1 else 'retries'} (output_retries={retries}): {summary}",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentloop._features.output._answers import OutputRun
     from agentloop._loop import Listener
 
+from agentloop._features.output._partial import PartialTracker
 from agentloop._features.output._types import NOT_FOUND
 
 
@@ -34,21 +35,30 @@ class _Watch:
         "_seen",
         "_text",
         "_tools",
+        "_tracker",
         "_typed",
+        "attempt",
         "round",
     )
 
     def __init__(
-        self, events: AsyncIterator[ModelEvent], run: OutputRun, round: int, typed: Listener | None
+        self,
+        events: AsyncIterator[ModelEvent],
+        run: OutputRun,
+        round: int,
+        typed: Listener | None,
+        attempt: int,
     ) -> None:
         self._events = events
         self._typed = typed
         self.round = round
+        self.attempt = attempt
         self._text = run.mode != "tool"  # the text is the output: not passed on
         schema = run.schema
         self._text = self._text and schema is not None
         self._tools = {m.tool_name: m for m in schema.members} if typed and schema is not None else {}
         self._member = schema.whole if self._text and typed and schema is not None else None
+        self._tracker = PartialTracker(self._member) if self._member is not None else None
         self._index: int | None = None  # the output call being watched (tool mode)
         self._parser = PartialJSON()
         self._seen: dict[str, int] = {}  # the shape of the last partial sent (see `_feed`)
@@ -70,6 +80,7 @@ class _Watch:
                 if self._index is None and delta.name in self._tools:
                     self._index = delta.index
                     self._member = self._tools[delta.name]
+                    self._tracker = PartialTracker(self._member)
                 if delta.index == self._index and delta.arguments:
                     await self._feed(delta.arguments)
             return event
@@ -78,9 +89,9 @@ class _Watch:
         parser = self._parser
         if not parser.feed(piece) or parser.done:  # the whole value comes with the final result
             return
-        member = self._member
-        assert member is not None and self._typed is not None
-        partial = member.partial(parser.value)
+        tracker = self._tracker
+        assert tracker is not None and self._typed is not None
+        partial = tracker.update(parser.value)
         if partial is None:
             return
         value, used = partial
@@ -90,7 +101,7 @@ class _Watch:
         if any(shape.get(key, -2) < size for key, size in seen.items()) or _same(value, self._last):
             return
         self._seen, self._last = shape, value
-        await self._typed(PartialOutput(value, self.round))
+        await self._typed(PartialOutput(value, self.round, self.attempt))
 
 
 def _same(value: Any, last: Any) -> bool:

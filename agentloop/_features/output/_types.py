@@ -18,15 +18,18 @@ from typing import (
     get_type_hints,
 )
 
+import msgspec
 import pydantic
 from typing_extensions import TypedDict, is_typeddict
 
 from agentloop._context import ToolContext
 from agentloop._errors import IllegalConfigurationError, ModelRetry
+from agentloop._features.output._partial import list_item_adapter
 from agentloop._messages import (
     UserMessage,
 )
 from agentloop._schema import _strip_titles
+from agentloop.models._strict import has_maps, restore_maps
 
 if TYPE_CHECKING:
     pass
@@ -93,16 +96,54 @@ class OutputMember:
     build: Callable[[dict[str, Any]], Any] | None
     required: frozenset[str] = frozenset()
     """The wire keys a whole value needs."""
+    list_items: Mapping[str, pydantic.TypeAdapter[Any]] = dataclasses.field(default_factory=dict)
+    """The item validators of the fields that are plain lists (`list[T]`), validated item by item."""
+    result_items: pydantic.TypeAdapter[Any] | None = None
+    """A wrapped `list[T]`: the validator of its items."""
+    maps: bool = False
+    """The schema holds a free-form map, which a strict provider receives as a list of {key, value} entries
+    (`strict_schema`): such an answer is turned back into the map before it is validated."""
+
+    def restored(self, raw: Any) -> Any:
+        """A decoded answer with its maps as objects (a map that came as entries converted back)."""
+        if not self.maps:
+            return raw
+        try:
+            return restore_maps(self.schema, raw)
+        except RecursionError:
+            return raw  # nested past Python's limit: validation reports it
 
     def validate_json(self, text: str) -> Any:
         """The value of one wire JSON text; raises `pydantic.ValidationError`."""
-        value = self.adapter.validate_json(text)
+        if self.maps:
+            try:
+                decoded = msgspec.json.decode(text)
+            except (msgspec.DecodeError, RecursionError):
+                pass  # the validator reports what is wrong with it
+            else:
+                restored = self.restored(decoded)
+                if restored is not decoded:
+                    text = msgspec.json.encode(restored).decode()
+        try:
+            value = self.adapter.validate_json(text)
+        except pydantic.ValidationError as error:
+            # pydantic's JSON parser stops at 200 levels of nesting, its validator goes deeper (a recursive
+            # model 100 levels deep nests 200 JSON containers when each level is a list): decode the JSON
+            # with msgspec (1,000 levels) and validate the Python value, with the same rules otherwise.
+            if not _nesting_too_deep(error):
+                raise
+            try:
+                data = msgspec.json.decode(text)
+            except (msgspec.DecodeError, RecursionError):
+                raise error from None
+            value = self.adapter.validate_python(data)
         return value["result"] if self.wrapped else value
 
     def partial(self, raw: Any) -> tuple[Any, Any] | None:
         """The partial value of `raw` (a partial wire object) and the part of `raw` it stands for, or None."""
         if not isinstance(raw, dict):
             return None
+        raw = self.restored(raw)
         if self.wrapped and "result" not in raw:
             return None
         if self.fields is None or self.required.issubset(raw):  # else it cannot validate whole: skip that
@@ -191,7 +232,7 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         raise IllegalConfigurationError(
             f"output_type {output_type!r} cannot be validated or described as JSON: {exc}"
         ) from exc
-    schema: dict[str, Any] = _strip_titles(raw)
+    schema: dict[str, Any] = _root_inlined(_strip_titles(raw))
     description = schema.get("description") if _is_object_type(output_type) else None
     wrapped = not (_is_object_type(output_type) and schema.get("type") == "object")
     fields: Mapping[str, _Field] | None = None
@@ -215,9 +256,52 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         fields = {name: _Field(name, pydantic.TypeAdapter(hint)) for name, hint in hints.items()}
         build = dict
     required = frozenset(schema.get("required", ()))
+    list_items: dict[str, pydantic.TypeAdapter[Any]] = {}
+    if isinstance(output_type, type) and issubclass(output_type, pydantic.BaseModel) and not wrapped:
+        for name, info in output_type.model_fields.items():
+            items = None if info.metadata else list_item_adapter(info.annotation)
+            if items is not None:
+                list_items[info.alias or name] = items
+    elif is_typeddict(output_type):
+        for name, hint in get_type_hints(output_type, include_extras=True).items():
+            items = list_item_adapter(hint)
+            if items is not None:
+                list_items[name] = items
     return OutputMember(
-        output_type, tool_name, description, schema, wrapped, adapter, fields, build, required
+        output_type,
+        tool_name,
+        description,
+        schema,
+        wrapped,
+        adapter,
+        fields,
+        build,
+        required,
+        list_items,
+        list_item_adapter(output_type) if wrapped else None,
+        has_maps(schema),
     )
+
+
+def _nesting_too_deep(error: pydantic.ValidationError) -> bool:
+    return any(
+        e["type"] == "json_invalid" and "recursion limit" in str(e.get("ctx", {}).get("error", e["msg"]))
+        for e in error.errors(include_url=False)
+    )
+
+
+def _root_inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A recursive model's schema is a `$ref` into `$defs` (its own definition): the root is that definition
+    (kept in `$defs` for the references inside it), so the model is the object itself, not wrapped."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs")
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/") or not isinstance(defs, dict):
+        return schema
+    target = defs.get(ref[len("#/$defs/") :])
+    if not isinstance(target, dict):
+        return schema
+    rest = {key: value for key, value in schema.items() if key not in ("$ref", "$defs")}
+    return {**target, **rest, "$defs": defs}
 
 
 def _annotated(info: Any) -> Any:

@@ -1,0 +1,99 @@
+// The chat page of examples/web_chat.py, on the Vercel AI SDK's own chat client (`ai` package): the SDK
+// keeps the messages (AbstractChat, what useChat wraps) and talks to agentloop.ui.vercel_ai_app through
+// DefaultChatTransport. Built offline into chat.bundle.js by tests/node/build_example.mjs (esbuild).
+//
+// Everything the model, a tool or an error says is put on the page with textContent, never as HTML.
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+
+const $ = selector => document.querySelector(selector);
+
+class State {
+  constructor(onChange) { this.onChange = onChange; }
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = message => { this.messages = this.messages.concat(message); this.onChange(); };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); this.onChange(); };
+  replaceMessage = (index, message) => {
+    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
+    this.onChange();
+  };
+  snapshot = thing => structuredClone(thing);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    const state = new State(() => render());
+    super({ ...init, state });
+    this.pageState = state;
+  }
+  setStatus(options) { super.setStatus(options); render(); }
+}
+
+const chat = new Chat({
+  transport: new DefaultChatTransport({ api: '/api/chat' }),
+  // Once every waiting call of the last message has an answer, the chat sends them by itself.
+  sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  onError: error => showError(error.message),
+});
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text; // text, never markup
+  return node;
+}
+
+function showError(message) {
+  const box = $('#error');
+  box.textContent = message;
+  box.hidden = false;
+}
+
+function toolPart(part) {
+  const box = element('div', `tool ${part.state}`);
+  box.dataset.state = part.state;
+  box.append(element('span', 'tool-name', part.toolName), element('code', 'tool-input', JSON.stringify(part.input ?? {})));
+  if (part.state === 'output-available') box.append(element('span', 'tool-output', `→ ${String(part.output)}`));
+  if (part.state === 'output-error') box.append(element('span', 'tool-error', `failed: ${part.errorText}`));
+  if (part.state === 'output-denied') box.append(element('span', 'tool-denied', 'denied'));
+  if (part.state === 'approval-requested') {
+    const approve = element('button', 'approve', 'Approve');
+    const deny = element('button', 'deny', 'Deny');
+    approve.onclick = () => chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
+    deny.onclick = () => chat.addToolApprovalResponse({ id: part.approval.id, approved: false, reason: 'The user said no.' });
+    box.append(approve, deny);
+  }
+  if (part.state === 'approval-responded') box.append(element('span', 'tool-waiting', part.approval.approved ? 'approved…' : 'denied…'));
+  return box;
+}
+
+function render() {
+  const list = $('#messages');
+  list.replaceChildren();
+  for (const message of chat.messages) {
+    const item = element('li', `message ${message.role}`);
+    for (const part of message.parts) {
+      if (part.type === 'text') item.append(element('p', 'text', part.text));
+      else if (part.type === 'reasoning') item.append(element('p', 'reasoning', part.text));
+      else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part));
+    }
+    list.append(item);
+  }
+  const busy = chat.status === 'submitted' || chat.status === 'streaming';
+  document.body.dataset.status = chat.status;
+  $('#send').disabled = busy;
+  $('#stop').hidden = !busy;
+}
+
+$('#form').addEventListener('submit', event => {
+  event.preventDefault();
+  const input = $('#question');
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = '';
+  $('#error').hidden = true;
+  chat.sendMessage({ text });
+});
+$('#stop').addEventListener('click', () => chat.stop());
+render();

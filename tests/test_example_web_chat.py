@@ -1,0 +1,162 @@
+"""The example chat page on the Vercel AI SDK's client (examples/web_chat.py + examples/web/chat.js, bundled
+offline with esbuild) in a real browser (Debian's chromium, through Playwright), against the app served by
+uvicorn: text and tool calls render, every model and tool text stays text (no markup runs), the approval
+flow resumes the paused run, and Stop cancels the model request on the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloop import Agent, AiMessage, ModelError, ToolExecutionRequest, tool
+from agentloop.testing import ScriptedChatModel
+from tests.ui_clients import NODE_DIR, EndlessModel, node_clients, serving
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import web_chat
+
+CHROMIUM = os.environ.get("AGENTLOOP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-sync",
+]
+XSS = '<img src=x onerror="window.__xss = (window.__xss || 0) + 1">'
+XSS_SCRIPT = "<script>window.__xss = 99</script>"
+
+
+@tool("Looks a word up")
+def lookup(word: str) -> str:
+    return f"{word} means {XSS}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        message = "chromium is not installed (apt-get install -y chromium; or set AGENTLOOP_CHROMIUM)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    # The page's bundle, built offline from tests/node's packages (what a developer runs once).
+    subprocess.run([str(node_clients()), "build_example.mjs"], cwd=NODE_DIR, check=True, timeout=120)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def ask(page: Any, question: str) -> None:
+    page.fill("#question", question)
+    page.press("#question", "Enter")
+
+
+def idle(page: Any) -> None:
+    page.wait_for_function("['ready', 'error'].includes(document.body.dataset.status)", timeout=20_000)
+
+
+def test_model_and_tool_text_is_shown_as_text_never_run(browser: Any) -> None:
+    model = ScriptedChatModel(
+        [
+            AiMessage(
+                f"Looking up {XSS_SCRIPT}", [ToolExecutionRequest("c1", "lookup", json.dumps({"word": XSS}))]
+            ),
+            f"Done: {XSS}",
+            ModelError(f"the provider said {XSS}"),
+        ],
+        delay=0.01,
+    )
+    with serving(web_chat.create_app(Agent(model, tools=[lookup]))) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, f"Define {XSS}")
+        page.wait_for_selector(".tool[data-state='output-available']", timeout=20_000)
+        idle(page)
+        messages = page.inner_text("#messages")
+        assert f"Define {XSS}" in messages and f"Looking up {XSS_SCRIPT}" in messages
+        assert f"{XSS} means {XSS}" in messages and f"Done: {XSS}" in messages
+        assert json.loads(page.inner_text(".tool-input")) == {"word": XSS}
+        ask(page, "Again")  # the model fails: its error is shown as text too
+        page.wait_for_selector("#error:not([hidden])", timeout=20_000)
+        assert page.inner_text("#error") == f"ModelError: the provider said {XSS}"
+        assert (
+            page.evaluate("document.querySelectorAll('#messages img, #messages script, #error img').length")
+            == 0
+        )
+        assert page.evaluate("window.__xss") is None
+        page.close()
+
+
+def test_the_approval_flow_in_the_page(browser: Any) -> None:
+    web_chat.outbox.clear()
+    with serving(web_chat.create_app(web_chat.build_agent())) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Email 2 + 3 to ada@example.com")
+        page.wait_for_selector("button.approve", timeout=20_000)
+        assert web_chat.outbox == []
+        page.click("button.approve")
+        page.wait_for_selector(".tool[data-state='output-available'] >> text=Email sent", timeout=20_000)
+        idle(page)
+        assert page.inner_text(".message.assistant .text >> nth=-1") == "Email sent to ada@example.com."
+        assert web_chat.outbox == ["ada@example.com: 2 + 3 = 5.0"]
+        ask(page, "Email 1 + 1 to bob@example.com")
+        page.wait_for_selector("button.deny", timeout=20_000)
+        page.click("button.deny")
+        page.wait_for_selector(".tool[data-state='output-denied']", timeout=20_000)
+        idle(page)
+        assert "I did not send it: The user said no." in page.inner_text("#messages")
+        assert web_chat.outbox == ["ada@example.com: 2 + 3 = 5.0"]
+        page.close()
+
+
+def test_stop_in_the_page_cancels_the_model_on_the_server(browser: Any) -> None:
+    model = EndlessModel(every=0.02)
+    with serving(web_chat.create_app(Agent(model))) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Talk forever")
+        page.wait_for_selector(".message.assistant .text", timeout=20_000)
+        page.click("#stop")
+        assert model.cancelled.wait(10), "Stop in the page did not cancel the model request"
+        idle(page)
+        page.close()
+
+
+def test_the_offline_run_of_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    web_chat.outbox.clear()
+    web_chat.demo()  # asserts its own outcome: both protocols, the approval, the refused second answer
+    out = capsys.readouterr().out
+    assert "ai sdk, approved: Email sent to ada@example.com." in out and "409 RunNotWaiting" in out
+
+
+def test_a_run_paused_on_one_worker_resumes_on_another_once() -> None:
+    from tests.store_servers import require_redis
+
+    require_redis()
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("REDIS_URL", None)  # the example starts its own redis-server
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "web_workers.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    paused, resumed, again = done.stdout.splitlines()
+    assert paused.startswith("worker 1 paused the run") and "worker 2 resumed it: Done: deleted" in resumed
+    assert again.endswith("409 RunNotWaiting")
