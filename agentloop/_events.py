@@ -16,12 +16,14 @@ from ._execution import ToolExecution
 from ._features.approval import PendingApproval, ToolApprovalRequest
 from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
 from ._result import Result
+from .models import GenerationProgress
 
 __all__ = [
     "ApprovalRequired",
     "BeforeToolExecution",
     "CompleteResponse",
     "IntermediateResponse",
+    "ModelProgress",
     "PartialOutput",
     "PartialResponse",
     "PartialThinking",
@@ -53,6 +55,32 @@ class PartialToolCall(msgspec.Struct, frozen=True, gc=False):
     name: str | None
     arguments: str
     round: int = 0
+
+
+class ModelProgress(msgspec.Struct, frozen=True, gc=False):
+    """The model is working on a call and says how far it got (models that report it: the local model).
+
+    While it reads the prompt, `prompt_processed` grows to `prompt_tokens` (`cached_tokens` of them were
+    reused from its prompt cache); then, while it writes a tool-call decision that no other event shows yet,
+    `generated_tokens` grows. Useful to show "reading the prompt: 40%" instead of a silent wait.
+    """
+
+    prompt_processed: int
+    prompt_tokens: int
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+    round: int = 0
+
+    @property
+    def reading_prompt(self) -> bool:
+        """True until the whole prompt is read (then the model generates)."""
+        return self.prompt_processed < self.prompt_tokens
+
+    @classmethod
+    def of(cls, progress: GenerationProgress, round: int) -> ModelProgress:
+        """The stream event of a model's `GenerationProgress` in `round`."""
+        p = progress
+        return cls(p.prompt_processed, p.prompt_tokens, p.cached_tokens, p.generated_tokens, round)
 
 
 class PartialOutput(msgspec.Struct, frozen=True):
@@ -126,6 +154,7 @@ class CompleteResponse(msgspec.Struct, frozen=True):
 
 StreamEvent = Union[
     PartialResponse,
+    ModelProgress,
     PartialThinking,
     PartialToolCall,
     PartialOutput,

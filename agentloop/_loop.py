@@ -32,7 +32,14 @@ from ._calls import Calls
 from ._conforms import conforms
 from ._context import ToolContext
 from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
-from ._events import IntermediateResponse, PartialResponse, PartialThinking, PartialToolCall, StreamEvent
+from ._events import (
+    IntermediateResponse,
+    ModelProgress,
+    PartialResponse,
+    PartialThinking,
+    PartialToolCall,
+    StreamEvent,
+)
 from ._execution import ExecutionOptions, ToolExecution, should_return_immediately
 from ._hooks import NOT_FOUND, ApprovalHook, OutputHook, RetryOutput
 from ._memory import ChatMemory, FinalCommitMemory
@@ -52,7 +59,15 @@ from ._options import NO_OPTIONS, CallOptions
 from ._result import Result
 from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
-from .models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from .models import (
+    ChatModel,
+    GenerationProgress,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -97,14 +112,10 @@ class Invocation:
     agent_name: str | None = None
     observer: Observer | None = None
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
-    output: OutputHook | None = None
-    """Structured output (`output_type=`), None for plain text."""
-    seam: Seam = NO_MIDDLEWARE
-    """The middleware of this invocation (the agent's, then the call's)."""
-    call_context: CallContext | None = None
-    """Whose calls these are, as middleware sees them."""
-    dynamic_tools: bool = False
-    """The tool provider is asked again before every model call (`DynamicToolProvider`)."""
+    output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
+    seam: Seam = NO_MIDDLEWARE  # the middleware of this invocation (the agent's, then the call's)
+    call_context: CallContext | None = None  # whose calls these are, as middleware sees them
+    dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
     reserve: Any = None
     """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
     call_options: CallOptions = NO_OPTIONS
@@ -300,6 +311,8 @@ async def _stream_model(
             elif kind is ThinkingDelta:
                 if typed is not None:
                     await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]
+            elif kind is GenerationProgress and typed is not None:
+                await typed(ModelProgress.of(event, round))  # type: ignore[arg-type]
             elif kind is ResponseComplete:
                 response = event.response  # type: ignore[union-attr]
     if response is None:

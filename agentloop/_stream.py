@@ -27,6 +27,7 @@ from ._events import (
     BeforeToolExecution,
     CompleteResponse,
     IntermediateResponse,
+    ModelProgress,
     PartialOutput,
     PartialResponse,
     PartialThinking,
@@ -89,6 +90,11 @@ class TokenStream(Generic[OutputT]):
     def on_partial_tool_call(self, callback: Callback[PartialToolCall]) -> TokenStream[OutputT]:
         """Calls `callback(event)` for every piece of a tool call as the model streams it."""
         return self._add(PartialToolCall, callback)
+
+    def on_model_progress(self, callback: Callback[ModelProgress]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` while the model reads its prompt and writes a tool-call decision (models
+        that report their progress: the local model)."""
+        return self._add(ModelProgress, callback)
 
     def on_partial_output(self, callback: Callback[Any]) -> TokenStream[OutputT]:
         """Calls `callback(partial)` for every partial structured output as the model writes it."""

@@ -1,9 +1,9 @@
 """Tool-use eval for the embedded local model: does it call the right tools, with the right arguments, and
 answer from their results?
 
-    python benchmarks/local_eval.py                      # the embedded default, every prompt
+    python benchmarks/local_eval.py                      # the embedded default (1.5B), every prompt
     python benchmarks/local_eval.py --only parallel,none --threads 2
-    python benchmarks/local_eval.py --model local:qwen2.5-coder-1.5b    # the opt-in larger model
+    python benchmarks/local_eval.py --model local:qwen2.5-coder-0.5b --out benchmarks/local_eval_0_5b
     python benchmarks/local_eval.py --model local:/path/to/other.gguf
     nox -s eval
 
@@ -494,7 +494,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         default="local",
-        help="'local' (the embedded default), 'local:qwen2.5-coder-1.5b' or 'local:<gguf path>'",
+        help="'local' (the embedded default), 'local:qwen2.5-coder-0.5b' or 'local:<gguf path>'",
     )
     parser.add_argument("--threads", type=int, default=None, help="n_threads (default: the model's default)")
     parser.add_argument("--only", default="", help="comma-separated kinds: one,parallel,none,args")

@@ -4,7 +4,14 @@ counts against each other, on the same GGUF file, side by side.
     python benchmarks/local_speed.py                       # embedded vs server, default threads, 6 rounds
     python benchmarks/local_speed.py --threads 1,2         # embedded only: thread counts against each other
     python benchmarks/local_speed.py --threads 1 --server  # embedded vs server at n_threads=1
-    python benchmarks/local_speed.py --model qwen2.5-coder-1.5b --threads 2 --server  # the opt-in 1.5B
+    python benchmarks/local_speed.py --model qwen2.5-coder-0.5b --threads 2 --server  # the smaller model
+    python benchmarks/local_speed.py --demo --threads 1    # the demo's two requests, prompts included
+
+`--demo` times what `python -m agentloop demo` asks the model: its two requests (the tool decision, then,
+with the two tools' results, the decision to answer and the answer), each round under a new system prompt
+so nothing comes from an earlier round's cache, prompt evaluation included. llama.cpp's server gets the very
+payloads agentloop sends (recorded from the embedded run), over HTTP, and stops reading a decision once it
+chose to answer, as agentloop does. Reported: the median seconds per demo for each, and their ratio.
 
 Contenders run in alternation (A B A B ...), so a change in the machine's load hits both alike. Each run
 sends a prompt with a fresh prefix (so its evaluation is not served from the prompt cache) and generates
@@ -32,8 +39,18 @@ from typing import Any
 
 import anyio
 
-from agentloop import ChatRequest, UserMessage
+from agentloop import (
+    AiMessage,
+    ChatRequest,
+    SystemMessage,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+    tool_specification_from,
+)
+from agentloop._demo import DEFAULT_QUESTION, TOOLS
 from agentloop.models import LocalChatModel, ResponseComplete, TextDelta
+from agentloop.models._local_tools import ToolCallScanner
 
 HERE = Path(__file__).parent
 PROMPT = (
@@ -66,6 +83,35 @@ SERVER = textwrap.dedent(
 )
 
 
+DEMO_SYSTEM = "Request {n}. You are a helpful assistant. Use the tools for arithmetic, time and capitals."
+
+
+def demo_requests(n: int) -> list[ChatRequest]:
+    """The demo's two model requests, under a system prompt of their own (`n`)."""
+    specs = [tool_specification_from(function) for function in TOOLS]
+    question = [SystemMessage(DEMO_SYSTEM.format(n=n)), UserMessage(DEFAULT_QUESTION)]
+    add = ToolExecutionRequest("call_1", "add", '{"a":1234,"b":4321}')
+    capital = ToolExecutionRequest("call_2", "capital_of", '{"country":"Japan"}')
+    results = [
+        ToolExecutionResultMessage.from_request(add, "5555.0"),
+        ToolExecutionResultMessage.from_request(capital, "Tokyo"),
+    ]
+    called = [*question, AiMessage(tool_execution_requests=[add, capital]), *results]
+    return [ChatRequest(question, specs), ChatRequest(called, specs)]
+
+
+class _Recorder:
+    """Stands in for the embedded model's llama.cpp server and keeps a copy of every payload it forwards."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.payloads: list[str] = []
+
+    def handle_chat_completions(self, payload: dict[str, Any], callback: Any) -> Any:
+        self.payloads.append(json.dumps(payload))
+        return self.inner.handle_chat_completions(payload, callback)
+
+
 class Embedded:
     def __init__(self, threads: int | None, model: str | None = None) -> None:
         self.name = f"embedded n_threads={threads or 'default'}"
@@ -90,6 +136,26 @@ class Embedded:
                 usage = event.response.token_usage
                 count = usage.output_tokens if usage is not None else len(stamps)
         return _rates(sent, stamps, count, None)
+
+    async def record_demo(self) -> list[str]:
+        """The payloads agentloop sends llama.cpp for the demo (system prompt n=-1), recorded on a run."""
+        recorder = _Recorder(self.model._server)  # a benchmark may look inside: the payloads are the point
+        self.model._server = recorder
+        try:
+            await self.demo(-1)
+        finally:
+            self.model._server = recorder.inner
+        return recorder.payloads
+
+    async def demo(self, n: int) -> dict[str, float]:
+        started = time.perf_counter()
+        prompt = cached = 0
+        for request in demo_requests(n):
+            usage = (await self.model.chat(request)).token_usage
+            assert usage is not None
+            prompt += usage.input_tokens
+            cached += usage.cache_read_tokens or 0
+        return {"total": time.perf_counter() - started, "prompt_tokens": prompt, "cached_tokens": cached}
 
     async def stop(self) -> None:
         await self.model.aclose()
@@ -155,6 +221,34 @@ class Server:
         connection.close()
         return _rates(sent, stamps, count, server_rate)
 
+    async def demo(self, n: int, payloads: list[str]) -> dict[str, float]:
+        return await anyio.to_thread.run_sync(self._demo, n, payloads)
+
+    def _demo(self, n: int, payloads: list[str]) -> dict[str, float]:
+        started = time.perf_counter()
+        for payload in payloads:
+            body = json.loads(payload.replace(DEMO_SYSTEM.format(n=-1), DEMO_SYSTEM.format(n=n)))
+            decision = "response_format" in body  # a tool decision (the answer pass has none)
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=600)
+            connection.request(
+                "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+            )
+            response = connection.getresponse()
+            scanner = ToolCallScanner()
+            for raw in response:
+                line = raw.strip()
+                if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                for choice in chunk.get("choices", ()):
+                    content = choice.get("delta", {}).get("content")
+                    if decision and content:
+                        list(scanner.feed(content))
+                if decision and scanner.chose_answer:
+                    break  # as agentloop does: the answer comes from the next payload
+            connection.close()
+        return {"total": time.perf_counter() - started}
+
     async def stop(self) -> None:
         if self.process is not None:
             assert self.process.stdin is not None
@@ -191,7 +285,10 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--json", default=str(HERE / "local_speed.json"))
+    parser.add_argument("--demo", action="store_true", help="the demo's two requests against the server")
     args = parser.parse_args(argv)
+    if args.demo:
+        return await demo_main(args)
     counts = [int(t) for t in args.threads.split(",") if t] or [0]
     contenders: list[Any] = [Embedded(t or None, args.model) for t in counts]
     if args.server or len(counts) == 1:
@@ -245,6 +342,41 @@ async def main(argv: list[str] | None = None) -> int:
     print(f"\nload average {meta['load_average_start']} -> {meta['load_average_end']}")
     for name, row in summary.items():
         print(f"{name:34} {row}")
+    Path(args.json).write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1))
+    return 0
+
+
+async def demo_main(args: argparse.Namespace) -> int:
+    threads = int(args.threads) if args.threads else None
+    embedded = Embedded(threads, args.model)
+    await embedded.start()
+    assert embedded.model.loaded_path is not None
+    server = Server(threads, embedded.model.loaded_path)
+    await server.start()
+    meta = {
+        "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "model": embedded.model.model_name,
+        "threads": embedded.model.threads_in_use,
+        "rounds": args.rounds,
+    }
+    rows: dict[str, list[dict[str, float]]] = {"embedded": [], "server": []}
+    try:
+        payloads = await embedded.record_demo()
+        for round_ in range(args.rounds):
+            order = ["embedded", "server"] if round_ % 2 == 0 else ["server", "embedded"]
+            for name in order:
+                n = 1000 + round_ * 2 + (name == "server")
+                row = await embedded.demo(n) if name == "embedded" else await server.demo(n, payloads)
+                row["load_average"] = os.getloadavg()[0]
+                rows[name].append(row)
+                print(f"round {round_}: {name:8} {row['total']:6.2f} s  (load {row['load_average']:.2f})")
+    finally:
+        await embedded.stop()
+        await server.stop()
+    summary = {name: _median(values, "total") for name, values in rows.items()}
+    ratios = [s["total"] / e["total"] for e, s in zip(rows["embedded"], rows["server"], strict=True)]
+    summary["server_over_embedded"] = round(statistics.median(ratios), 3)
+    print(f"\nmedian seconds per demo: {summary}; embedded speed relative to the server (median of rounds)")
     Path(args.json).write_text(json.dumps({"meta": meta, "summary": summary, "runs": rows}, indent=1))
     return 0
 

@@ -10,7 +10,9 @@ approval: the page shows them with Approve and Deny buttons, and the answer goes
     curl -N 'http://127.0.0.1:8000/chat?q=Email+2+%2B+3+to+ada%40example.com&user=alice'   # asks approval
 
 `GET /chat?q=...&user=...` answers with an event stream. Each SSE event is one of: `token` (a piece of
-answer text), `tool_start` and `tool_result` (matched by `call`), then exactly one of `done` (the summary),
+answer text), `tool_start` and `tool_result` (matched by `call`), `progress` (the model reading its prompt,
+`{"read", "of", "cached"}` in tokens, then writing a tool-call decision, `{"written"}`: the local model
+reports these, so the page shows more than "thinking..."), then exactly one of `done` (the summary),
 `approval_required` (some calls wait for a decision) or `error` (a plain message for the user: the details,
 such as the model server's address, go to the server log only), after which the server ends the stream.
 
@@ -39,8 +41,9 @@ import re
 import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Protocol, Union, runtime_checkable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
@@ -59,6 +62,7 @@ from agentloop import (
     InvocationTimeoutError,
     MessageWindowChatMemory,
     ModelError,
+    ModelProgress,
     PartialResponse,
     PendingApproval,
     RateLimitError,
@@ -73,6 +77,15 @@ from agentloop.models import ChatModel
 from agentloop.testing import FunctionChatModel
 
 PAGE = Path(__file__).with_name("chat.html")
+
+
+@runtime_checkable
+class Loadable(Protocol):
+    """A model that can load ahead of its first request (`LocalChatModel.load()`)."""
+
+    async def load(self) -> None: ...
+
+
 logger = logging.getLogger("fastapi_sse")
 
 
@@ -204,6 +217,12 @@ async def agent_events(
             async for event in stream.events():
                 if isinstance(event, PartialResponse):
                     yield "token", {"text": event.text}
+                elif isinstance(event, ModelProgress):
+                    if event.reading_prompt or not event.generated_tokens:
+                        read = {"read": event.prompt_processed, "of": event.prompt_tokens}
+                        yield "progress", {**read, "cached": event.cached_tokens}
+                    else:
+                        yield "progress", {"written": event.generated_tokens}
                 elif isinstance(event, BeforeToolExecution):
                     request = event.request
                     call = f"{event.round}.{event.index}"  # round.index: unique in the invocation
@@ -289,7 +308,16 @@ def create_app(agent: Agent, *, cors_origins: Sequence[str] = (), runs: PausedRu
     (the approval of a paused run, answered by the continuation's event stream). `cors_origins`: origins
     allowed to call them from a page served elsewhere (e.g. a dev server); `["*"]` allows any. `runs`: where
     paused runs wait (`app.state.runs`; a new in-process `PausedRuns` by default)."""
-    app = FastAPI(title="agentloop SSE example")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # A model that loads (the local one: seconds, a first install assembles its weights) does it now,
+        # before the first request, not while someone waits for an answer.
+        if isinstance(agent.model, Loadable):
+            await agent.model.load()
+        yield
+
+    app = FastAPI(title="agentloop SSE example", lifespan=lifespan)
     app.state.runs = paused = runs if runs is not None else PausedRuns()
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

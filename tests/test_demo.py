@@ -7,11 +7,13 @@ import io
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import pytest
 
-from agentloop import AiMessage, ToolExecutionRequest
+from agentloop import AiMessage, ChatRequest, ChatResponse, TokenUsage, ToolExecutionRequest
 from agentloop._demo import capital_of, run_demo
+from agentloop.models import GenerationProgress, ModelEvent, ResponseComplete, TextDelta
 from agentloop.testing import ScriptedChatModel
 
 
@@ -37,6 +39,58 @@ async def test_demo_prints_tokens_tool_events_and_summary() -> None:
     assert "answer: 1234 + 4321 = 5555, and the capital of Japan is Tokyo." in printed
     assert "tool #0 round 1: add" in printed and "tool #1 round 1: capital_of" in printed
     assert "model calls: 2" in printed
+
+
+class ReportingModel:
+    """A model that reports its progress as the local one does, then answers (a `ChatModel`)."""
+
+    def __init__(self, cached: int = 0) -> None:
+        self.cached = cached
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        async for event in self.stream(request):
+            if isinstance(event, ResponseComplete):
+                return event.response
+        raise AssertionError("no response")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        for read in (self.cached, 128, 256, 300):
+            yield GenerationProgress(read, 300, self.cached)
+        for written in (1, 2, 3):
+            yield GenerationProgress(300, 300, self.cached, written)
+        yield TextDelta("Done.")
+        usage = TokenUsage(300, 3, cache_read_tokens=self.cached)
+        yield ResponseComplete(ChatResponse(AiMessage("Done."), usage))
+
+
+async def test_demo_shows_the_models_progress_instead_of_a_silent_wait() -> None:
+    out = io.StringIO()  # not a terminal: one line per prompt step, one for the writing stage
+    await run_demo("question", ReportingModel(cached=40), out=out)
+    lines = out.getvalue().splitlines()
+    progress = [line for line in lines if line.startswith("  .. ")]
+    assert progress == [
+        "  .. reading the prompt: 40/300 tokens, 40 from the cache",
+        "  .. reading the prompt: 128/300 tokens, 40 from the cache",
+        "  .. reading the prompt: 256/300 tokens, 40 from the cache",
+        "  .. reading the prompt: 300/300 tokens, 40 from the cache",
+        "  .. writing the tool calls",
+    ]
+    assert lines.index(progress[-1]) < next(i for i, line in enumerate(lines) if line.startswith("answer: "))
+    assert "tokens: 300 in (40 from the prompt cache), 3 out" in out.getvalue()
+
+
+async def test_on_a_terminal_the_progress_line_is_rewritten_then_erased() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    await run_demo("question", ReportingModel(), out=out)
+    printed = out.getvalue()
+    assert "\r\033[K  .. reading the prompt: 128/300 tokens" in printed
+    assert "\r\033[K  .. writing the tool calls: 3 tokens" in printed
+    assert "\r\033[Kanswer: Done." in printed  # the status line is erased before the answer
+    assert "\n  .. " not in printed  # never a line of its own
 
 
 def test_threads_option_builds_a_local_model_with_that_count() -> None:

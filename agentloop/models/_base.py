@@ -11,6 +11,7 @@ from .._messages import ChatRequest, ChatResponse, ToolExecutionRequest
 
 __all__ = [
     "ChatModel",
+    "GenerationProgress",
     "ModelEvent",
     "ResponseComplete",
     "StructuredOutputModel",
@@ -59,7 +60,24 @@ class ResponseComplete(msgspec.Struct, frozen=True, gc=False):
     response: ChatResponse
 
 
-ModelEvent = Union[TextDelta, ThinkingDelta, ToolCallDelta, ToolCallComplete, ResponseComplete]
+class GenerationProgress(msgspec.Struct, frozen=True, gc=False):
+    """How far one model call got, from models that report it (the local model): first while it reads the
+    prompt, then for each token it generates that no other event shows (a tool-call decision being written).
+
+    `prompt_processed` of `prompt_tokens` prompt tokens are read so far, `cached_tokens` of them reused from
+    the prompt cache (no work); `generated_tokens` counts the tokens written so far. A consumer that does not
+    know this event ignores it: it carries nothing the response does not also hold.
+    """
+
+    prompt_processed: int
+    prompt_tokens: int
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+
+
+ModelEvent = Union[
+    TextDelta, ThinkingDelta, ToolCallDelta, ToolCallComplete, GenerationProgress, ResponseComplete
+]
 """Anything `ChatModel.stream` yields."""
 
 
@@ -68,8 +86,9 @@ class ChatModel(Protocol):
     """A chat model: one request in, one response out, whole (`chat`) or as a stream of events (`stream`).
 
     `stream` yields `TextDelta`, `ThinkingDelta`, `ToolCallDelta` and `ToolCallComplete` events as they arrive
-    and ends with exactly one `ResponseComplete`. A consumer may stop early; closing the iterator (it is an
-    async generator: `aclose()`) must release the underlying connection.
+    (and `GenerationProgress` where the model reports it) and ends with exactly one `ResponseComplete`. A
+    consumer may stop early; closing the iterator (it is an async generator: `aclose()`) must release the
+    underlying connection.
     """
 
     async def chat(self, request: ChatRequest) -> ChatResponse:

@@ -1,9 +1,9 @@
 """`LocalChatModel`: a GGUF model running in-process through llama.cpp (the `xllamacpp` bindings).
 
-Without a `model_path` it runs the embedded default, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), assembled once
+Without a `model_path` it runs the embedded default, Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), assembled once
 from the `agentloop-runtime[local]` extra's parts and verified by size and sha256 (see `_weights`);
-`LocalChatModel("qwen2.5-coder-1.5b")` runs the opt-in 1.5B model the same way
-(`agentloop-runtime[local-1-5b]`).
+`LocalChatModel("qwen2.5-coder-0.5b")` runs the smaller, faster 0.5B model the same way
+(`agentloop-runtime[local-0-5b]`).
 
 llama.cpp calls block and release the GIL, so every call runs in a worker thread: the model loads there on
 first use (once per instance, under a lock), and each generation pass runs in a thread of its own. Nothing in
@@ -44,7 +44,14 @@ import msgspec
 from .._errors import AgentLoopError, BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
 from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._text import valid_value
-from ._base import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
+from ._base import (
+    GenerationProgress,
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
 from ._local_tools import (
     ToolCallScanner,
     answered_calls,
@@ -67,6 +74,13 @@ _INSTALL_HINT = 'pip install "agentloop-runtime[local]"'
 _BUFFER = 32  # chunks in flight per pass
 _CHECK_EVERY = 0.25  # seconds between liveness checks while a worker waits for room
 _WORKER_NAME = "agentloop-local-model"
+# Prompt tokens llama.cpp evaluates per step: each step ends with a progress report (`GenerationProgress`),
+# so a long prompt shows it advancing (measured: no slower than the default 2048-token steps on 2 cores).
+_PROMPT_BATCH = 128
+# Host memory for llama.cpp's prompt cache: the KV state of earlier prompts, restored when a new prompt
+# starts with one of them (a run's decision prompts share the tool list, the answer prompt differs). About
+# 9,000 tokens of the 1.5B model's state; llama.cpp's own default (8 GiB) would let a server grow for ever.
+_PROMPT_CACHE_MIB = 256
 _RESERVED = frozenset(
     {"messages", "stream", "stream_options", "timings_per_token", "tools", "tool_choice", "n"}
 )
@@ -87,9 +101,14 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
+class _Details(msgspec.Struct):
+    cached_tokens: int = 0
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prompt_tokens_details: _Details | None = None
 
 
 class _Timings(msgspec.Struct):
@@ -100,12 +119,21 @@ class _Timings(msgspec.Struct):
     predicted_n: int = 0
 
 
+class _PromptProgress(msgspec.Struct):
+    """llama.cpp's report after each step of prompt evaluation (`return_progress`)."""
+
+    total: int = 0
+    cache: int = 0
+    processed: int = 0
+
+
 class _Chunk(msgspec.Struct):
     """The part of one OpenAI-format stream chunk that matters here."""
 
     choices: list[_Choice] = msgspec.field(default_factory=list)
     usage: _Usage | None = None
     timings: _Timings | None = None
+    prompt_progress: _PromptProgress | None = None
     id: str | None = None
     error: dict[str, Any] | None = None
 
@@ -132,7 +160,7 @@ class LocalChatModel:
     """A chat model running in this process on llama.cpp: the embedded default or any GGUF file.
 
     ```python
-    model = LocalChatModel()          # verified Qwen2.5-Coder-0.5B-Instruct, assembled on first use
+    model = LocalChatModel()          # verified Qwen2.5-Coder-1.5B-Instruct, assembled on first use
     model = LocalChatModel("models/other.gguf", n_ctx=8192, n_threads=4)
     response = await model.chat(ChatRequest([UserMessage("Hi")]))
     await model.aclose()
@@ -189,6 +217,11 @@ class LocalChatModel:
         self.model_path: Path | None = (
             Path(model_path).expanduser() if model_path is not None and self.weights is None else None
         )
+        if isinstance(model_path, str) and self.model_path is not None and not _looks_like_a_path(model_path):
+            raise IllegalConfigurationError(
+                f"LocalChatModel: unknown model name {model_path!r}; known names: {known_names()}. "
+                f"For a GGUF file, pass its path (ending in .gguf, or with a directory: ./{model_path})"
+            )
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.cache_dir = cache_dir
@@ -289,6 +322,9 @@ class LocalChatModel:
             params.warmup = False
             params.ui = False
             params.n_threads_http = 1
+            params.n_batch = params.n_ubatch = _PROMPT_BATCH
+            params.cache_prompt = True  # reuse the KV cache of the prompt prefix a request shares
+            params.cache_ram_mib = _PROMPT_CACHE_MIB
             # xllamacpp also serves HTTP on an ephemeral 127.0.0.1 port; a random key keeps other local
             # processes out (the in-process calls below do not go through HTTP).
             params.api_keys = [secrets.token_urlsafe(24)]
@@ -368,8 +404,11 @@ class LocalChatModel:
             # answer option open, such a repeat is dropped and, if nothing else is called, the model answers.
             answered = answered_calls(request.messages) if allow_no_call else frozenset()
             decided = _Pass()
-            async with contextlib.aclosing(self._generate(server, payload, decided)) as pieces:
+            async with contextlib.aclosing(self._generate(server, payload, decided, True)) as pieces:
                 async for piece in pieces:
+                    if not isinstance(piece, str):
+                        yield piece
+                        continue
                     for call in scanner.feed(piece):
                         if call_key(call) in answered:
                             continue
@@ -402,9 +441,9 @@ class LocalChatModel:
             payload["messages"] = _with_schema(payload["messages"], schema)
         payload = valid_value(payload)
         answer = _Pass()
-        async with contextlib.aclosing(self._generate(server, payload, answer)) as pieces:
+        async with contextlib.aclosing(self._generate(server, payload, answer, False)) as pieces:
             async for piece in pieces:
-                yield TextDelta(piece)
+                yield TextDelta(piece) if isinstance(piece, str) else piece
         usage = answer.usage if usage is None else usage + answer.usage
         finish = _FINISH.get(answer.finish or "", FinishReason.OTHER)
         response = ChatResponse(AiMessage(answer.text), usage, finish, self.model_name, answer.id)
@@ -424,12 +463,16 @@ class LocalChatModel:
         parameters["stream"] = True
         parameters["stream_options"] = {"include_usage": True}
         parameters["timings_per_token"] = True
+        parameters["return_progress"] = True
         return parameters
 
     async def _generate(
-        self, server: Any, payload: dict[str, Any], result: _Pass
-    ) -> AsyncGenerator[str, None]:
+        self, server: Any, payload: dict[str, Any], result: _Pass, count_tokens: bool
+    ) -> AsyncGenerator[str | GenerationProgress, None]:
         """Runs one generation pass in a worker thread, yielding its text pieces; fills `result` at the end.
+
+        Also yields a `GenerationProgress` after each step of the prompt's evaluation and, with
+        `count_tokens` (a pass whose text the caller does not show), after each generated token.
 
         Leaving early (consumer gone, cancelled) tells the worker to stop at its next token; llama.cpp cannot
         interrupt a prompt evaluation already under way, so the thread may finish that in the background.
@@ -449,6 +492,7 @@ class LocalChatModel:
                 handoff.finish(outcome)
 
         pieces: list[str] = []
+        prompt: tuple[int, int, int] | None = None  # the last prompt progress: processed, total, cached
         threading.Thread(target=work, name=_WORKER_NAME, daemon=True).start()
         try:
             while True:
@@ -462,11 +506,20 @@ class LocalChatModel:
                     raise _error_from_payload(chunk.error)
                 if chunk.id is not None:
                     result.id = chunk.id
+                if chunk.prompt_progress is not None:
+                    step = chunk.prompt_progress
+                    prompt = (step.processed, step.total, step.cache)
+                    yield GenerationProgress(*prompt)
                 if chunk.usage is not None:
-                    result.usage = TokenUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                    usage = chunk.usage
+                    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+                    result.usage = TokenUsage(
+                        usage.prompt_tokens, usage.completion_tokens, cache_read_tokens=cached
+                    )
                 elif chunk.timings is not None:
                     timings = chunk.timings
-                    result.usage = TokenUsage(timings.cache_n + timings.prompt_n, timings.predicted_n)
+                    read = timings.cache_n + timings.prompt_n
+                    result.usage = TokenUsage(read, timings.predicted_n, cache_read_tokens=timings.cache_n)
                 for choice in chunk.choices:
                     if choice.finish_reason is not None:
                         result.finish = choice.finish_reason
@@ -474,6 +527,8 @@ class LocalChatModel:
                     if content:
                         pieces.append(content)
                         yield content
+                        if count_tokens and prompt is not None:
+                            yield GenerationProgress(prompt[1], prompt[1], prompt[2], len(pieces))
         finally:
             handoff.close()  # the worker stops at its next token (or right away if it waits for room)
             result.text = "".join(pieces)
@@ -566,6 +621,25 @@ def _poster() -> Callable[[Callable[[], object]], bool]:
 
 def _noop() -> None:
     pass
+
+
+def known_names() -> str:
+    """The names `LocalChatModel` knows, for messages: `qwen2.5-coder-1.5b (the default), ...`."""
+    return ", ".join(
+        f"{name} (the default)" if spec is DEFAULT_WEIGHTS else name for name, spec in KNOWN_WEIGHTS.items()
+    )
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """Whether a model string names a file, not a model: a GGUF suffix, a directory, or an existing file."""
+    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    text = text.strip()
+    return (
+        text.lower().endswith(".gguf")
+        or any(separator in text for separator in separators)
+        or text.startswith("~")
+        or Path(text).is_file()
+    )
 
 
 def _with_schema(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
