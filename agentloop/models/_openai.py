@@ -62,6 +62,44 @@ _FINISH = {
 # -- wire structs (decoded with msgspec; unknown fields are ignored) ----------------------------------------
 
 
+def openai_connection(
+    owner: str,
+    model: str,
+    http_client: Any,
+    api_key: str | None,
+    base_url: str | None,
+    organization: str | None,
+    project: str | None,
+    headers: Mapping[str, str] | None,
+) -> tuple[str, str | None, str, dict[str, str]]:
+    """What OpenAI's two APIs (chat completions, Responses) share at construction: the arguments checked,
+    the base URL and key resolved (`OPENAI_API_KEY` only with the default base URL), and the headers.
+
+    Returns the base URL, the key (None without one), where the key came from, and the headers."""
+    if not isinstance(model, str) or not model:
+        raise IllegalConfigurationError(f"{owner} needs a model name, got {model!r}")
+    if http_client is not None and not hasattr(http_client, "build_request"):
+        raise IllegalConfigurationError(
+            "http_client must be an httpx2.AsyncClient or httpx.AsyncClient, "
+            f"got {type(http_client).__name__}"
+        )
+    source = "api_key="
+    if base_url is None:
+        base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+        if api_key is None:
+            api_key, source = os.environ.get("OPENAI_API_KEY") or None, "OPENAI_API_KEY"
+    api_key = clean_api_key(api_key, owner=owner, source=source)
+    all_headers: dict[str, str] = {}
+    if api_key:
+        all_headers["authorization"] = f"Bearer {api_key}"
+    if organization:
+        all_headers["openai-organization"] = organization
+    if project:
+        all_headers["openai-project"] = project
+    all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+    return base_url, api_key, source, all_headers
+
+
 class _Function(msgspec.Struct, gc=False):
     name: str | None = None
     arguments: Union[str, dict[str, Any], None] = None
@@ -342,27 +380,9 @@ class OpenAIChatModel(HTTPChatModel):
         http_client: Any = None,
         provider: str = "openai",
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise IllegalConfigurationError(f"OpenAIChatModel needs a model name, got {model!r}")
-        if http_client is not None and not hasattr(http_client, "build_request"):
-            raise IllegalConfigurationError(
-                "http_client must be an httpx2.AsyncClient or httpx.AsyncClient, "
-                f"got {type(http_client).__name__}"
-            )
-        source = "api_key="
-        if base_url is None:
-            base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
-            if api_key is None:
-                api_key, source = os.environ.get("OPENAI_API_KEY") or None, "OPENAI_API_KEY"
-        api_key = clean_api_key(api_key, owner="OpenAIChatModel", source=source)
-        all_headers: dict[str, str] = {}
-        if api_key:
-            all_headers["authorization"] = f"Bearer {api_key}"
-        if organization:
-            all_headers["openai-organization"] = organization
-        if project:
-            all_headers["openai-project"] = project
-        all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+        base_url, api_key, _, all_headers = openai_connection(
+            "OpenAIChatModel", model, http_client, api_key, base_url, organization, project, headers
+        )
         defaults: dict[str, Any] = {}
         for name, value in (
             ("temperature", temperature),

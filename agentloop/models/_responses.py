@@ -21,7 +21,6 @@ Mapping decisions:
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -50,8 +49,7 @@ from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolC
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
-from ._openai import OPENAI_BASE_URL
-from ._secrets import clean_api_key
+from ._openai import openai_connection
 from ._strict import strict_schema
 
 __all__ = ["STATE_KEY", "OpenAIResponsesModel"]
@@ -416,27 +414,9 @@ class OpenAIResponsesModel(HTTPChatModel):
         http_client: Any = None,
         provider: str = "openai",
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise IllegalConfigurationError(f"OpenAIResponsesModel needs a model name, got {model!r}")
-        if http_client is not None and not hasattr(http_client, "build_request"):
-            raise IllegalConfigurationError(
-                "http_client must be an httpx2.AsyncClient or httpx.AsyncClient, "
-                f"got {type(http_client).__name__}"
-            )
-        source = "api_key="
-        if base_url is None:
-            base_url = os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
-            if api_key is None:
-                api_key, source = os.environ.get("OPENAI_API_KEY") or None, "OPENAI_API_KEY"
-        api_key = clean_api_key(api_key, owner="OpenAIResponsesModel", source=source)
-        all_headers: dict[str, str] = {}
-        if api_key:
-            all_headers["authorization"] = f"Bearer {api_key}"
-        if organization:
-            all_headers["openai-organization"] = organization
-        if project:
-            all_headers["openai-project"] = project
-        all_headers.update({k.lower(): v for k, v in (headers or {}).items()})
+        base_url, api_key, source, all_headers = openai_connection(
+            "OpenAIResponsesModel", model, http_client, api_key, base_url, organization, project, headers
+        )
         defaults: dict[str, Any] = {}
         reasoning: dict[str, Any] = {}
         if reasoning_effort is not None:
