@@ -29,7 +29,6 @@ from agentloop._messages import (
     UserMessage,
 )
 from agentloop._spec import ToolSpecification
-from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
@@ -37,6 +36,7 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
+from ._wire import arguments_object, check_tool_offered
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 
@@ -141,7 +141,6 @@ _block_delta_decoder = msgspec.json.Decoder(_BlockDelta)
 _block_stop_decoder = msgspec.json.Decoder(_BlockStop)
 _message_delta_decoder = msgspec.json.Decoder(_MessageDelta)
 _typed_decoder = msgspec.json.Decoder(_Typed)
-_json_decoder = msgspec.json.Decoder()
 
 
 # -- the model -----------------------------------------------------------------------------------------------
@@ -351,16 +350,8 @@ class AnthropicChatModel(HTTPChatModel):
         choice = request.tool_choice
         if specs:
             body["tools"] = [self._tool(spec) for spec in specs]
-            if (
-                choice is not None
-                and choice.mode == "tool"
-                and all(s.name != choice.tool_name for s in specs)
-            ):
-                offered = ", ".join(spec.name for spec in specs)
-                raise IllegalConfigurationError(
-                    f"ToolChoice.tool({choice.tool_name!r}) names a tool this request does not offer "
-                    f"(offered: {offered})"
-                )
+            if choice is not None and choice.mode == "tool":
+                check_tool_offered(choice, specs)
             wire_choice = _tool_choice(choice, self.parallel_tool_calls)
             if wire_choice is not None:
                 body["tool_choice"] = wire_choice
@@ -677,11 +668,7 @@ def _text_block(text: str | None) -> list[dict[str, Any]]:
 
 def _input(call: ToolExecutionRequest) -> Any:
     """A tool call's arguments as the JSON object `tool_use.input` must be ({} when they are not one)."""
-    try:
-        value = _json_decoder.decode(valid_text(call.arguments)) if call.arguments.strip() else {}
-    except (msgspec.DecodeError, RecursionError):  # RecursionError: nesting too deep for msgspec
-        return {}
-    return value if isinstance(value, dict) else {}
+    return arguments_object(call.arguments)
 
 
 def _tool_choice(choice: ToolChoice | None, parallel: bool | None) -> dict[str, Any] | None:

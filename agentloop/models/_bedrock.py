@@ -57,7 +57,6 @@ from agentloop._messages import (
     UserMessage,
 )
 from agentloop._spec import ToolSpecification
-from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
@@ -66,6 +65,7 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note
 from ._secrets import clean_api_key, mask_secret
 from ._strict import strict_schema
+from ._wire import arguments_object, check_tool_offered
 
 __all__ = ["BedrockChatModel"]
 
@@ -202,7 +202,6 @@ _stop_decoder = msgspec.json.Decoder(_BlockStop)
 _message_stop_decoder = msgspec.json.Decoder(_MessageStop)
 _metadata_decoder = msgspec.json.Decoder(_Metadata)
 _exception_decoder = msgspec.json.Decoder(_Exception)
-_json_decoder = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
 
 
@@ -972,22 +971,13 @@ def _tool_choice(choice: ToolChoice | None, specs: Sequence[ToolSpecification]) 
         return None  # Converse has no "none": the tools are left out instead, unless the history uses them
     if choice.mode == "required":
         return {"any": {}}
-    if all(s.name != choice.tool_name for s in specs):
-        offered = ", ".join(spec.name for spec in specs)
-        raise IllegalConfigurationError(
-            f"ToolChoice.tool({choice.tool_name!r}) names a tool this request does not offer "
-            f"(offered: {offered})"
-        )
+    check_tool_offered(choice, specs)
     return {"tool": {"name": choice.tool_name}}
 
 
 def _input(call: ToolExecutionRequest) -> Any:
     """A call's arguments as the JSON object `toolUse.input` must be ({} when they are not one)."""
-    try:
-        value = _json_decoder.decode(valid_text(call.arguments)) if call.arguments.strip() else {}
-    except (msgspec.DecodeError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return arguments_object(call.arguments)
 
 
 def _token_usage(usage: _Usage | None) -> TokenUsage | None:

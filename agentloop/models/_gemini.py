@@ -48,13 +48,13 @@ from agentloop._messages import (
     UserMessage,
 )
 from agentloop._spec import ToolSpecification
-from agentloop._text import valid_text
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note
 from ._secrets import clean_api_key
+from ._wire import arguments_object, check_tool_offered
 
 __all__ = ["GEMINI_BASE_URL", "GeminiChatModel"]
 
@@ -169,7 +169,6 @@ class _Chunk(msgspec.Struct, rename="camel"):
 
 
 _chunk_decoder = msgspec.json.Decoder(_Chunk)
-_json_decoder = msgspec.json.Decoder()
 _call_ids = itertools.count(1)
 
 
@@ -766,23 +765,14 @@ def _declaration(spec: ToolSpecification) -> dict[str, Any]:
 
 def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> dict[str, Any]:
     if choice.mode == "tool":
-        if all(s.name != choice.tool_name for s in specs):
-            offered = ", ".join(spec.name for spec in specs)
-            raise IllegalConfigurationError(
-                f"ToolChoice.tool({choice.tool_name!r}) names a tool this request does not offer "
-                f"(offered: {offered})"
-            )
+        check_tool_offered(choice, specs)
         return {"mode": "ANY", "allowedFunctionNames": [choice.tool_name]}
     return {"mode": {"auto": "AUTO", "required": "ANY", "none": "NONE"}[choice.mode]}
 
 
 def _args(call: ToolExecutionRequest) -> Any:
     """A call's arguments as the JSON object `functionCall.args` must be ({} when they are not one)."""
-    try:
-        value = _json_decoder.decode(valid_text(call.arguments)) if call.arguments.strip() else {}
-    except (msgspec.DecodeError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return arguments_object(call.arguments)
 
 
 def _token_usage(usage: _UsageMetadata | None) -> TokenUsage | None:

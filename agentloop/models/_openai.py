@@ -44,6 +44,7 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note, web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
+from ._wire import check_tool_offered
 
 __all__ = ["OpenAIChatModel"]
 
@@ -319,12 +320,7 @@ def _response_format(format: ResponseFormat) -> dict[str, Any]:
 
 def _tool_choice(choice: ToolChoice, specs: Sequence[ToolSpecification]) -> Any:
     if choice.mode == "tool":
-        if not any(spec.name == choice.tool_name for spec in specs):
-            offered = ", ".join(spec.name for spec in specs) or "none"
-            raise IllegalConfigurationError(
-                f"ToolChoice.tool({choice.tool_name!r}) names a tool this request does not offer "
-                f"(offered: {offered})"
-            )
+        check_tool_offered(choice, specs)
         return {"type": "function", "function": {"name": choice.tool_name}}
     return choice.mode
 
