@@ -9,6 +9,7 @@ function's parameters are the prompt's arguments; it returns a string, a content
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ class Catalog:
 async def _read(resource: Resource) -> Any:
     if isinstance(resource, FunctionResource):
         value = resource.fn()  # agentloop content and bytes are kept as they are, not turned into JSON
-        if hasattr(value, "__await__"):
+        if inspect.isawaitable(value):
             value = await value
         return value
     return await resource.read()
