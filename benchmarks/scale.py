@@ -45,16 +45,11 @@ from _workload import QUESTION, Scenario, text_tokens, tool_result  # noqa: E402
 from run import FakeServer  # noqa: E402
 
 from agentloop import AiMessage, ToolExecutionResultMessage, UserMessage  # noqa: E402
+from tests.store_servers import free_port, postgres_bin, postgres_server  # noqa: E402
 
 
 def loadavg() -> list[str]:
     return Path("/proc/loadavg").read_text().split()[:3]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def raise_open_files() -> None:
@@ -345,53 +340,13 @@ def web_run(
 # -- the DBOS part -------------------------------------------------------------------------------------------
 
 
-def postgres_bin() -> Path | None:
-    found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).resolve().parent
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
-    return versions[-1] if versions else None
-
-
 @contextmanager
 def postgres() -> Iterator[str]:
     bindir = postgres_bin()
     if bindir is None:
         sys.exit("PostgreSQL's server binaries are not installed (apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="agentloop-scale-pg-"))
-    data = root / "data"
-    user = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
-    if user:
-        shutil.chown(root, "postgres")
-    port = free_port()
-    subprocess.run(
-        [*user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *user,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            f"-p {port} -k {root} -h 127.0.0.1",
-            "-w",
-            "start",
-            "-l",
-            str(root / "log"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/agentloop_scale"
-    finally:
-        subprocess.run(
-            [*user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
-        )
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_server(bindir, "agentloop_scale") as url:
+        yield url
 
 
 def dbos_run(

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,52 @@ def redis_server() -> Iterator[str]:
 def redis_url() -> Iterator[str]:
     with redis_server() as url:
         yield url
+
+
+def postgres_bin() -> Path | None:
+    """The folder of PostgreSQL's server binaries (initdb, pg_ctl), or None when it is not installed."""
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    return versions[-1] if versions else None
+
+
+@contextmanager
+def postgres_server(bindir: Path, database: str) -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (initdb / pg_ctl in a temp dir, run as the postgres user
+    when we are root); yields the URL of `database` on it, and removes the cluster afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="agentloop-pg-"))
+    data = root / "data"
+    user = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
+    if user:
+        shutil.chown(root, "postgres")
+    port = free_port()
+    subprocess.run(
+        [*user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *user,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            f"-p {port} -k {root} -h 127.0.0.1",
+            "-w",
+            "start",
+            "-l",
+            str(root / "log"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/{database}"
+    finally:
+        subprocess.run(
+            [*user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
+        )
+        shutil.rmtree(root, ignore_errors=True)

@@ -5,12 +5,9 @@ call run again and every round committed once."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -42,7 +39,7 @@ from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls
 
-from .store_servers import redis_url  # noqa: F401 (fixture)
+from .store_servers import postgres_bin, postgres_server, redis_url  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Ship order 7 and tell me the weather"
@@ -453,45 +450,13 @@ def test_a_paused_run_survives_a_restart_and_resumes_when_the_decision_arrives(t
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL cluster on 127.0.0.1 (initdb / pg_ctl), for the two-executor test."""
-    bindir = _postgres_bin()
+    bindir = postgres_bin()
     if bindir is None:
         if os.environ.get("CI"):
             raise AssertionError("PostgreSQL is not installed (apt-get install postgresql)")
         pytest.skip("needs PostgreSQL's server binaries: apt-get install postgresql")
-    root = Path(tempfile.mkdtemp(prefix="agentloop-pg-"))
-    data = root / "data"
-    user = [] if os.geteuid() != 0 else ["runuser", "-u", "postgres", "--"]
-    if user:
-        shutil.chown(root, "postgres")
-    port = _free_port()
-    subprocess.run(
-        [*user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *user,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            f"-p {port} -k {root} -h 127.0.0.1",
-            "-w",
-            "start",
-            "-l",
-            str(root / "log"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/agentloop_dbos"
-    finally:
-        subprocess.run(
-            [*user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
-        )
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_server(bindir, "agentloop_dbos") as url:
+        yield url
 
 
 def test_another_executor_takes_over_a_crashed_run_on_postgres(tmp_path: Path, postgres: str) -> None:
@@ -506,20 +471,6 @@ def test_another_executor_takes_over_a_crashed_run_on_postgres(tmp_path: Path, p
 def _fresh(path: Path) -> Path:
     path.mkdir(parents=True)
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _postgres_bin() -> Path | None:
-    found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).resolve().parent
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
-    return versions[-1] if versions else None
 
 
 class Forecast(BaseModel):
