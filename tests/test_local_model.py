@@ -49,6 +49,7 @@ from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff, defa
 from agentloop.models._local_tools import (
     _ANSWER_TAIL,
     _MUST_CALL,
+    AnswerReader,
     ToolCallScanner,
     answered_calls,
     call_key,
@@ -286,6 +287,36 @@ def test_scanner_notices_the_answer_option_at_the_closing_bracket() -> None:
     assert scanner.chose_answer and not scanner.complete
 
 
+def test_answer_reader_streams_the_unescaped_answer_and_stops_at_its_closing_quote() -> None:
+    reply = '{"tool_calls": [], "answer": "Sum: 5555.0\\n\\"Tokyo\\" \\\\ caf\\u00e9 \\ud83d\\ude00 end"}'
+    scanner = ToolCallScanner()
+    reader: AnswerReader | None = None
+    out: list[str] = []
+    for char in reply:  # one character at a time: every escape arrives split
+        if reader is not None:
+            out.append(reader.feed(char))
+            continue
+        list(scanner.feed(char))
+        if scanner.chose_answer:
+            reader = AnswerReader()
+            out.append(reader.feed(scanner.after_list))
+    assert reader is not None and reader.done
+    assert "".join(out) == reader.text == 'Sum: 5555.0\n"Tokyo" \\ caf\u00e9 \U0001f600 end'
+    assert reader.feed(" more") == ""  # nothing after the closing quote
+
+
+def test_answer_reader_takes_whole_pieces_and_waits_for_a_split_escape() -> None:
+    reader = AnswerReader()
+    assert reader.feed(', "answer": "It is 20') == "It is 20"
+    assert reader.feed(" \\") == " "
+    assert reader.feed("u00b0C \\ud83d") == "\u00b0C "
+    assert reader.feed("\\u") == ""
+    assert reader.feed('de00 now."') == "\U0001f600 now."
+    assert reader.done and reader.text == "It is 20 \u00b0C \U0001f600 now."
+    lone = AnswerReader()
+    assert lone.feed(', "answer": "a \\ud83d b"}') == "a \ufffd b"  # a lone surrogate is repaired
+
+
 # -- the model object without loading it -----------------------------------------------------------------
 
 
@@ -305,6 +336,7 @@ def test_default_threads_leave_out_the_cores_other_processes_keep_busy(
     from agentloop.models import _local
 
     monkeypatch.setattr(_local, "_physical_cores", lambda cpus: 4)
+    monkeypatch.setattr(_local, "cpu_sample", lambda cpus=None: None)  # no /proc/stat: the load average only
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     for load, threads in ((0.0, 4), (4.2, 4), (5.6, 2), (7.4, 1), (30.0, 1)):
         monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
@@ -315,6 +347,48 @@ def test_default_threads_leave_out_the_cores_other_processes_keep_busy(
 
     monkeypatch.setattr(os, "getloadavg", unavailable)
     assert default_threads() == 4  # no load figure (Windows): every physical core
+
+
+def test_threads_follow_the_measured_busy_cores_unless_the_load_average_says_busy() -> None:
+    from agentloop.models._local import threads_for
+
+    # 2 cores: the load average lags (0.8 a minute after a job ended) while the CPUs were measured idle.
+    assert threads_for(2, 2, 0.8, 0.05) == 2
+    assert threads_for(2, 2, 0.8, None) == 1  # the load average alone (no /proc/stat) keeps the old rule
+    assert threads_for(2, 2, 12.0, 1.9) == 1  # really busy: both figures say so
+    assert threads_for(2, 2, 12.0, 0.7) == 1  # a lull in a busy machine still leaves a core out
+    assert threads_for(2, 2, 1.0, 0.0) == 1  # half the CPUs busy on average: the busier figure decides
+    assert threads_for(2, 2, 0.99, 0.0) == 2
+    assert threads_for(2, 2, 0.1, 1.6) == 1  # a job that just started shows in the CPUs first
+    assert threads_for(2, 2, None, None) == 2
+    assert threads_for(4, 8, None, 5.6) == 2
+    assert threads_for(4, 8, 3.9, 0.0) == 4
+    assert threads_for(4, 8, 5.6, 0.0) == 2
+    assert threads_for(4, 8, 30.0, 30.0) == 1
+
+
+def test_busy_cores_are_measured_from_cpu_counters_less_this_process() -> None:
+    from agentloop.models._local import _CLOCK_TICKS, CpuSample, busy_elsewhere
+
+    second = _CLOCK_TICKS  # ticks in one second on one CPU
+    before = CpuSample(busy=0, total=0, own=1.0, at=100.0)
+    # 2 CPUs for 0.5 s; 0.75 CPU-seconds busy in all, 0.25 of them this process's: 1 core busy elsewhere.
+    after = CpuSample(busy=int(0.75 * second), total=second, own=1.25, at=100.5)
+    assert busy_elsewhere(before, after) == pytest.approx(1.0)
+    idle = CpuSample(busy=int(0.1 * second), total=second, own=1.1, at=100.5)
+    assert busy_elsewhere(before, idle) == 0.0  # never below zero
+    assert busy_elsewhere(before, before) is None  # no time passed
+
+
+def test_cpu_samples_read_this_machine() -> None:
+    from agentloop.models._local import cpu_sample
+
+    if not Path("/proc/stat").exists():
+        assert cpu_sample() is None
+        return
+    first = cpu_sample([0])
+    assert first is not None and 0 <= first.busy <= first.total
+    assert cpu_sample([10**6]) is None  # no such CPU: no figure rather than a wrong one
 
 
 def test_physical_cores_count_hyperthreads_once() -> None:

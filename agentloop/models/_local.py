@@ -91,6 +91,9 @@ _PROMPT_BATCH = 128
 # starts with one of them (a run's decision prompts share the tool list, the answer prompt differs). About
 # 9,000 tokens of the 1.5B model's state; llama.cpp's own default (8 GiB) would let a server grow for ever.
 _PROMPT_CACHE_MIB = 256
+# How long `default_threads` watches the CPUs (at least) to see how many of them other processes keep busy.
+_SAMPLE_SECONDS = 0.2
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _RESERVED = frozenset(
     {"messages", "stream", "stream_options", "timings_per_token", "tools", "tool_choice", "n"}
 )
@@ -257,6 +260,7 @@ class LocalChatModel:
         """Threads llama.cpp runs with, once loaded: `n_threads`, or what `default_threads()` chose."""
         self._closed = False
         self._load_lock = threading.Lock()
+        self._workers: set[threading.Thread] = set()
 
     def _shipped(self) -> WeightsSpec:
         """The shipped weights this model runs (when it was not given a path)."""
@@ -284,8 +288,9 @@ class LocalChatModel:
         with self._load_lock:
             server, self._server = self._server, None
         if server is not None:
-            # Dropping the last reference stops llama.cpp's loop and joins its thread: do that off the loop.
-            await anyio.to_thread.run_sync(_release, [server])
+            # Dropping the last reference stops llama.cpp's loop and joins its thread: do that off the loop,
+            # once the passes still finishing (a pass left early stops at its next token) are done with it.
+            await anyio.to_thread.run_sync(_release, [server], list(self._workers))
 
     async def __aenter__(self) -> Self:
         return self
@@ -312,6 +317,8 @@ class LocalChatModel:
                 return self._server
             if self._closed:
                 raise IllegalConfigurationError("LocalChatModel is closed; create a new one")
+            # How busy the machine is, watched while the runtime imports and the weights are checked.
+            since = cpu_sample() if self.n_threads is None else None
             try:
                 xllamacpp: Any = importlib.import_module("xllamacpp")
             except ImportError as exc:
@@ -343,7 +350,7 @@ class LocalChatModel:
             # 56 tokens/s on this project's 2-core machine under load).
             params.cpuparams.poll = 0
             params.cpuparams_batch.poll = 0
-            threads = self.n_threads if self.n_threads is not None else default_threads()
+            threads = self.n_threads if self.n_threads is not None else default_threads(since)
             params.cpuparams.n_threads = threads
             params.cpuparams_batch.n_threads = threads
             self._progress(f"loading {path.name} (n_ctx={self.n_ctx}, n_threads={threads})")
@@ -537,10 +544,13 @@ class LocalChatModel:
                 outcome = _Done(exc)
             finally:
                 handoff.finish(outcome)
+                self._workers.discard(threading.current_thread())
 
         pieces: list[str] = []
         prompt: tuple[int, int, int] | None = None  # the last prompt progress: processed, total, cached
-        threading.Thread(target=work, name=_WORKER_NAME, daemon=True).start()
+        worker = threading.Thread(target=work, name=_WORKER_NAME, daemon=True)
+        self._workers.add(worker)
+        worker.start()
         try:
             while True:
                 item = await handoff.get()
@@ -701,9 +711,14 @@ def _after_results(messages: Sequence[ChatMessage]) -> bool:
     return bool(messages) and isinstance(messages[-1], ToolExecutionResultMessage)
 
 
-def default_threads() -> int:
+def default_threads(since: CpuSample | None = None) -> int:
     """The thread count for `n_threads=None`: the physical cores this process may use, less those other
-    processes keep busy (the 1-minute load average, rounded), and at least 1.
+    processes keep busy, and at least 1 (`threads_for`).
+
+    "Busy" comes from two figures (`threads_for` weighs them): the 1-minute load average, and the CPU time
+    other processes used on this process's CPUs from `since` (a `cpu_sample()`) until now, watched for at
+    least `_SAMPLE_SECONDS` (Linux's /proc/stat). The load average alone lags: it still reads 0.8 a minute
+    after a job ended, which picked 1 thread on an idle 2-core machine.
 
     llama.cpp's threads meet at a barrier after every operation, so one thread descheduled by a competing
     process stalls them all: on a busy 2-core machine 2 threads generated 0.3 tokens/s where 1 thread made
@@ -715,10 +730,84 @@ def default_threads() -> int:
         allowed = list(range(os.cpu_count() or 1))
     cores = _physical_cores(allowed)
     try:
-        busy = os.getloadavg()[0]
+        load: float | None = os.getloadavg()[0]
     except (AttributeError, OSError):  # Windows
+        load = None
+    before = since if since is not None else cpu_sample(allowed)
+    busy: float | None = None
+    if before is not None:
+        wait = _SAMPLE_SECONDS - (time.monotonic() - before.at)
+        if wait > 0:
+            time.sleep(wait)
+        after = cpu_sample(allowed)
+        busy = None if after is None else busy_elsewhere(before, after)
+    return threads_for(cores, len(allowed), load, busy)
+
+
+def threads_for(cores: int, cpus: int, load: float | None, busy: float | None) -> int:
+    """`cores` less the cores other processes keep busy (rounded), at least 1; every core when no figure is
+    known. `cpus` counts logical CPUs (what `load`, the 1-minute load average, and `busy`, the cores measured
+    busy just now, are in).
+
+    The measurement is current and the load average lags both ways (0.8 a minute after a job ended, near 0
+    for a job that just started), so the measurement decides while the load average says fewer than half
+    the CPUs were busy; above that the busier figure decides, since a short lull in a busy machine
+    measures idle too (and there one thread too many costs 10x, one too few 20%).
+    """
+    if busy is not None and (load is None or load < cpus / 2):
+        others = busy
+    elif busy is not None or load is not None:
+        others = max(figure for figure in (load, busy) if figure is not None)
+    else:
         return cores
-    return max(1, min(cores, int(len(allowed) - busy + 0.5)))
+    return max(1, min(cores, int(cpus - others + 0.5)))
+
+
+class CpuSample(msgspec.Struct, frozen=True):
+    """CPU time counters at one moment: all processes' busy and total time on some CPUs (/proc/stat, in
+    clock ticks), this process's own CPU time (seconds), and when (`time.monotonic()`)."""
+
+    busy: int
+    total: int
+    own: float
+    at: float
+
+
+def cpu_sample(cpus: Sequence[int] | None = None) -> CpuSample | None:
+    """The counters now for `cpus` (default: those this process may use), or None without /proc/stat."""
+    if cpus is None:
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except AttributeError:
+            return None
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    wanted = {f"cpu{cpu}" for cpu in cpus}
+    busy = total = 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if name in wanted:
+            # user nice system idle iowait irq softirq steal (guest time is already in user and nice)
+            ticks = [int(value) for value in rest.split()[:8]]
+            total += sum(ticks)
+            busy += sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)
+    if not total:
+        return None
+    return CpuSample(busy, total, time.process_time(), time.monotonic())
+
+
+def busy_elsewhere(before: CpuSample, after: CpuSample) -> float | None:
+    """Cores other processes kept busy between two samples: all busy time less this process's own, over the
+    wall time; None when no time passed."""
+    elapsed = after.at - before.at
+    ticks = after.total - before.total
+    if elapsed <= 0 or ticks <= 0:
+        return None
+    cpus = ticks / (elapsed * _CLOCK_TICKS)  # how many CPUs the counters cover
+    busy = (after.busy - before.busy) / ticks * cpus
+    return max(0.0, busy - (after.own - before.own) / elapsed)
 
 
 def _physical_cores(cpus: list[int]) -> int:
@@ -758,7 +847,11 @@ def _error_from_payload(error: dict[str, Any]) -> ModelError:
     )
 
 
-def _release(holder: list[Any]) -> None:
+def _release(holder: list[Any], workers: list[threading.Thread]) -> None:
+    """Drops the server once `workers` (passes still inside llama.cpp) have returned: freeing it under a
+    request in flight crashes the process."""
+    for worker in workers:
+        worker.join()
     holder.clear()
 
 
