@@ -49,7 +49,6 @@ from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff, defa
 from agentloop.models._local_tools import (
     _ANSWER_TAIL,
     _MUST_CALL,
-    AnswerReader,
     ToolCallScanner,
     answered_calls,
     call_key,
@@ -285,36 +284,6 @@ def test_scanner_notices_the_answer_option_at_the_closing_bracket() -> None:
     assert not scanner.chose_answer
     assert list(scanner.feed(' ], "ans')) == []
     assert scanner.chose_answer and not scanner.complete
-
-
-def test_answer_reader_streams_the_unescaped_answer_and_stops_at_its_closing_quote() -> None:
-    reply = '{"tool_calls": [], "answer": "Sum: 5555.0\\n\\"Tokyo\\" \\\\ caf\\u00e9 \\ud83d\\ude00 end"}'
-    scanner = ToolCallScanner()
-    reader: AnswerReader | None = None
-    out: list[str] = []
-    for char in reply:  # one character at a time: every escape arrives split
-        if reader is not None:
-            out.append(reader.feed(char))
-            continue
-        list(scanner.feed(char))
-        if scanner.chose_answer:
-            reader = AnswerReader()
-            out.append(reader.feed(scanner.after_list))
-    assert reader is not None and reader.done
-    assert "".join(out) == reader.text == 'Sum: 5555.0\n"Tokyo" \\ caf\u00e9 \U0001f600 end'
-    assert reader.feed(" more") == ""  # nothing after the closing quote
-
-
-def test_answer_reader_takes_whole_pieces_and_waits_for_a_split_escape() -> None:
-    reader = AnswerReader()
-    assert reader.feed(', "answer": "It is 20') == "It is 20"
-    assert reader.feed(" \\") == " "
-    assert reader.feed("u00b0C \\ud83d") == "\u00b0C "
-    assert reader.feed("\\u") == ""
-    assert reader.feed('de00 now."') == "\U0001f600 now."
-    assert reader.done and reader.text == "It is 20 \u00b0C \U0001f600 now."
-    lone = AnswerReader()
-    assert lone.feed(', "answer": "a \\ud83d b"}') == "a \ufffd b"  # a lone surrogate is repaired
 
 
 # -- the model object without loading it -----------------------------------------------------------------

@@ -42,16 +42,7 @@ import anyio.to_thread
 import msgspec
 
 from .._errors import AgentLoopError, BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
-from .._messages import (
-    AiMessage,
-    ChatMessage,
-    ChatRequest,
-    ChatResponse,
-    FinishReason,
-    TokenUsage,
-    ToolExecutionRequest,
-    ToolExecutionResultMessage,
-)
+from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._text import valid_value
 from ._base import (
     GenerationProgress,
@@ -62,7 +53,6 @@ from ._base import (
     ToolCallDelta,
 )
 from ._local_tools import (
-    AnswerReader,
     ToolCallScanner,
     answered_calls,
     call_key,
@@ -406,47 +396,25 @@ class LocalChatModel:
 
         usage: TokenUsage | None = None
         if specs:
-            # After tool results the answer is a sentence stating them: the decision pass writes it in its
-            # `answer` field, read as it streams, instead of a second pass re-reading a plain prompt.
-            answer_here = (
-                allow_no_call
-                and _after_results(request.messages)
-                and request.response_format is None
-                and "stop" not in parameters
-            )
             schema = tool_calls_schema(specs, allow_no_call=allow_no_call, max_calls=self.max_tool_calls)
-            decision = {key: value for key, value in parameters.items() if key not in ("stop", "max_tokens")}
-            if not answer_here:
-                decision["max_tokens"] = self.tool_call_max_tokens
             payload = valid_value(  # lone surrogates repaired (see agentloop._text)
                 {
-                    **decision,
+                    **{key: value for key, value in parameters.items() if key not in ("stop", "max_tokens")},
+                    "max_tokens": self.tool_call_max_tokens,
                     "messages": render_protocol(request.messages, specs, allow_no_call=allow_no_call),
                     "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
                 }
             )
             scanner = ToolCallScanner()
-            reader: AnswerReader | None = None
-            answer_cap: int | None = parameters.get("max_tokens")
             calls: list[ToolExecutionRequest] = []
             # A small model may repeat a call it already has the result of, round after round: with the
             # answer option open, such a repeat is dropped and, if nothing else is called, the model answers.
             answered = answered_calls(request.messages) if allow_no_call else frozenset()
             decided = _Pass()
-            tokens = 0
             async with contextlib.aclosing(self._generate(server, payload, decided, True)) as pieces:
                 async for piece in pieces:
                     if not isinstance(piece, str):
-                        if reader is None:
-                            yield piece
-                        continue
-                    tokens += 1
-                    if reader is not None:
-                        text = reader.feed(piece)
-                        if text:
-                            yield TextDelta(text)
-                        if reader.done or (answer_cap is not None and tokens >= answer_cap):
-                            break
+                        yield piece
                         continue
                     for call in scanner.feed(piece):
                         if call_key(call) in answered:
@@ -456,33 +424,18 @@ class LocalChatModel:
                         yield ToolCallDelta(index, call.id, call.name, call.arguments)
                         yield ToolCallComplete(index, call)
                     if scanner.chose_answer:
-                        if not answer_here:
-                            break  # the answer comes from the plain pass below; stop decoding the JSON one
-                        reader = AnswerReader()
-                        text = reader.feed(scanner.after_list)
-                        if text:
-                            yield TextDelta(text)
-                        tokens = 0  # from here on, the answer's tokens (`max_tokens` caps them)
-                    elif tokens >= self.tool_call_max_tokens:
-                        break
+                        break  # the answer comes from the plain pass below; stop decoding the JSON one
             usage = decided.usage
             if not (scanner.complete or scanner.chose_answer):
                 raise BadResponseError(
-                    f"the local model stopped ({decided.finish or 'length'}) before finishing its tool "
-                    f"calls {scanner.text!r}; raise tool_call_max_tokens or n_ctx",
+                    f"the local model stopped ({decided.finish}) before finishing its tool calls "
+                    f"{scanner.text!r}; raise tool_call_max_tokens or n_ctx",
                     provider=_PROVIDER,
                 )
             if calls:
                 message = AiMessage(tool_execution_requests=calls)
                 response = ChatResponse(
                     message, usage, FinishReason.TOOL_EXECUTION, self.model_name, decided.id
-                )
-                yield ResponseComplete(response)
-                return
-            if reader is not None and reader.text:
-                finish = FinishReason.STOP if reader.done else _FINISH.get(decided.finish or "length")
-                response = ChatResponse(
-                    AiMessage(reader.text), usage, finish or FinishReason.OTHER, self.model_name, decided.id
                 )
                 yield ResponseComplete(response)
                 return
@@ -704,11 +657,6 @@ def _with_schema(messages: list[dict[str, str]], schema: dict[str, Any]) -> list
     if messages and messages[0]["role"] == "system":
         return [{"role": "system", "content": f"{messages[0]['content']}\n\n{note}"}, *messages[1:]]
     return [{"role": "system", "content": note}, *messages]
-
-
-def _after_results(messages: Sequence[ChatMessage]) -> bool:
-    """Whether the conversation ends with tool results (the model's next reply follows a tool round)."""
-    return bool(messages) and isinstance(messages[-1], ToolExecutionResultMessage)
 
 
 def default_threads(since: CpuSample | None = None) -> int:

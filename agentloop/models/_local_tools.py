@@ -36,7 +36,6 @@ from .._spec import ToolSpecification
 from .._text import valid_text
 
 __all__ = [
-    "AnswerReader",
     "ToolCallScanner",
     "answered_calls",
     "call_key",
@@ -368,7 +367,6 @@ class ToolCallScanner:
         "_escape",
         "_in_string",
         "_item_start",
-        "_list_end",
         "_opened",
         "_position",
     )
@@ -383,7 +381,6 @@ class ToolCallScanner:
         self._opened = False
         self._closed = False
         self._calls = 0
-        self._list_end = -1
 
     def feed(self, piece: str) -> Iterator[ToolExecutionRequest]:
         """Consumes the next piece of the reply and yields every call it completed, in order."""
@@ -413,7 +410,6 @@ class ToolCallScanner:
                     self._item_start = -1
                 elif self._depth == 2:
                     self._closed = True
-                    self._list_end = base + offset + 1
                 self._depth -= 1
 
     @property
@@ -425,11 +421,6 @@ class ToolCallScanner:
     def chose_answer(self) -> bool:
         """True once the model closed an empty `tool_calls` list: it answers instead of calling."""
         return self._closed and self._calls == 0
-
-    @property
-    def after_list(self) -> str:
-        """What was fed after the `tool_calls` list closed (the start of the answer option's `answer`)."""
-        return self.text[self._list_end :] if self._list_end >= 0 else ""
 
     @property
     def complete(self) -> bool:
@@ -444,91 +435,3 @@ class ToolCallScanner:
         return ToolExecutionRequest(
             id=f"call_{uuid.uuid4().hex[:24]}", name=call.name, arguments=_encode(call.arguments).decode()
         )
-
-
-class AnswerReader:
-    """Reads the `answer` string of a `{"tool_calls": [], "answer": "..."}` reply as it streams.
-
-    Fed the reply from the end of the empty `tool_calls` list on, it returns the answer's text, unescaped, as
-    soon as each piece is complete (an escape split across pieces waits for its end), and stops at the
-    string's closing quote. The schema fixes the form (`, "answer": "<JSON string>"`), so the value starts
-    after the third quote.
-    """
-
-    __slots__ = ("_pending", "_quotes", "done", "text")
-
-    def __init__(self) -> None:
-        self._quotes = 0
-        self._pending = ""
-        self.done = False
-        self.text = ""
-        """The answer so far, unescaped."""
-
-    def feed(self, piece: str) -> str:
-        """Consumes the next piece of the reply; returns the answer text it completed ("" when none)."""
-        if self.done:
-            return ""
-        while self._quotes < 3 and piece:
-            quote = piece.find('"')
-            if quote < 0:
-                return ""
-            self._quotes += 1
-            piece = piece[quote + 1 :]
-        if self._quotes < 3:
-            return ""
-        raw = self._pending + piece
-        end = _string_end(raw)
-        if end is not None:
-            self.done = True
-            raw = raw[:end]
-            safe = end
-        else:
-            safe = _complete_prefix(raw)
-        self._pending = raw[safe:]
-        chunk = valid_text(json.loads(f'"{raw[:safe]}"', strict=False)) if safe else ""
-        self.text += chunk
-        return chunk
-
-
-def _string_end(raw: str) -> int | None:
-    """Index of the unescaped `"` that closes a JSON string's raw content, or None."""
-    index = 0
-    while index < len(raw):
-        char = raw[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == '"':
-            return index
-        index += 1
-    return None
-
-
-def _complete_prefix(raw: str) -> int:
-    """Length of the longest prefix of a JSON string's raw content that ends outside any escape (a `\\u`
-    high surrogate waits for the low one that should follow it)."""
-    index = safe = 0
-    while index < len(raw):
-        if raw[index] != "\\":
-            index += 1
-            safe = index
-            continue
-        if index + 1 >= len(raw):
-            break
-        if raw[index + 1] != "u":
-            index += 2
-            safe = index
-            continue
-        if index + 6 > len(raw):
-            break
-        if "d800" <= raw[index + 2 : index + 6].lower() <= "dbff":
-            follows = raw[index + 6 : index + 12]
-            if len(follows) < 6 and "\\u".startswith(follows[:2]):
-                break  # the low surrogate may still come
-            if follows.startswith("\\u") and len(follows) == 6:
-                index += 12
-                safe = index
-                continue
-        index += 6
-        safe = index
-    return safe
