@@ -25,6 +25,7 @@ from agentloop import (
     BadRequestError,
     BeforeToolExecution,
     ChatRequest,
+    ChatResponse,
     FinishReason,
     IllegalConfigurationError,
     ModelProgress,
@@ -489,6 +490,7 @@ def model() -> Iterator[LocalChatModel]:
     instance = LocalChatModel(
         "qwen2.5-coder-0.5b",  # the smaller, faster model: these tests are about the runtime, not its choices
         progress=lambda line: lines.append(line) or print(f"agentloop: {line}", file=sys.stderr),
+        save_prompts=False,  # prompt states saved by an earlier run would change what the tests measure
     )
     started = time.perf_counter()
     anyio.run(instance.load)
@@ -499,6 +501,42 @@ def model() -> Iterator[LocalChatModel]:
 
 def ask(text: str, *tools: ToolSpecification, **extra: Any) -> ChatRequest:
     return ChatRequest([UserMessage(text)], tools, parameters={"max_tokens": 48, **extra})
+
+
+@pytest.mark.local_model
+async def test_a_tool_prompt_saved_on_disk_is_restored_by_the_next_model(
+    model: LocalChatModel, tmp_path: Path
+) -> None:
+    assert model.loaded_path is not None
+    request = ChatRequest(
+        [SystemMessage("You add numbers with the tool."), UserMessage("Add 2 and 3.")], [ADD, MULTIPLY]
+    )
+
+    async def call(**options: Any) -> tuple[ChatResponse, LocalChatModel]:
+        fresh = LocalChatModel(model.loaded_path, progress=False, **options)
+        try:
+            return await fresh.chat(request), fresh
+        finally:
+            await fresh.aclose()
+
+    first, _ = await call(cache_dir=tmp_path)
+    saved = [(path, path.stat().st_mtime_ns) for path in (tmp_path / "prompts").glob("*.slot")]
+    assert len(saved) == 1 and saved[0][0].stat().st_size > 0
+    second, _ = await call(cache_dir=tmp_path)
+    assert first.token_usage is not None and second.token_usage is not None
+    assert first.token_usage.cache_read_tokens == 0
+    # The whole tool prompt came from the file (all but the last token or two, which llama.cpp re-evaluates).
+    assert second.token_usage.cache_read_tokens >= second.token_usage.input_tokens - 4
+    assert [(c.name, c.arguments) for c in second.ai_message.tool_execution_requests] == [
+        (c.name, c.arguments) for c in first.ai_message.tool_execution_requests
+    ]
+    assert first.ai_message.tool_execution_requests  # a tool prompt: the decision pass ran
+    again = [(path, path.stat().st_mtime_ns) for path in (tmp_path / "prompts").glob("*.slot")]
+    assert again == saved  # restored, not saved again
+
+    off, _ = await call(cache_dir=tmp_path / "off", save_prompts=False)
+    assert off.token_usage is not None and off.token_usage.cache_read_tokens == 0
+    assert not (tmp_path / "off").exists()
 
 
 @pytest.mark.local_model

@@ -52,6 +52,7 @@ from ._base import (
     ToolCallComplete,
     ToolCallDelta,
 )
+from ._local_prompts import SavedPrompts, model_identity
 from ._local_tools import (
     ToolCallScanner,
     answered_calls,
@@ -62,7 +63,14 @@ from ._local_tools import (
     tool_calls_schema,
 )
 from ._media import refuse_media
-from ._weights import DEFAULT_WEIGHTS, KNOWN_WEIGHTS, LocalModelWeightsError, WeightsSpec, ensure_weights
+from ._weights import (
+    DEFAULT_WEIGHTS,
+    KNOWN_WEIGHTS,
+    LocalModelWeightsError,
+    WeightsSpec,
+    cache_dir,
+    ensure_weights,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -192,6 +200,7 @@ class LocalChatModel:
         cache_dir: str | os.PathLike[str] | None = None,
         progress: bool | Callable[[str], None] = True,
         model_name: str | None = None,
+        save_prompts: bool = True,
     ) -> None:
         if n_ctx < 256:
             raise IllegalConfigurationError(f"LocalChatModel: n_ctx must be at least 256, got {n_ctx}")
@@ -228,6 +237,9 @@ class LocalChatModel:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.cache_dir = cache_dir
+        self.save_prompts = save_prompts
+        self._saved: SavedPrompts | None = None
+        self._seen_prompts: set[str] = set()
         self.model_name = model_name or (
             self.model_path.stem
             if self.model_path is not None
@@ -334,7 +346,12 @@ class LocalChatModel:
             params.cache_ram_mib = _PROMPT_CACHE_MIB
             # xllamacpp also serves HTTP on an ephemeral 127.0.0.1 port; a random key keeps other local
             # processes out (the in-process calls below do not go through HTTP).
-            params.api_keys = [secrets.token_urlsafe(24)]
+            api_key = secrets.token_urlsafe(24)
+            params.api_keys = [api_key]
+            prompts = self._prompts_directory()
+            if prompts is not None:  # saved prompt states (`_local_prompts`): llama.cpp's slot actions
+                params.endpoint_slots = True
+                params.slot_save_path = f"{prompts}{os.sep}"
             # Worker threads sleep instead of spinning between tasks: as fast on an idle machine, and it
             # keeps throughput from collapsing when other processes compete for the cores (measured 7 vs
             # 56 tokens/s on this project's 2-core machine under load).
@@ -355,8 +372,22 @@ class LocalChatModel:
             self._progress(f"loaded in {time.perf_counter() - started:.1f}s")
             self._server = server
             self._loaded_path = path
+            if prompts is not None:
+                identity = f"{model_identity(path)}:{self.n_ctx}"
+                self._saved = SavedPrompts(prompts, identity, server.listening_address, api_key)
             self.threads_in_use = threads
             return server
+
+    def _prompts_directory(self) -> Path | None:
+        """Where saved prompt states live (`<cache>/prompts`), created if needed; None: off or unusable."""
+        if not self.save_prompts:
+            return None
+        directory = cache_dir(self.cache_dir) / "prompts"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return directory
 
     # -- ChatModel ----------------------------------------------------------------------------------------
 
@@ -405,6 +436,17 @@ class LocalChatModel:
                     "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
                 }
             )
+            # The tool prompt's state from an earlier process, if saved (`_local_prompts`); saved after this
+            # pass when this is the first time this model sees that prompt and nothing was restored.
+            saved, key = self._saved, None
+            if saved is not None:
+                key = saved.key(payload["messages"])
+                if key is not None and key not in self._seen_prompts:
+                    self._seen_prompts.add(key)
+                    if await anyio.to_thread.run_sync(saved.restore, key):
+                        key = None
+                else:
+                    key = None
             scanner = ToolCallScanner()
             calls: list[ToolExecutionRequest] = []
             # A small model may repeat a call it already has the result of, round after round: with the
@@ -426,6 +468,8 @@ class LocalChatModel:
                     if scanner.chose_answer:
                         break  # the answer comes from the plain pass below; stop decoding the JSON one
             usage = decided.usage
+            if saved is not None and key is not None:
+                await anyio.to_thread.run_sync(saved.save, key)
             if not (scanner.complete or scanner.chose_answer):
                 raise BadResponseError(
                     f"the local model stopped ({decided.finish}) before finishing its tool calls "
