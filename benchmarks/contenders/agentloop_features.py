@@ -26,8 +26,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from agentloop import (
     Agent,
-    InMemoryChatMemoryStore,
     AiMessage,
+    InMemoryChatMemoryStore,
     MessageWindowChatMemory,
     Middleware,
     ToolExecutionResultMessage,

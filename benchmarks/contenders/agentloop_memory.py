@@ -1,6 +1,7 @@
 """agentloop with memory in its in-process store only (`agentloop_features.py` with SQLite replaced by
-`InMemoryChatMemoryStore`, tracing and middleware off): against `agentloop_sqlite.py` in `benchmarks/cpu_ab.py`
-it splits what memory costs into the memory machinery and the SQLite store (not in `run.py`'s table)."""
+`InMemoryChatMemoryStore`, tracing and middleware off): beside `agentloop_sqlite.py` in
+`benchmarks/cpu_ab.py` it splits what memory costs into the memory machinery and the SQLite store (not in
+`run.py`'s table)."""
 
 from __future__ import annotations
 
