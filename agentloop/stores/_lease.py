@@ -11,6 +11,7 @@ the same step, and giving it back may append the invocation's last round in the 
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from .._backend import running_on_asyncio
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import MemoryLease, StoredMemory
 from .._messages import ChatMessage
@@ -112,16 +114,13 @@ async def hold_lease(
             await _quietly_release(steps, memory_id, lease.token)
         raise
     lost: list[ChatMemoryStoreError] = []
+    body = anyio.CancelScope()  # cancelled by the renewal when the lease is lost
+    renewing = _renewing_on_asyncio if running_on_asyncio() else _renewing_in_task
     error: BaseException | None = None
     try:
-        async with anyio.create_task_group() as task_group:
-            scope = task_group.cancel_scope
-            task_group.start_soon(_renew, lease, ttl, asked + ttl, scope, lost)
-            try:
+        async with renewing(lease, ttl, asked + ttl, body, lost):
+            with body:
                 yield lease
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await lease.stop_renewal()
     except BaseExceptionGroup as group:  # the block's own error, wrapped by the task group
         error = _single(group)
     finally:
@@ -134,14 +133,61 @@ async def hold_lease(
         raise error
 
 
+@asynccontextmanager
+async def _renewing_in_task(
+    lease: _Lease, ttl: float, expires: float, body: anyio.CancelScope, lost: list[ChatMemoryStoreError]
+) -> AsyncIterator[None]:
+    """Renews the lease in a task of its own while the block runs (trio)."""
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(_renew, lease, ttl, expires, body, lost)
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.stop_renewal()
+
+
+@asynccontextmanager
+async def _renewing_on_asyncio(
+    lease: _Lease, ttl: float, expires: float, body: anyio.CancelScope, lost: list[ChatMemoryStoreError]
+) -> AsyncIterator[None]:
+    """Renews the lease while the block runs (asyncio): a timer of the event loop, which starts the
+    renewal task only when the block outlasts a third of the lease's time-to-live. Most blocks end first, so
+    most holds cost a timer rather than a task and a task group."""
+    loop = asyncio.get_running_loop()
+    started: list[asyncio.Task[None]] = []
+
+    def start() -> None:
+        started.append(loop.create_task(_renew(lease, ttl, expires, body, lost, wait=False)))
+
+    timer = loop.call_later(ttl / 3, start)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if started:
+            with anyio.CancelScope(shield=True):
+                await lease.stop_renewal()
+                await started[0]
+
+
 async def _renew(
-    lease: _Lease, ttl: float, expires: float, scope: anyio.CancelScope, lost: list[ChatMemoryStoreError]
+    lease: _Lease,
+    ttl: float,
+    expires: float,
+    scope: anyio.CancelScope,
+    lost: list[ChatMemoryStoreError],
+    *,
+    wait: bool = True,
 ) -> None:
-    """Renews every ttl/3; on failure retries until the lease would have expired, then cancels the holder."""
+    """Renews every ttl/3 (the first time at once unless `wait`); on failure retries until the lease would
+    have expired, then cancels the holder."""
     failure: ChatMemoryStoreError | None = None
     with lease.renewal:
         while True:
-            await anyio.sleep(ttl / 3 if failure is None else min(ttl / 10, 0.5))
+            if wait:
+                await anyio.sleep(ttl / 3 if failure is None else min(ttl / 10, 0.5))
+            wait = True
             asked = anyio.current_time()
             try:
                 still_held = await lease.renew(ttl)

@@ -1,10 +1,13 @@
 """`SQLiteChatMemoryStore`: conversations in one SQLite file, shared by the processes of one machine.
 
-stdlib `sqlite3`, WAL, a busy timeout. One round is one `BEGIN IMMEDIATE` transaction: a row per round, the
-memory's version bumped in the same transaction. A step runs at once on the event loop's thread when it
-cannot wait (the connection is free and SQLite answers without waiting for another process's lock: tens
-of microseconds, less than handing it to a thread); otherwise in an anyio worker thread, where it may wait
-up to the busy timeout. Both work the same on asyncio and trio. Checkpoints run in a worker thread.
+stdlib `sqlite3`, WAL, a busy timeout. A round is a row, the memory's version bumped in the same `BEGIN
+IMMEDIATE` transaction. Group commit: the steps the tasks of one event loop ask for together (many sessions'
+rounds, leases, reads) run as one transaction with one commit; when any of them fails the transaction is
+rolled back and each runs again in its own, so every caller gets its own outcome. A batch runs at once on
+the event loop's thread when it cannot wait (the connection is free and SQLite answers without waiting for
+another process's lock: tens of microseconds, less than handing it to a thread); otherwise in an anyio
+worker thread, where it may wait up to the busy timeout. Both work the same on asyncio and trio.
+Checkpoints run in a worker thread.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ T = TypeVar("T")
 
 _CHECKPOINT_EVERY = 500
 """Writes between two WAL checkpoints (run in a worker thread, so the event loop never waits on fsync)."""
+
+_PROBE_EVERY = 8
+"""While steps come one at a time, every 8th batch still waits a turn of the event loop for company."""
 
 _MAX_VERSION = 2**62
 """Far beyond any real count of rounds, and far from the limit of SQLite's integers."""
@@ -171,19 +177,22 @@ class SQLiteChatMemoryStore:
         """Runs one step on the store's connection, in the next group commit of this event loop.
 
         A step joins the batch the event loop is gathering; the first step of a batch leads it: it lets the
-        loop's other ready tasks run once (they add their steps), then runs the whole batch in one
-        transaction, on the event loop's thread if it need not wait, else in a worker thread. Batches of
-        one event loop run one after another; the thread lock guards the connection against other event
-        loops and `close()`. A step taken into a batch runs whole even if its caller is cancelled meanwhile
-        (the caller then sees the cancellation, as after any finished step); one not yet taken is dropped."""
+        loop's other ready tasks run once (they add their steps; skipped while batches find no company, but
+        for a probe now and then), then runs the whole batch in one transaction, on the event loop's thread
+        if it need not wait, else in a worker thread. Batches of one event loop run one after another; the
+        thread lock guards the connection against other event loops and `close()`. A step taken into a
+        batch runs whole even if its caller is cancelled meanwhile (the caller then sees the cancellation,
+        as after any finished step); one not yet taken is dropped."""
         batches = self._batches()
         op = _Op(step, args)
         batches.waiting.append(op)
         try:
             async with batches.turn:
                 if op.outcome is None:
-                    await anyio.lowlevel.cancel_shielded_checkpoint()  # the loop's ready tasks join the batch
+                    if batches.should_gather():
+                        await anyio.lowlevel.cancel_shielded_checkpoint()  # the loop's ready tasks join
                     ops, batches.waiting = batches.waiting, []
+                    batches.ran(len(ops))
                     await self._run_batch(ops)
         except BaseException:
             if op.outcome is None and op in batches.waiting:
@@ -387,14 +396,23 @@ class _Op:
 
 
 class _Batches:
-    """One event loop's batching: the steps waiting for the next batch, and the turn its leader holds."""
+    """One event loop's batching: the steps waiting for the next batch, the turn its leader holds, and how
+    many batches in a row ran alone (when steps come one at a time, waiting for company costs a turn of the
+    event loop and gathers nothing, so a leader waits only after a batch that had company, or to probe)."""
 
-    __slots__ = ("token", "turn", "waiting")
+    __slots__ = ("alone", "token", "turn", "waiting")
 
     def __init__(self, token: object) -> None:
         self.token = token
         self.waiting: list[_Op] = []
         self.turn = anyio.Lock(fast_acquire=True)
+        self.alone = 0
+
+    def should_gather(self) -> bool:
+        return self.alone == 0 or self.alone % _PROBE_EVERY == 0
+
+    def ran(self, size: int) -> None:
+        self.alone = 0 if size > 1 else self.alone + 1
 
 
 def _together(connection: sqlite3.Connection, ops: list[_Op]) -> list[Any]:
