@@ -12,8 +12,8 @@ the same step, and giving it back may append the invocation's last round in the 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -66,7 +66,7 @@ class _Lease(MemoryLease):
         self.steps = steps
         self.memory_id = memory_id
         self.store = store
-        self.renewal = anyio.CancelScope()
+        self.renewal: anyio.CancelScope | None = None  # the renewal task's, while it runs
         self.released = False
         self._stopped = False
         self._turn = anyio.Lock(fast_acquire=True)  # a renewal and the release never overlap in the store
@@ -82,7 +82,8 @@ class _Lease(MemoryLease):
         """Stops the renewal task, after any renewal it has under way reached the store."""
         async with self._turn:
             self._stopped = True
-        self.renewal.cancel()
+        if self.renewal is not None:  # (cancelling a scope costs: anyio formats the task's repr)
+            self.renewal.cancel()
 
     async def append_and_release(
         self, messages: Sequence[ChatMessage], *, expected_version: int | None
@@ -98,7 +99,7 @@ async def hold_lease(
     steps: LeaseSteps, memory_id: Any, ttl: float, store: str, *, read: bool, max_messages: int | None
 ) -> AsyncIterator[MemoryLease]:
     """Waits for the lease on `memory_id`, yields it, renews it while the block runs, gives it back."""
-    lease = _Lease(steps, memory_id, uuid.uuid4().hex, store)
+    lease = _Lease(steps, memory_id, os.urandom(16).hex(), store)
     delay = _FIRST_POLL
     try:
         while True:
@@ -183,6 +184,9 @@ async def _renew(
     """Renews every ttl/3 (the first time at once unless `wait`); on failure retries until the lease would
     have expired, then cancels the holder."""
     failure: ChatMemoryStoreError | None = None
+    lease.renewal = anyio.CancelScope()
+    if lease._stopped:  # given back before this task started
+        return
     with lease.renewal:
         while True:
             if wait:
