@@ -21,7 +21,7 @@ from .._base import ModelEvent, ResponseComplete
 from .._http import RetryPolicy, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from ._auth import AwsAuth
-from ._request import build_body, inference_config, place, thinking_fields
+from ._request import build_body, inference_defaults, place, thinking_fields
 from ._response import chat_response
 from ._shapes import PROVIDER, converse_decoder
 from ._stream import ConverseStream, next_chunk
@@ -105,7 +105,7 @@ class BedrockChatModel(HTTPChatModel):
         all_headers = {k.lower(): v for k, v in (headers or {}).items()}
         if auth.api_key is not None:
             all_headers["authorization"] = f"Bearer {auth.api_key}"
-        inference = inference_config(max_tokens, temperature, top_p, stop_sequences)
+        inference = inference_defaults(max_tokens, temperature, top_p, stop_sequences)
         top: dict[str, Any] = {}
         extra = dict(additional_model_request_fields or {})
         if thinking is not None:

@@ -35,7 +35,7 @@ from .._strict import strict_schema
 from .._wire import arguments_object, check_tool_offered
 from ._shapes import PROVIDER, encode
 
-__all__ = ["build_body", "inference_config", "place", "thinking_fields"]
+__all__ = ["build_body", "inference_defaults", "place", "thinking_fields"]
 
 _RESERVED = frozenset({"messages", "system", "toolConfig", "modelId"})
 _INFERENCE = {
@@ -51,7 +51,7 @@ _INFERENCE = {
 }
 
 
-def inference_config(
+def inference_defaults(
     max_tokens: int | None,
     temperature: float | None,
     top_p: float | None,
