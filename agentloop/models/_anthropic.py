@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from agentloop._content import Content, ImageContent, TextContent
-from agentloop._errors import AgentLoopError, BadRequestError, IllegalConfigurationError, ModelError
+from agentloop._errors import BadRequestError, IllegalConfigurationError
 from agentloop._messages import (
     AiMessage,
     ChatMessage,
@@ -263,23 +263,17 @@ class AnthropicChatModel(HTTPChatModel):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request, stream=False))
             message = await self._http.request_json(
                 _PATH, body, _message_decoder, tools=bool(request.tool_specifications)
             )
             return self._response(message.content, message)
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
         iterator closes the response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request, stream=True))
             async with self._http.open_sse(_PATH, body, tools=bool(request.tool_specifications)) as events:
                 assembler = _Assembler()
@@ -307,12 +301,6 @@ class AnthropicChatModel(HTTPChatModel):
                     "the event stream ended before message_stop (the response is incomplete)",
                     request_id=events.request_id,
                 )
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
 
     # -- request ---------------------------------------------------------------------------------------------
 

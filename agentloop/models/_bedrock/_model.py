@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import anyio
 
-from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
+from agentloop._errors import IllegalConfigurationError, ModelError
 from agentloop._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete
@@ -162,7 +162,7 @@ class BedrockChatModel(HTTPChatModel):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` (Converse) and returns the whole response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request))
             path = self._paths[0]
             headers = await self._auth.signed_headers(self._http, path, body)
@@ -173,17 +173,11 @@ class BedrockChatModel(HTTPChatModel):
             if message is None:
                 raise self._http.bad_response("the Converse response has no output message")
             return chat_response(message.content, answer.stop_reason, answer.usage, None, self.model_id)
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` (ConverseStream) and yields its events as they arrive (`ResponseComplete` last);
         closing the iterator closes the response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request))
             path = self._paths[1]
             total = self._http.timeouts.total
@@ -208,9 +202,3 @@ class BedrockChatModel(HTTPChatModel):
                     with anyio.CancelScope(shield=True):
                         await chunks.aclose()
                 yield ResponseComplete(reader.response(self.model_id))
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
+from agentloop._errors import IllegalConfigurationError, ModelError
 from agentloop._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete
@@ -141,7 +141,7 @@ class GeminiChatModel(HTTPChatModel):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request))
             chunk = await self._http.request_json(
                 self._path(False), body, chunk_decoder, tools=bool(request.tool_specifications)
@@ -149,17 +149,11 @@ class GeminiChatModel(HTTPChatModel):
             state = Assembler()
             state.feed(chunk)
             return state.response(None)
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
         iterator closes the response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request))
             async with self._http.open_sse(
                 self._path(True), body, tools=bool(request.tool_specifications)
@@ -183,9 +177,3 @@ class GeminiChatModel(HTTPChatModel):
                 for event in state.completed_calls():
                     yield event
                 yield ResponseComplete(response)
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
