@@ -32,7 +32,14 @@ from agentloop._spec import ToolSpecification
 
 from .._media import media_of_results_note
 from .._strict import strict_schema
-from .._wire import arguments_object, check_tool_offered
+from .._wire import (
+    add_turn,
+    arguments_object,
+    check_tool_offered,
+    check_tools_for_choice,
+    not_a_chat_message,
+    unanswered_result,
+)
 from ._shapes import PROVIDER, encode
 
 __all__ = ["build_body", "inference_defaults", "place", "thinking_fields"]
@@ -116,10 +123,8 @@ def build_body(
         if wire is not None:
             config["toolChoice"] = wire
         body["toolConfig"] = config
-    elif not specs and choice is not None and choice.mode in ("required", "tool"):
-        raise IllegalConfigurationError(
-            f"tool choice {choice.mode!r} needs at least one tool specification in the request"
-        )
+    elif not specs:
+        check_tools_for_choice(choice)
     return body
 
 
@@ -143,12 +148,7 @@ def _messages(
             with_media.clear()
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].extend(blocks)
-        else:
-            messages.append({"role": role, "content": blocks})
+        add_turn(messages, role, blocks)
 
     for n, message in enumerate(history):
         if isinstance(message, UserMessage):
@@ -169,10 +169,7 @@ def _messages(
             if tool_use_id is None:
                 match = next((u for u in unnamed if u[1] == message.tool_name), None)
                 if match is None:
-                    raise IllegalConfigurationError(
-                        f"the result of tool {message.tool_name!r} has no id and answers no tool call "
-                        "before it; give ToolExecutionResultMessage the id of the call it answers"
-                    )
+                    raise unanswered_result(message)
                 unnamed.remove(match)
                 tool_use_id = match[0]
             result: dict[str, Any] = {
@@ -210,10 +207,7 @@ def _messages(
             if message.text and message.text.strip():
                 system.append(message.text)
         else:
-            raise IllegalConfigurationError(
-                f"BedrockChatModel cannot send a {type(message).__name__}: not a chat message (use "
-                "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
-            )
+            raise not_a_chat_message("BedrockChatModel", message)
     flush()
     return system, messages, uses_tools
 

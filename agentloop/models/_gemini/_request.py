@@ -33,7 +33,14 @@ from agentloop._messages import (
 from agentloop._spec import ToolSpecification
 
 from .._media import media_of_results_note
-from .._wire import arguments_object, check_tool_offered
+from .._wire import (
+    add_turn,
+    arguments_object,
+    check_tool_offered,
+    check_tools_for_choice,
+    not_a_chat_message,
+    unanswered_result,
+)
 from ._shapes import PROVIDER
 
 __all__ = ["SKIP_SIGNATURE", "build_body", "generation_defaults", "place", "thinking_config"]
@@ -137,10 +144,8 @@ def build_body(
         body["tools"] = [{"functionDeclarations": [_declaration(spec) for spec in specs]}]
         if choice is not None:
             body["toolConfig"] = {"functionCallingConfig": _tool_choice(choice, specs)}
-    elif choice is not None and choice.mode in ("required", "tool"):
-        raise IllegalConfigurationError(
-            f"tool choice {choice.mode!r} needs at least one tool specification in the request"
-        )
+    else:
+        check_tools_for_choice(choice)
     return body
 
 
@@ -154,12 +159,7 @@ def _contents(
     pending: list[tuple[str, str]] = []  # (call id, tool name) of the last model turn's calls, unanswered
 
     def add(role: str, parts: list[dict[str, Any]]) -> None:
-        if not parts:
-            return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
+        add_turn(contents, role, parts, "parts")
 
     order: dict[str, int] = {}  # position of each call of the last model turn
     answers: list[tuple[int, dict[str, Any]]] = []  # function responses, put in call order on flush
@@ -233,10 +233,7 @@ def _contents(
             if message.text:
                 system.append(message.text)
         else:
-            raise IllegalConfigurationError(
-                f"GeminiChatModel cannot send a {type(message).__name__}: not a chat message (use "
-                "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
-            )
+            raise not_a_chat_message("GeminiChatModel", message)
     flush()
     return ("\n\n".join(system) or None), contents
 
@@ -253,10 +250,7 @@ def _answered(message: ToolExecutionResultMessage, pending: list[tuple[str, str]
         if entry[1] == message.tool_name:
             pending.remove(entry)
             return entry
-    raise IllegalConfigurationError(
-        f"the result of tool {message.tool_name!r} has no id and answers no tool call before it; give "
-        "ToolExecutionResultMessage the id of the call it answers"
-    )
+    raise unanswered_result(message)
 
 
 def _wanted(content: Content) -> bool:
