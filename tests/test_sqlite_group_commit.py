@@ -175,3 +175,57 @@ async def test_closing_closes_the_connection_and_refuses_later_steps(tmp_path: P
     assert store._connection is None
     with pytest.raises(ChatMemoryStoreError, match="is closed"):
         await store.append("m0", [UserMessage("again")])
+
+
+async def test_a_batch_waits_for_another_process_then_every_step_lands(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    store = SQLiteChatMemoryStore(path, busy_timeout=10)
+    await store.append("warm", [UserMessage("open the file")])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock for a while
+    versions: dict[str, int] = {}
+
+    async def write(name: str) -> None:
+        versions[name] = await store.append(name, a_round(name), expected_version=0)
+
+    async def let_go() -> None:
+        await anyio.sleep(0.3)
+        other.execute("COMMIT")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(let_go)
+        for index in range(8):
+            group.start_soon(write, f"m{index}")
+    other.close()
+    assert versions == {f"m{index}": 1 for index in range(8)}
+    for index in range(8):
+        assert await store.get_messages(f"m{index}") == a_round(f"m{index}")
+    await store.aclose()
+
+
+async def test_a_batch_that_stays_locked_fails_every_caller_and_stores_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    store = SQLiteChatMemoryStore(path, busy_timeout=0.2)
+    await store.append("warm", [UserMessage("open the file")])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    errors: dict[str, Exception] = {}
+
+    async def write(name: str) -> None:
+        try:
+            await store.append(name, a_round(name), expected_version=0)
+        except ChatMemoryStoreError as error:
+            errors[name] = error
+
+    try:
+        async with anyio.create_task_group() as group:
+            for index in range(5):
+                group.start_soon(write, f"m{index}")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert sorted(errors) == [f"m{index}" for index in range(5)]
+    assert all("stayed locked for more than busy_timeout=0.2 s" in str(e) for e in errors.values())
+    for index in range(5):
+        assert await store.load(f"m{index}") == ([], 0)
+    await store.aclose()
