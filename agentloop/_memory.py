@@ -326,7 +326,7 @@ async def _local_lock(key: _Key) -> AsyncIterator[None]:
     """A lock of this process per key, dropped when nobody holds or waits for it."""
     entry = _locks.get(key)
     if entry is None:
-        entry = _locks[key] = (anyio.Lock(), [0])
+        entry = _locks[key] = (anyio.Lock(fast_acquire=True), [0])  # free: taken without a turn of the loop
     lock, users = entry
     users[0] += 1
     try:

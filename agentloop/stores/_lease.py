@@ -66,13 +66,22 @@ class _Lease(MemoryLease):
         self.steps = steps
         self.memory_id = memory_id
         self.store = store
-        self.renewal: anyio.CancelScope | None = None  # the renewal task's, while it runs
         self.released = False
         self._stopped = False
-        self._turn = anyio.Lock(fast_acquire=True)  # a renewal and the release never overlap in the store
+        # Made by the renewal task when it starts (most holds end before one is needed): its cancel scope,
+        # and the turn that keeps a renewal and the release from overlapping in the store.
+        self.renewal: anyio.CancelScope | None = None
+        self._turn: anyio.Lock | None = None
+
+    def start_renewal(self) -> bool:
+        """Called by the renewal task as it starts: False when the lease is already being given back."""
+        self.renewal = anyio.CancelScope()
+        self._turn = anyio.Lock(fast_acquire=True)
+        return not self._stopped
 
     async def renew(self, ttl: float) -> bool | None:
         """One renewal, unless the lease is being given back (None)."""
+        assert self._turn is not None
         async with self._turn:
             if self._stopped:
                 return None
@@ -80,10 +89,13 @@ class _Lease(MemoryLease):
 
     async def stop_renewal(self) -> None:
         """Stops the renewal task, after any renewal it has under way reached the store."""
+        if self._turn is None:  # no renewal task has started: none can be under way
+            self._stopped = True
+            return
         async with self._turn:
             self._stopped = True
-        if self.renewal is not None:  # (cancelling a scope costs: anyio formats the task's repr)
-            self.renewal.cancel()
+        assert self.renewal is not None
+        self.renewal.cancel()  # (only here: cancelling a scope costs, anyio formats the task's repr)
 
     async def append_and_release(
         self, messages: Sequence[ChatMessage], *, expected_version: int | None
@@ -184,9 +196,9 @@ async def _renew(
     """Renews every ttl/3 (the first time at once unless `wait`); on failure retries until the lease would
     have expired, then cancels the holder."""
     failure: ChatMemoryStoreError | None = None
-    lease.renewal = anyio.CancelScope()
-    if lease._stopped:  # given back before this task started
+    if not lease.start_renewal():  # given back before this task started
         return
+    assert lease.renewal is not None
     with lease.renewal:
         while True:
             if wait:
