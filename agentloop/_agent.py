@@ -31,7 +31,8 @@ from ._execution import (
     ReservingToolRunner,
     ToolRunner,
 )
-from ._features.approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._features.approval import ApprovalRules, Decision, PendingApproval
+from ._features.approval._gate import ApprovalGate, Resume
 from ._features.output import (
     DEFAULT_OUTPUT_TOOL_NAME,
     OutputMode,
@@ -55,7 +56,7 @@ from ._observe import Observer, default_observer, model_name_of, new_instrumenta
 from ._options import NO_OPTIONS, CallOptions
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
-from ._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
+from ._seam import NO_MIDDLEWARE, CallContext, InvocationCall, Middleware, Seam, check_middleware
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import close_at_exit, run_sync
@@ -586,6 +587,10 @@ class Agent(Generic[OutputT]):
         else:
             memory = self._memory_for(memory_id)
         runner = self.options.tool_runner
+        dynamic = self.tool_provider is not None
+        gate: ApprovalGate | None = ApprovalGate(self.approval, run.resume, self.options.now)
+        if gate is not None and not gate.needed(run.toolset, dynamic):
+            gate = None  # no call of this invocation can need approval: the seam stays empty
         async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
@@ -602,11 +607,12 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                approval=ApprovalGate(self.approval, run.resume),
+                checkpoint=gate,
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
                 output=run.output,
                 seam=run.seam,
+                features=NO_MIDDLEWARE if gate is None else Seam.of([gate]),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
