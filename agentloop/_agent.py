@@ -56,7 +56,7 @@ from ._observe import Observer, default_observer, model_name_of, new_instrumenta
 from ._options import NO_OPTIONS, CallOptions
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
-from ._seam import NO_MIDDLEWARE, CallContext, InvocationCall, Middleware, Seam, check_middleware
+from ._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import close_at_exit, run_sync
@@ -611,8 +611,7 @@ class Agent(Generic[OutputT]):
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
                 output=run.output,
-                seam=run.seam,
-                features=NO_MIDDLEWARE if gate is None else Seam.of([gate]),
+                seam=run.seam.with_features(_features(run.output, gate)),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
@@ -757,6 +756,16 @@ def _observer_for(instrument: Any) -> Observer | None:
 
 def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:
     return message if output is None else output.system_message(message)
+
+
+def _features(output: OutputRun | None, gate: ApprovalGate | None) -> list[Middleware]:
+    """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
+    features: list[Middleware] = []
+    if output is not None and output.shapes_requests:
+        features.append(output)
+    if gate is not None:
+        features.append(gate)
+    return features
 
 
 def _agent_answer(result: Any) -> str:

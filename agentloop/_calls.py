@@ -159,7 +159,7 @@ class Calls:
         self._kept = {execution.index: execution for execution in executions}
 
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
-        features = self._inv.features.tool
+        features = self._inv.seam.features_tool
         if features is None:
             execution = await self._call(index, request, None)
         else:  # the features' middleware (approval) outside the user's: denied or deferred calls stop there

@@ -3,9 +3,10 @@
 Features change an invocation through `Middleware` (`_seam.py`): approval asks, denies and defers in its
 `wrap_tool_call` (`agentloop/_features/approval/`). Two decisions stay with the loop, because they decide
 what memory receives and a middleware sees one call, never the round around it:
-- `OutputHook` (structured output, `agentloop/_features/output/`): the request shaped before every model
-  call, the stream watched for partial outputs, and the answer judged before it is committed (an output
-  being corrected is stored with the valid one, or never);
+- `OutputHook` (structured output, `agentloop/_features/output/`; its `wrap_model_call` shapes each
+  request): the stream watched for partial outputs (a middleware sees the whole response, not its events),
+  and the answer judged before it is committed (an output being corrected is stored with the valid one, or
+  never; the invalid answer and its correction are in `Result.intermediate_responses` and the usage);
 - `Checkpoint` (approval's saved rounds): a round with a `DEFERRED` call commits nothing and is saved; an
   invocation may go on from a saved round.
 The loop (`_loop.py`, `_calls.py`) knows only these declarations, never the features' modules.
@@ -18,7 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._execution import ToolExecution
-from ._messages import AiMessage, ChatMessage, ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
+from ._messages import AiMessage, ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
 from ._tool import ReturnBehavior
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ class RetryOutput(Exception):
 
 class OutputHook(Protocol):
     """Structured output of one invocation, as the loop uses it."""
-
-    def request(self, request: ChatRequest) -> ChatRequest:
-        """The request as this output needs it (an output tool, a response format, or instructions)."""
-        ...
 
     async def answer(self, message: AiMessage, context: ToolContext) -> Any:
         """The output a final answer holds; raises `RetryOutput` to ask the model for a correction."""

@@ -2,22 +2,20 @@
 
 loop:
   request  = system + memory + this invocation's messages, with this invocation's tools
-             (structured output shapes it: an output tool, a response format, or instructions)
-  response = the model call through the seam (middleware's `wrap_model_call`, outermost first); streamed
-             when someone listens, and tool calls may start while it streams
+  response = the model call through the seam: `wrap_model_call` of the features (structured output shapes
+             the request), then the user's; streamed when someone listens (structured output watches it
+             for partial outputs), tool calls may start while it streams. A resumed invocation's first
+             response is its saved round's (the Checkpoint claims it; calls that had finished are kept)
   no tool calls -> check the answer (structured output may ask for a correction), commit it, finish
   round += 1, at most max_tool_rounds
-  run every call of the response concurrently (the features' then the user's `wrap_tool_call`, the tool
-  runner), wait for all
-  some call was DEFERRED (waits for a person) -> the checkpoint saves the round, nothing is committed, end
+  run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
+  some call DEFERRED (waits for a person) -> the Checkpoint saves the round, nothing is committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
 
-The loop knows the features only through the seam (`Invocation.features`: built-in middleware such as
-approval, outside `Invocation.seam`: the user's) and declared Protocols: `OutputHook` and `Checkpoint`
-(`_hooks.py`, what gets committed), `Observer` (tracing), `ReservingToolRunner` and the durable clock and ids
-(`ExecutionOptions`, `Invocation.invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`.
-"""
+The loop knows features only through the seam (`Invocation.seam`) and declared Protocols: `OutputHook` and
+`Checkpoint` (`_hooks.py`: what gets committed), `Observer` (tracing), `ReservingToolRunner`, the durable
+clock and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
 
 from __future__ import annotations
 
@@ -115,8 +113,7 @@ class Invocation:
     observer: Observer | None = None
     """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
     output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
-    seam: Seam = NO_MIDDLEWARE  # the middleware of this invocation (the agent's, then the call's)
-    features: Seam = NO_MIDDLEWARE  # the built-in features' middleware (approval), outside `seam`
+    seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
     dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
     reserve: Any = None
@@ -164,8 +161,6 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         if inv.dynamic_tools and round > 0:
             toolset = await _tools(inv, history + unsaved)
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
-        if inv.output is not None:
-            request = inv.output.request(request)
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
             calls = Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
