@@ -1,10 +1,18 @@
 """`TokenStream`: one streaming invocation, consumed once by `async for`, by `events()`, or by callbacks.
 
-Iterating runs the invocation in a task owned by the stream, connected to the consumer by a small bounded
-channel: a consumer that stops reading stalls the model stream instead of growing memory. The task is the
-stream's own (not a task group in the consumer) because a bare `async for` gives no scope to put one in;
-the stream keeps it structured by hand: leaving the loop early, `aclose()`, or cancelling the consumer
-cancels it, and `aclose()` / `async with` wait until it has finished.
+Iterating runs the invocation in a task of its own (the producer), connected to the consumer by a small
+bounded queue: a consumer that stops reading stalls the model stream instead of growing memory. Who owns
+that task (docs/runtime.md, "Backpressure and cancellation"):
+
+- `async with agent.stream(q) as stream:` opens a task group in the consumer's task and the producer is its
+  child: leaving the block (at its end, by `break`, an error or a cancellation) cancels the producer and
+  waits for it, a cancellation of the consumer reaches it through the group, and nothing outlives the
+  block. This is the structured form.
+- A bare `async for` gives Python no scope to put a task group in, and tells the iterator nothing when the
+  loop is left by `break` or an exception. The producer then runs under the event loop (trio's system
+  nursery; an asyncio task the loop cancels at shutdown); the consumer's own steps keep it structured
+  (the end, an error, a cancellation while waiting for the next item stop it and wait for it), and when
+  the iterator is dropped mid-way the producer is told to stop and closes everything itself.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from types import TracebackType
 from typing import Any, Generic
 
 import anyio
+import anyio.abc
 from typing_extensions import TypeVar
 
 from ._errors import AgentLoopError
@@ -73,6 +82,7 @@ class TokenStream(Generic[OutputT]):
         self._task: _Producer | None = None  # the producer of `async for` / `events()` / `outputs()`
         self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
         self._closed = False  # aclose() came before anything consumed it
+        self._group: anyio.abc.TaskGroup | None = None  # the task group of `async with`, while inside it
         self.output_attempt = 1
         """The attempt (`PartialOutput.attempt`) of the last value `outputs()` yielded: when it grows, the
         model is correcting an invalid output and the partials start again from nothing."""
@@ -198,10 +208,9 @@ class TokenStream(Generic[OutputT]):
 
     def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
         self._claim()
-        producer = self._task = _Producer(self, tokens_only)
+        producer = self._task = _Producer(self, tokens_only, self._group)
         if self._closed:  # closed before it started: iterating ends at once
-            producer.started = producer.closed = True
-            producer.finished.set()
+            producer.never_start()
         return _Iterator(producer)
 
     def _claim(self) -> None:
@@ -241,12 +250,28 @@ class TokenStream(Generic[OutputT]):
             self._closed = True  # not started yet: it never will
 
     async def __aenter__(self) -> TokenStream[OutputT]:
+        """Opens the task group the producer of `async for` / `events()` / `outputs()` will run in: a child
+        of the consumer's task, so leaving the block, cancelling it or an error inside it stops the
+        invocation and nothing of it outlives the block."""
+        if self._group is not None:
+            raise AgentLoopError("This TokenStream is already open: enter `async with` once")
+        if not self._consumed:
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            self._group = group
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.aclose()
+        group, self._group = self._group, None
+        try:
+            await self.aclose()
+        finally:
+            if group is not None:
+                # The producer has finished (aclose waited for it): the group only collects its task. The
+                # block's own exception propagates as it is, never wrapped in an exception group.
+                await group.__aexit__(None, None, None)
 
     def __repr__(self) -> str:
         state = "finished" if self.done else ("running" if self._consumed else "not started")
@@ -265,6 +290,7 @@ class _Producer:
         "dispatch",
         "error",
         "finished",
+        "group",
         "items",
         "reader",
         "scope",
@@ -276,8 +302,11 @@ class _Producer:
         "writer",
     )
 
-    def __init__(self, stream: TokenStream[Any], tokens_only: bool) -> None:
+    def __init__(
+        self, stream: TokenStream[Any], tokens_only: bool, group: anyio.abc.TaskGroup | None
+    ) -> None:
         self.stream: TokenStream[Any] | None = stream  # dropped at the end: no cycle for the collector
+        self.group = group  # `async with`'s task group: the producer's owner; None: the event loop
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
@@ -293,6 +322,10 @@ class _Producer:
 
     def start(self) -> None:
         self.started = True
+        group, self.group = self.group, None
+        if group is not None:
+            group.start_soon(self._main, name="agentloop.TokenStream")
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio: trio
@@ -400,11 +433,19 @@ class _Producer:
         self._wake_reader()
         self.wake_writers()
 
+    def never_start(self) -> None:
+        """Stopped before it started: iterating ends at once and nothing ever runs."""
+        self.started = self.closed = self.stopped = True
+        self.stream = self.dispatch = self.group = None
+        self.finished.set()
+
     async def stop(self) -> None:
+        if not self.started:
+            self.never_start()
+            return
         self.abandon()
-        if self.started:
-            with anyio.CancelScope(shield=True):
-                await self.finished.wait()
+        with anyio.CancelScope(shield=True):
+            await self.finished.wait()
 
 
 class _Driver:
