@@ -1,18 +1,19 @@
 """`TokenStream`: one streaming invocation, consumed once by `async for`, by `events()`, or by callbacks.
 
 Iterating runs the invocation in a task of its own (the producer), connected to the consumer by a small
-bounded queue: a consumer that stops reading stalls the model stream instead of growing memory. Who owns
-that task (docs/runtime.md, "Backpressure and cancellation"):
+bounded queue: a consumer that stops reading stalls the model stream instead of growing memory.
 
-- `async with agent.stream(q) as stream:` opens a task group in the consumer's task and the producer is its
-  child: leaving the block (at its end, by `break`, an error or a cancellation) cancels the producer and
-  waits for it, a cancellation of the consumer reaches it through the group, and nothing outlives the
-  block. This is the structured form.
-- A bare `async for` gives Python no scope to put a task group in, and tells the iterator nothing when the
-  loop is left by `break` or an exception. The producer then runs under the event loop (trio's system
-  nursery; an asyncio task the loop cancels at shutdown); the consumer's own steps keep it structured
-  (the end, an error, a cancellation while waiting for the next item stop it and wait for it), and when
-  the iterator is dropped mid-way the producer is told to stop and closes everything itself.
+Who owns the producer, and why not a task group of the consumer (docs/runtime.md, "Backpressure and
+cancellation"): a bare `async for` gives no scope to open one in, and under `async with` a task group would
+be a cancel scope held across the block's body, which breaks the moment that body is an async generator
+that yields inside it (a web handler streaming SSE: trio reports "Nursery misnesting", asyncio's anyio
+"Attempted to exit a cancel scope that isn't the current task's current cancel scope"). So the producer runs
+under the event loop (trio's system nursery; an asyncio task the loop cancels at shutdown) and the
+consumer's side stops it at fixed points, each waiting until the model response is closed and every tool
+observed the cancellation: the end, an error, a cancellation while waiting for an item, `aclose()`, the
+exit of `async with`. The one exit Python reports to no one, leaving a bare `async for` by `break` or an
+exception, drops the iterator: its finalizer posts the stop to the event loop (as both loops do for an
+abandoned async generator) and the producer closes everything in its own task.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from types import TracebackType
 from typing import Any, Generic
 
 import anyio
-import anyio.abc
 from typing_extensions import TypeVar
 
 from ._errors import AgentLoopError
@@ -82,7 +82,6 @@ class TokenStream(Generic[OutputT]):
         self._task: _Producer | None = None  # the producer of `async for` / `events()` / `outputs()`
         self._driver: _Driver | None = None  # what `start()` runs in, for `aclose()` from another task
         self._closed = False  # aclose() came before anything consumed it
-        self._group: anyio.abc.TaskGroup | None = None  # the task group of `async with`, while inside it
         self.output_attempt = 1
         """The attempt (`PartialOutput.attempt`) of the last value `outputs()` yielded: when it grows, the
         model is correcting an invalid output and the partials start again from nothing."""
@@ -208,7 +207,7 @@ class TokenStream(Generic[OutputT]):
 
     def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
         self._claim()
-        producer = self._task = _Producer(self, tokens_only, self._group)
+        producer = self._task = _Producer(self, tokens_only)
         if self._closed:  # closed before it started: iterating ends at once
             producer.never_start()
         return _Iterator(producer)
@@ -250,28 +249,14 @@ class TokenStream(Generic[OutputT]):
             self._closed = True  # not started yet: it never will
 
     async def __aenter__(self) -> TokenStream[OutputT]:
-        """Opens the task group the producer of `async for` / `events()` / `outputs()` will run in: a child
-        of the consumer's task, so leaving the block, cancelling it or an error inside it stops the
-        invocation and nothing of it outlives the block."""
-        if self._group is not None:
-            raise AgentLoopError("This TokenStream is already open: enter `async with` once")
-        if not self._consumed:
-            group = anyio.create_task_group()
-            await group.__aenter__()
-            self._group = group
+        """Nothing: the block holds no cancel scope of the stream's, so it may sit in an async generator
+        that yields inside it (a web handler). Its exit stops the invocation and waits for it."""
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        group, self._group = self._group, None
-        try:
-            await self.aclose()
-        finally:
-            if group is not None:
-                # The producer has finished (aclose waited for it): the group only collects its task. The
-                # block's own exception propagates as it is, never wrapped in an exception group.
-                await group.__aexit__(None, None, None)
+        await self.aclose()
 
     def __repr__(self) -> str:
         state = "finished" if self.done else ("running" if self._consumed else "not started")
@@ -290,8 +275,8 @@ class _Producer:
         "dispatch",
         "error",
         "finished",
-        "group",
         "items",
+        "loop",
         "reader",
         "scope",
         "started",
@@ -302,11 +287,9 @@ class _Producer:
         "writer",
     )
 
-    def __init__(
-        self, stream: TokenStream[Any], tokens_only: bool, group: anyio.abc.TaskGroup | None
-    ) -> None:
+    def __init__(self, stream: TokenStream[Any], tokens_only: bool) -> None:
         self.stream: TokenStream[Any] | None = stream  # dropped at the end: no cycle for the collector
-        self.group = group  # `async with`'s task group: the producer's owner; None: the event loop
+        self.loop: Callable[[Callable[[], None]], object] | None = None  # posts a call to the event loop
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
@@ -322,10 +305,6 @@ class _Producer:
 
     def start(self) -> None:
         self.started = True
-        group, self.group = self.group, None
-        if group is not None:
-            group.start_soon(self._main, name="agentloop.TokenStream")
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio: trio
@@ -333,7 +312,9 @@ class _Producer:
 
             context = contextvars.copy_context()
             trio.lowlevel.spawn_system_task(self._main, name="agentloop.TokenStream", context=context)
+            self.loop = trio.lowlevel.current_trio_token().run_sync_soon
         else:
+            self.loop = loop.call_soon_threadsafe
             # create_task runs the producer in a copy of the consumer's context, as trio's branch does.
             _running.add(loop.create_task(self._main(), name="agentloop.TokenStream"))
 
@@ -436,7 +417,7 @@ class _Producer:
     def never_start(self) -> None:
         """Stopped before it started: iterating ends at once and nothing ever runs."""
         self.started = self.closed = self.stopped = True
-        self.stream = self.dispatch = self.group = None
+        self.stream = self.dispatch = None
         self.finished.set()
 
     async def stop(self) -> None:
@@ -489,10 +470,17 @@ class _Iterator(Generic[T]):
         return item  # type: ignore[no-any-return]
 
     def __del__(self) -> None:
-        # `break` out of `async for` drops the iterator: cancel the invocation it was consuming.
+        # `break` (or an exception) out of a bare `async for` drops the iterator, and Python tells it nothing
+        # else. Touch no event-loop state from here (a finalizer may run in the middle of any code, or in
+        # another thread): post the stop to the event loop, as asyncio and trio do for an abandoned async
+        # generator. The producer then cancels the invocation in its own task and closes everything itself.
         producer = self._producer
-        if producer.started and not producer.finished.is_set():
-            producer.abandon()
+        post = producer.loop
+        if post is not None and not producer.finished.is_set():
+            try:
+                post(producer.abandon)
+            except RuntimeError:  # the event loop is closed: its shutdown cancelled the producer already
+                pass
 
 
 class _Outputs(Generic[OutputT]):

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -121,44 +122,35 @@ async def test_an_abandoned_bare_async_for_leaves_nothing(server: FakeOpenAIServ
     await agent.model.aclose()  # type: ignore[attr-defined]
 
 
-async def test_the_producer_of_async_with_is_a_child_of_the_consumer() -> None:
-    # On trio the tree is visible: the producer runs in a nursery of the consuming task, not the system one.
-    from agentloop import AiMessage
-    from agentloop.testing import ScriptedChatModel
+@pytest.mark.parametrize("where", ["at a yield", "waiting for an item"])
+async def test_async_with_inside_a_generator_cancelled_anywhere(server: FakeOpenAIServer, where: str) -> None:
+    # The web handler's shape (agentloop.ui's stream_sse): a generator holding `async with stream` across
+    # its yields, iterated inside `aclosing()` and a task group that the client's leaving cancels while the
+    # generator sits at a yield (the body is sending) or waits for the next item. A task group of the
+    # stream's inside that block would be misnested here (why the producer is not the consumer's child).
+    server.add(never_ending("one "))  # the next item never comes: the cancellation finds the wait
+    agent = agent_for(server)
+    before = running_tasks()
 
-    agent = Agent(ScriptedChatModel([AiMessage("a b c")], chunk_size=2))
-    owners: list[str] = []
-    async with agent.stream("hi") as stream:
-        async for _ in stream:
-            owners.append(_owner_of_producer())
-    assert owners and set(owners) == {"consumer"}
-    owners.clear()
-    async for _ in Agent(ScriptedChatModel([AiMessage("a b c")], chunk_size=2)).stream("hi"):
-        owners.append(_owner_of_producer())
-    assert owners and set(owners) == {"event loop"}
+    async def handler() -> AsyncIterator[str]:
+        async with agent.stream("hi", memory_id="u") as stream:
+            async for token in stream:
+                yield token
 
-
-def _owner_of_producer() -> str:
-    """Who owns the running producer task: the consuming task's task group, or the event loop."""
-    try:
-        import trio
-
-        current = trio.lowlevel.current_task()
-    except RuntimeError:  # asyncio: no task tree to read; the loop-owned producers are kept in a set
-        import asyncio
-
-        from agentloop import _stream
-
-        for task in asyncio.all_tasks():
-            if task.get_name() == "agentloop.TokenStream":
-                return "event loop" if task in _stream._running else "consumer"
-        return "none"
-    for nursery in current.child_nurseries:
-        if any(t.name == "agentloop.TokenStream" for t in nursery.child_tasks):
-            return "consumer"
-    system = trio.lowlevel.current_root_task()
-    assert system is not None
-    return "event loop"
+    events = handler()
+    async with aclosing(events), anyio.create_task_group() as group:  # type: ignore[type-var]
+        async for token in events:
+            assert token == "one "
+            group.cancel_scope.cancel()
+            if where == "at a yield":
+                await anyio.lowlevel.checkpoint()  # cancelled here, the generator at its yield
+    assert group.cancel_scope.cancelled_caught
+    assert running_tasks() == before
+    assert checked_out(agent.model) == 0
+    with anyio.fail_after(5):
+        await server.requests[0].wait_disconnected()
+    assert await agent.memory("u").messages() == []  # type: ignore[union-attr]
+    await agent.model.aclose()  # type: ignore[attr-defined]
 
 
 SCRIPT = """
@@ -169,11 +161,14 @@ from agentloop.models._openai import OpenAIChatModel
 from agentloop.testing._fake_openai import FakeOpenAIServer
 from tests.test_stream_ownership import leave, never_ending
 
-async def main() -> None:
+def patient() -> None:
     try:
         asyncio.get_running_loop().slow_callback_duration = 60  # a loaded machine is not a warning
     except RuntimeError:
         pass
+
+async def main() -> None:
+    patient()
     async with FakeOpenAIServer() as server:
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
         agent = Agent(model, memory=MessageWindowChatMemory.provider(20))
@@ -190,8 +185,27 @@ async def main() -> None:
         await model.aclose()
     gc.collect()
 
+kept = []
+
+async def left_running_at_shutdown() -> None:
+    # An iterator still alive when the run ends: the run's shutdown cancels its producer, and dropping it
+    # afterwards (the event loop gone) does nothing.
+    patient()
+    server = FakeOpenAIServer([never_ending("one ")])
+    server.start()
+    model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
+    iterator = aiter(Agent(model).stream("hi"))
+    assert await iterator.__anext__() == "one "
+    kept.append((iterator, server))
+
 for backend in ("asyncio", "trio"):
     anyio.run(main, backend=backend)
+    gc.collect()
+    anyio.run(left_running_at_shutdown, backend=backend)
+    kept[0][1].requests[0].disconnected.wait(5)
+    assert kept[0][1].requests[0].disconnected.is_set()
+    kept[0][1].stop()
+    kept.clear()
     gc.collect()
 print("ok")
 """
