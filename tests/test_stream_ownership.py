@@ -223,3 +223,13 @@ def test_no_warning_under_python_dev_mode() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert done.stderr == "", done.stderr
+
+
+async def test_an_iterator_closed_before_its_first_item_never_runs(server: FakeOpenAIServer) -> None:
+    agent = agent_for(server)
+    async with agent.stream("hi") as stream:
+        events = stream.events()  # claimed, not started
+        await stream.aclose()
+        assert [event async for event in events] == []
+    assert server.requests == []  # the model was never called
+    await agent.model.aclose()  # type: ignore[attr-defined]
