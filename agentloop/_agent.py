@@ -31,7 +31,8 @@ from ._execution import (
     ReservingToolRunner,
     ToolRunner,
 )
-from ._features.approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._features.approval import ApprovalRules, Decision, PendingApproval
+from ._features.approval._gate import ApprovalGate, Resume
 from ._features.output import (
     DEFAULT_OUTPUT_TOOL_NAME,
     OutputMode,
@@ -41,7 +42,7 @@ from ._features.output import (
 )
 from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory, exclusive_access
+from ._memory import ChatMemory, WindowProvider, exclusive_access
 from ._messages import (
     ChatMessage,
     FinishReason,
@@ -586,6 +587,10 @@ class Agent(Generic[OutputT]):
         else:
             memory = self._memory_for(memory_id)
         runner = self.options.tool_runner
+        dynamic = self.tool_provider is not None
+        gate: ApprovalGate | None = ApprovalGate(self.approval, run.resume, self.options.now)
+        if gate is not None and not gate.needed(run.toolset, dynamic):
+            gate = None  # no call of this invocation can need approval: the seam stays empty
         async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
@@ -602,11 +607,11 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                approval=ApprovalGate(self.approval, run.resume),
+                checkpoint=gate,
                 agent_name=self.name,
                 observer=default_observer() if self._instrument is None else self._observer,
                 output=run.output,
-                seam=run.seam,
+                seam=run.seam.with_features(_features(run.output, gate)),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
@@ -628,13 +633,17 @@ class Agent(Generic[OutputT]):
         if memory is None or conforms(memory, ChatMemory):
             return memory
         key = DEFAULT_MEMORY_ID if memory_id is None else memory_id
+        if isinstance(memory, WindowProvider) and memory.stateless:
+            return memory(key)  # nothing to keep: one per invocation, so no object per id served stays
         found = self._memories.get(key)
         if found is None:
             found = self._memories[key] = memory(key)
         return found
 
     def forget(self, memory_id: Any) -> None:
-        """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
+        """Drops the memory object kept for `memory_id` (its store keeps the messages). Memories made by
+        `MessageWindowChatMemory.provider` are not kept (one is made per invocation); those of any other
+        provider function are kept per memory id until forgotten."""
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
 
     async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:
@@ -751,6 +760,16 @@ def _observer_for(instrument: Any) -> Observer | None:
 
 def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:
     return message if output is None else output.system_message(message)
+
+
+def _features(output: OutputRun | None, gate: ApprovalGate | None) -> list[Middleware]:
+    """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
+    features: list[Middleware] = []
+    if output is not None and output.shapes_requests:
+        features.append(output)
+    if gate is not None:
+        features.append(gate)
+    return features
 
 
 def _agent_answer(result: Any) -> str:
