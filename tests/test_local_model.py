@@ -327,13 +327,14 @@ def test_threads_follow_the_measured_busy_cores_unless_the_load_average_says_bus
     assert threads_for(2, 2, 0.8, None) == 1  # the load average alone (no /proc/stat) keeps the old rule
     assert threads_for(2, 2, 12.0, 1.9) == 1  # really busy: both figures say so
     assert threads_for(2, 2, 12.0, 0.7) == 1  # a lull in a busy machine still leaves a core out
-    assert threads_for(2, 2, 1.0, 0.0) == 1  # half the CPUs busy on average: the busier figure decides
-    assert threads_for(2, 2, 0.99, 0.0) == 2
+    assert threads_for(2, 2, 1.2, 0.1) == 2  # right after a demo run: the load average still says 1.2
+    assert threads_for(2, 2, 2.0, 0.0) == 1  # saturated on average: the busier figure decides
+    assert threads_for(2, 2, 1.99, 0.0) == 2
     assert threads_for(2, 2, 0.1, 1.6) == 1  # a job that just started shows in the CPUs first
     assert threads_for(2, 2, None, None) == 2
     assert threads_for(4, 8, None, 5.6) == 2
-    assert threads_for(4, 8, 3.9, 0.0) == 4
-    assert threads_for(4, 8, 5.6, 0.0) == 2
+    assert threads_for(4, 8, 7.9, 0.0) == 4
+    assert threads_for(4, 8, 8.0, 0.5) == 1
     assert threads_for(4, 8, 30.0, 30.0) == 1
 
 

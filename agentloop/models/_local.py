@@ -741,12 +741,12 @@ def threads_for(cores: int, cpus: int, load: float | None, busy: float | None) -
     known. `cpus` counts logical CPUs (what `load`, the 1-minute load average, and `busy`, the cores measured
     busy just now, are in).
 
-    The measurement is current and the load average lags both ways (0.8 a minute after a job ended, near 0
-    for a job that just started), so the measurement decides while the load average says fewer than half
-    the CPUs were busy; above that the busier figure decides, since a short lull in a busy machine
-    measures idle too (and there one thread too many costs 10x, one too few 20%).
+    The measurement is current and the load average lags both ways (0.8 to 1.2 for a minute after a job
+    ended, near 0 for a job that just started), so the measurement decides while the load average says the
+    machine was not saturated; from a load of `cpus` on, the busier figure decides, since a short lull in a
+    saturated machine measures idle too (and there one thread too many costs 10x, one too few 20%).
     """
-    if busy is not None and (load is None or load < cpus / 2):
+    if busy is not None and (load is None or load < cpus):
         others = busy
     elif busy is not None or load is not None:
         others = max(figure for figure in (load, busy) if figure is not None)
