@@ -173,9 +173,6 @@ class Calls:
                 return await self._execute(call.request, index, on_start)
 
             work = chain(call, innermost)
-        observer = inv.observer
-        if observer is not None:
-            work = observer.tool_call(work, request, index, self._round)
         execution = await work
         log_tool_call(execution)
         self._executions[index] = execution

@@ -13,7 +13,7 @@ loop:
   a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
 
 The loop knows the features only through the seam (`Seam`, user middleware) and declared Protocols:
-`OutputHook` and `ApprovalHook` (`_hooks.py`), `Observer` (tracing), `ReservingToolRunner` and the durable
+`OutputHook` and `ApprovalHook` (`_hooks.py`), `ReservingToolRunner` and the durable
 clock and ids (`ExecutionOptions`, `Invocation.invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`.
 """
 
@@ -54,7 +54,7 @@ from ._messages import (
     UserMessage,
     is_whole_object,
 )
-from ._observe import Observer, log_model_call
+from ._observe import log_model_call
 from ._options import NO_OPTIONS, CallOptions
 from ._result import Result
 from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
@@ -110,8 +110,6 @@ class Invocation:
     approval: ApprovalHook | None = None
     """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
     agent_name: str | None = None
-    observer: Observer | None = None
-    """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
     output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
     seam: Seam = NO_MIDDLEWARE  # the middleware of this invocation (the agent's, then the call's)
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
@@ -127,12 +125,6 @@ class Invocation:
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
-    if inv.observer is not None:
-        return await inv.observer.invocation(inv, emit, _invoke)
-    return await _invoke(inv, emit)
-
-
-async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
     try:
         return await _run(inv, emit)
     except BaseExceptionGroup as group:
@@ -256,13 +248,14 @@ async def _model_call(
 
     async def call_model(call: ModelCall) -> ChatResponse:
         nonlocal streamed
+        model = inv.model if call.model is None else call.model
         if emit is None:
-            return await inv.model.chat(call.request)
+            return await model.chat(call.request)
         streamed = True
-        return await _stream_model(inv.model, call.request, round, emit, typed, calls, inv.output)
+        return await _stream_model(model, call.request, round, emit, typed, calls, inv.output)
 
     assert inv.call_context is not None
-    response = await chain(ModelCall(request, round, inv.call_context), call_model)
+    response = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
     text = response.ai_message.text
     if emit is not None and not streamed and text:
         await emit(PartialResponse(text, round))
