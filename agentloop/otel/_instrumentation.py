@@ -27,6 +27,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentloop._messages import ChatRequest, ChatResponse, TokenUsage
 from agentloop._observe import Observer, model_name_of, provider_of, retry_listener
+from agentloop._seam import ModelCall
 from agentloop.models import ChatModel, ModelEvent, ResponseComplete
 
 from . import _content
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from agentloop._result import Result
     from agentloop._seam import (
         InvocationCall,
-        ModelCall,
         NextInvocation,
         NextModelCall,
         NextToolCall,
@@ -208,7 +208,7 @@ class Instrumentation(Observer):
             first = _FirstChunk(model, started)
             retries = retry_listener.set(_retry_recorder(span, first))
             current = None
-            call = call.replace(model=first)
+            call = ModelCall(call.request, call.round, call.context, first)  # `replace` costs twice as much
         else:  # the current span during the call: HTTP client spans nest under it
             retries = retry_listener.set(_retry_recorder(span, None))
             current = otel_context.attach(context)
