@@ -153,10 +153,11 @@ class _Chain(Generic[_C, _R]):
         self._hooks = tuple(hooks)
 
     def __call__(self, call: _C, innermost: Callable[[_C], Awaitable[_R]]) -> Awaitable[_R]:
+        hooks = self._hooks
         step = innermost
-        for hook in reversed(self._hooks):
+        for hook in reversed(hooks[1:]):
             step = _bind(hook, step)
-        return step(call)
+        return hooks[0](call, step)  # the outermost hook called directly: one coroutine frame less a call
 
 
 def _bind(

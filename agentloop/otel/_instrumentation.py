@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -376,8 +377,9 @@ class _FirstChunk:
     def __aiter__(self) -> _FirstChunk:
         return self
 
-    def __anext__(self) -> Awaitable[ModelEvent]:
-        return self._next()
+    # `__anext__` is looked up on the type and called without arguments when it is no method: this property
+    # (C code throughout) gives the bound `_next`, so an event after the first runs no Python code of ours.
+    __anext__ = property(attrgetter("_next"))
 
     async def _first_event(self) -> ModelEvent:
         event: ModelEvent = await self._events.__anext__()
