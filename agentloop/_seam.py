@@ -153,11 +153,10 @@ class _Chain(Generic[_C, _R]):
         self._hooks = tuple(hooks)
 
     def __call__(self, call: _C, innermost: Callable[[_C], Awaitable[_R]]) -> Awaitable[_R]:
-        hooks = self._hooks
         step = innermost
-        for hook in reversed(hooks[1:]):
+        for hook in reversed(self._hooks):
             step = _bind(hook, step)
-        return hooks[0](call, step)  # the outermost hook called directly: one coroutine frame less a call
+        return step(call)
 
 
 def _bind(
