@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +47,10 @@ from agentloop.models import (
 from agentloop.models._http import RetryPolicy
 from agentloop.testing import FakeAnthropicServer
 from agentloop.testing._fake_server import Reply, encode_sse
+from tests.provider_helpers import TIME, WEATHER, collect, final
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 KEY = "sk-ant-api03-Zm9vYmFyYmF6cXV4LXRlc3Qta2V5LW5vdC1yZWFs-AAAA"
-WEATHER = ToolSpecification(
-    "get_weather",
-    "Get the current weather in a given location",
-    {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
-)
-TIME = ToolSpecification("get_time", None, {"type": "object", "properties": {}})
 QUESTION = ChatRequest([UserMessage("What is the weather like in San Francisco?")])
 
 
@@ -69,22 +64,6 @@ def model_for(server: FakeAnthropicServer, **options: Any) -> AnthropicChatModel
     if "retry" not in options:
         options.setdefault("max_retries", 0)
     return AnthropicChatModel("claude-test", base_url=server.base_url, api_key=KEY, **options)
-
-
-async def collect(
-    events: AsyncIterator[ModelEvent], into: list[ModelEvent] | None = None
-) -> list[ModelEvent]:
-    """Every event of a stream (also appended to `into` as they arrive, for streams that fail midway)."""
-    received = [] if into is None else into
-    async for event in events:
-        received.append(event)
-    return received
-
-
-def final(events: Sequence[ModelEvent]) -> ChatResponse:
-    assert isinstance(events[-1], ResponseComplete)
-    assert sum(isinstance(e, ResponseComplete) for e in events) == 1
-    return events[-1].response
 
 
 def sse_reply(*events: dict[str, Any], **faults: Any) -> Reply:

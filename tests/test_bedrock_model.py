@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,6 @@ from agentloop import (
 from agentloop.models import (
     BedrockChatModel,
     ModelEvent,
-    ResponseComplete,
     TextDelta,
     ThinkingDelta,
     ToolCallComplete,
@@ -52,6 +51,7 @@ from agentloop.models import (
 from agentloop.models._http import RetryPolicy, Timeouts
 from agentloop.testing import FakeBedrockServer
 from agentloop.testing._fake_server import FakeServer, Reply
+from tests.provider_helpers import TIME, WEATHER, collect, final
 
 pytest.importorskip("botocore")
 
@@ -59,12 +59,6 @@ MODEL_ID = "anthropic.claude-3-5-haiku-20241022-v1:0"
 SESSION_TOKEN = "IQoJb3JpZ2luX2VjEFAKE-session-token-for-agentloop-tests//////////wEaCXVzLWVhc3QtMSJH"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
 PDF = b"%PDF-1.4\n%fake\n"
-WEATHER = ToolSpecification(
-    "get_weather",
-    "Get the current weather in a given location",
-    {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
-)
-TIME = ToolSpecification("get_time", None, {"type": "object", "properties": {}})
 QUESTION = ChatRequest([UserMessage("What is the weather like in Seattle?")])
 CALLS = (
     ToolExecutionRequest("tooluse_a", "get_weather", '{"location": "Seattle"}'),
@@ -112,20 +106,6 @@ def model_for(server: FakeBedrockServer, model_id: str = MODEL_ID, **options: An
         aws_secret_access_key=server.secret_key,
         **options,
     )
-
-
-async def collect(
-    events: AsyncIterator[ModelEvent], into: list[ModelEvent] | None = None
-) -> list[ModelEvent]:
-    received = [] if into is None else into
-    async for event in events:
-        received.append(event)
-    return received
-
-
-def final(events: list[ModelEvent]) -> ChatResponse:
-    assert isinstance(events[-1], ResponseComplete)
-    return events[-1].response
 
 
 # -- streaming and the request shape ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -42,7 +42,6 @@ from agentloop import (
 from agentloop.models import (
     GeminiChatModel,
     ModelEvent,
-    ResponseComplete,
     TextDelta,
     ThinkingDelta,
     ToolCallComplete,
@@ -54,15 +53,10 @@ from agentloop.models._http import RetryPolicy
 from agentloop.testing import FakeGeminiServer
 from agentloop.testing._fake_gemini import signature_of
 from agentloop.testing._fake_server import Reply
+from tests.provider_helpers import TIME, WEATHER, collect, final
 
 KEY = "AIzaSyD-fake-gemini-key-for-agentloop-tests-9Q7Z"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
-WEATHER = ToolSpecification(
-    "get_weather",
-    "Get the current weather in a given location",
-    {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
-)
-TIME = ToolSpecification("get_time", None, {"type": "object", "properties": {}})
 QUESTION = ChatRequest([UserMessage("What is the weather like in Paris?")])
 CALLS = (
     ToolExecutionRequest("call_a", "get_weather", '{"location": "Paris"}'),
@@ -79,20 +73,6 @@ def server() -> Iterator[FakeGeminiServer]:
 def model_for(server: FakeGeminiServer, **options: Any) -> GeminiChatModel:
     options.setdefault("max_retries", 0)
     return GeminiChatModel("gemini-2.5-flash", base_url=server.base_url, api_key=KEY, **options)
-
-
-async def collect(
-    events: AsyncIterator[ModelEvent], into: list[ModelEvent] | None = None
-) -> list[ModelEvent]:
-    received = [] if into is None else into
-    async for event in events:
-        received.append(event)
-    return received
-
-
-def final(events: list[ModelEvent]) -> ChatResponse:
-    assert isinstance(events[-1], ResponseComplete)
-    return events[-1].response
 
 
 # -- streaming and the request shape ------------------------------------------------------------------------

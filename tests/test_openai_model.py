@@ -44,7 +44,6 @@ from agentloop import (
 from agentloop.models import ChatModel
 from agentloop.models._base import (
     ModelEvent,
-    ResponseComplete,
     TextDelta,
     ThinkingDelta,
     ToolCallComplete,
@@ -63,6 +62,7 @@ from agentloop.models._http import (
 from agentloop.models._openai import OpenAIChatModel
 from agentloop.testing._fake_openai import FakeOpenAIServer
 from agentloop.testing._fake_server import Reply, encode_sse
+from tests.provider_helpers import final
 
 # Explicit marker (the conftest hook marks too late for parametrized tests to get both backends).
 pytestmark = pytest.mark.anyio
@@ -102,13 +102,6 @@ async def collect_into(model: ChatModel, sink: list[ModelEvent], request: ChatRe
 async def call(model: OpenAIChatModel, request: ChatRequest, *, streaming: bool) -> ChatResponse:
     """One model call, streamed or not."""
     return final(await collect(model, request)) if streaming else await model.chat(request)
-
-
-def final(events: list[ModelEvent]) -> ChatResponse:
-    last = events[-1]
-    assert isinstance(last, ResponseComplete)
-    assert sum(isinstance(e, ResponseComplete) for e in events) == 1
-    return last.response
 
 
 def fixture_reply(name: str, piece: int = 7) -> Reply:

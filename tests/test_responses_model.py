@@ -39,7 +39,6 @@ from agentloop import (
 from agentloop.models import (
     ModelEvent,
     OpenAIResponsesModel,
-    ResponseComplete,
     TextDelta,
     ToolCallComplete,
     ToolCallDelta,
@@ -51,6 +50,7 @@ from agentloop.stores import SQLiteChatMemoryStore
 from agentloop.testing import FakeOpenAIResponsesServer
 from agentloop.testing._fake_responses import encrypted
 from agentloop.testing._fake_server import Reply, encode_sse
+from tests.provider_helpers import final
 
 pytestmark = pytest.mark.anyio
 
@@ -81,13 +81,6 @@ def model_for(
 async def collect(model: OpenAIResponsesModel, request: ChatRequest = HELLO) -> list[ModelEvent]:
     async with aclosing(model.stream(request)) as events:  # type: ignore[type-var]
         return [event async for event in events]
-
-
-def final(events: list[ModelEvent]) -> ChatResponse:
-    last = events[-1]
-    assert isinstance(last, ResponseComplete)
-    assert sum(isinstance(e, ResponseComplete) for e in events) == 1
-    return last.response
 
 
 async def call(model: OpenAIResponsesModel, request: ChatRequest, *, streaming: bool) -> ChatResponse:

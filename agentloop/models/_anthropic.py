@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from agentloop._content import Content, ImageContent, TextContent
-from agentloop._errors import AgentLoopError, BadRequestError, IllegalConfigurationError, ModelError
+from agentloop._errors import BadRequestError, IllegalConfigurationError
 from agentloop._messages import (
     AiMessage,
     ChatMessage,
@@ -36,7 +36,14 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
-from ._wire import arguments_object, check_tool_offered
+from ._wire import (
+    add_turn,
+    arguments_object,
+    check_tool_offered,
+    check_tools_for_choice,
+    not_a_chat_message,
+    unanswered_result,
+)
 
 __all__ = ["ANTHROPIC_BASE_URL", "AnthropicChatModel"]
 
@@ -263,23 +270,17 @@ class AnthropicChatModel(HTTPChatModel):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request, stream=False))
             message = await self._http.request_json(
                 _PATH, body, _message_decoder, tools=bool(request.tool_specifications)
             )
             return self._response(message.content, message)
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
         iterator closes the response."""
-        try:
+        with self._errors():
             body = self._http.encode(self.build_body(request, stream=True))
             async with self._http.open_sse(_PATH, body, tools=bool(request.tool_specifications)) as events:
                 assembler = _Assembler()
@@ -307,12 +308,6 @@ class AnthropicChatModel(HTTPChatModel):
                     "the event stream ended before message_stop (the response is incomplete)",
                     request_id=events.request_id,
                 )
-        except ModelError as error:
-            raise self._refine(error) from error.__cause__
-        except AgentLoopError:
-            raise
-        except Exception as exc:  # only AgentLoopErrors leave a provider
-            raise self._http.unexpected(exc) from exc
 
     # -- request ---------------------------------------------------------------------------------------------
 
@@ -355,10 +350,8 @@ class AnthropicChatModel(HTTPChatModel):
             wire_choice = _tool_choice(choice, self.parallel_tool_calls)
             if wire_choice is not None:
                 body["tool_choice"] = wire_choice
-        elif choice is not None and choice.mode in ("required", "tool"):
-            raise IllegalConfigurationError(
-                f"tool choice {choice.mode!r} needs at least one tool specification in the request"
-            )
+        else:
+            check_tools_for_choice(choice)
         if stream:
             body["stream"] = True
         return body
@@ -381,12 +374,7 @@ class AnthropicChatModel(HTTPChatModel):
         made_up = 0
 
         def add(role: str, blocks: list[dict[str, Any]]) -> None:
-            if not blocks:
-                return
-            if messages and messages[-1]["role"] == role:
-                messages[-1]["content"].extend(blocks)
-            else:
-                messages.append({"role": role, "content": blocks})
+            add_turn(messages, role, blocks)
 
         for n, message in enumerate(history):
             if isinstance(message, UserMessage):
@@ -408,10 +396,7 @@ class AnthropicChatModel(HTTPChatModel):
                     if match is None and unnamed:
                         match = unnamed[0]
                     if match is None:
-                        raise IllegalConfigurationError(
-                            f"the result of tool {message.tool_name!r} has no id and answers no tool call "
-                            "before it; give ToolExecutionResultMessage the id of the call it answers"
-                        )
+                        raise unanswered_result(message)
                     unnamed.remove(match)
                     tool_use_id = match[1]
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id}
@@ -453,10 +438,7 @@ class AnthropicChatModel(HTTPChatModel):
                 if message.text:
                     system.append(message.text)
             else:
-                raise IllegalConfigurationError(
-                    f"AnthropicChatModel cannot send a {type(message).__name__}: not a chat message (use "
-                    "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
-                )
+                raise not_a_chat_message("AnthropicChatModel", message)
         return ("\n\n".join(system) or None), messages
 
     # -- response --------------------------------------------------------------------------------------------

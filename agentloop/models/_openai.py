@@ -44,7 +44,7 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note, web_url
 from ._secrets import clean_api_key
 from ._strict import strict_schema
-from ._wire import check_tool_offered
+from ._wire import check_tool_offered, check_tools_for_choice, unanswered_result
 
 __all__ = ["OpenAIChatModel"]
 
@@ -280,11 +280,7 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
                 if match is None and unanswered:
                     match = unanswered[0]
                 if match is None:
-                    raise IllegalConfigurationError(
-                        f"the result of tool {message.tool_name!r} has no id and answers no tool call before "
-                        "it; "
-                        "give ToolExecutionResultMessage the id of the call it answers"
-                    )
+                    raise unanswered_result(message)
                 unanswered.remove(match)
                 call_id = match[0]
             out.append({"role": "tool", "tool_call_id": call_id, "content": message.text})
@@ -443,11 +439,7 @@ class OpenAIChatModel(HTTPChatModel):
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice, specs)
         else:
-            if request.tool_choice is not None and request.tool_choice.mode in ("required", "tool"):
-                raise IllegalConfigurationError(
-                    f"tool choice {request.tool_choice.mode!r} needs at least one tool specification in the "
-                    "request"
-                )
+            check_tools_for_choice(request.tool_choice)
             body.pop("parallel_tool_calls", None)  # OpenAI rejects it when no tools are sent
         if stream:
             body["stream"] = True

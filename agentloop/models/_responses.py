@@ -51,7 +51,7 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
 from ._openai import openai_connection
 from ._strict import strict_schema
-from ._wire import check_tool_offered
+from ._wire import check_tool_offered, check_tools_for_choice, unanswered_result
 
 __all__ = ["STATE_KEY", "OpenAIResponsesModel"]
 
@@ -314,10 +314,7 @@ def _input(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, 
                 if match is None and unanswered:
                     match = unanswered[0]
                 if match is None:
-                    raise IllegalConfigurationError(
-                        f"the result of tool {message.tool_name!r} has no id and answers no tool call before "
-                        "it; give ToolExecutionResultMessage the id of the call it answers"
-                    )
+                    raise unanswered_result(message)
                 unanswered.remove(match)
                 call_id = match[0]
             items.append({"type": "function_call_output", "call_id": call_id, "output": _output(message)})
@@ -488,11 +485,7 @@ class OpenAIResponsesModel(HTTPChatModel):
             if request.tool_choice is not None:
                 body["tool_choice"] = _tool_choice(request.tool_choice, specs)
         else:
-            if request.tool_choice is not None and request.tool_choice.mode in ("required", "tool"):
-                raise IllegalConfigurationError(
-                    f"tool choice {request.tool_choice.mode!r} needs at least one tool specification in the "
-                    "request"
-                )
+            check_tools_for_choice(request.tool_choice)
             body.pop("parallel_tool_calls", None)
         if stream:
             body["stream"] = True

@@ -8,11 +8,18 @@ from typing import Any
 import msgspec
 
 from agentloop._errors import IllegalConfigurationError
-from agentloop._messages import ToolChoice
+from agentloop._messages import ToolChoice, ToolExecutionResultMessage
 from agentloop._spec import ToolSpecification
 from agentloop._text import valid_text
 
-__all__ = ["arguments_object", "check_tool_offered"]
+__all__ = [
+    "add_turn",
+    "arguments_object",
+    "check_tool_offered",
+    "check_tools_for_choice",
+    "not_a_chat_message",
+    "unanswered_result",
+]
 
 _decoder = msgspec.json.Decoder()
 
@@ -35,3 +42,40 @@ def check_tool_offered(choice: ToolChoice, specs: Sequence[ToolSpecification]) -
             f"ToolChoice.tool({choice.tool_name!r}) names a tool this request does not offer "
             f"(offered: {offered})"
         )
+
+
+def check_tools_for_choice(choice: ToolChoice | None) -> None:
+    """Raises `IllegalConfigurationError` when a request without tools demands a tool call."""
+    if choice is not None and choice.mode in ("required", "tool"):
+        raise IllegalConfigurationError(
+            f"tool choice {choice.mode!r} needs at least one tool specification in the request"
+        )
+
+
+def unanswered_result(message: ToolExecutionResultMessage) -> IllegalConfigurationError:
+    """The error for a result without an id that no earlier call of its tool's name is waiting for."""
+    return IllegalConfigurationError(
+        f"the result of tool {message.tool_name!r} has no id and answers no tool call before it; give "
+        "ToolExecutionResultMessage the id of the call it answers"
+    )
+
+
+def not_a_chat_message(owner: str, message: object) -> IllegalConfigurationError:
+    """The error for something in a request's messages that is none of the chat message types."""
+    return IllegalConfigurationError(
+        f"{owner} cannot send a {type(message).__name__}: not a chat message (use "
+        "SystemMessage, UserMessage, AiMessage or ToolExecutionResultMessage)"
+    )
+
+
+def add_turn(
+    turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]], key: str = "content"
+) -> None:
+    """Appends `blocks` to `turns` as a `role` turn, merged into the last turn when it has the same role (the
+    APIs that demand alternating roles); nothing when there are no blocks."""
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][key].extend(blocks)
+    else:
+        turns.append({"role": role, key: blocks})

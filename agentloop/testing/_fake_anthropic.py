@@ -22,10 +22,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
-
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
+from ._fake_answers import arguments_object, output_tokens, scripted_response
 from ._fake_server import FakeServer, RecordedRequest, Reply, encode_sse, split_evenly, split_text
 from ._schema_rules import schema_problem
 
@@ -168,16 +167,7 @@ class FakeAnthropicServer(FakeServer):
             problem = _check_request(body)
             if problem:
                 return self.error(400, problem)
-        if isinstance(item, str):
-            response = ChatResponse(AiMessage(item))
-        elif isinstance(item, AiMessage):
-            response = ChatResponse(item)
-        elif isinstance(item, ChatResponse):
-            response = item
-        else:
-            raise TypeError(
-                f"FakeAnthropicServer scripts AiMessage, str, ChatResponse or Reply, not {item!r}"
-            )
+        response = scripted_response(item, "FakeAnthropicServer")
         headers = (("request-id", _request_id()),)
         if body.get("stream"):
             return Reply.sse(self._events(response, body), headers=headers)
@@ -206,7 +196,12 @@ class FakeAnthropicServer(FakeServer):
             content.append({"type": "text", "text": message.text})
         for n, call in enumerate(message.tool_execution_requests):
             content.append(
-                {"type": "tool_use", "id": _tool_id(call.id, n), "name": call.name, "input": _raw(call)}
+                {
+                    "type": "tool_use",
+                    "id": _tool_id(call.id, n),
+                    "name": call.name,
+                    "input": arguments_object(call, "tool_use input"),
+                }
             )
         usage = self._usage(response, body)
         return {
@@ -300,14 +295,6 @@ def _tool_id(given: str | None, n: int) -> str:
     return given or f"toolu_{next(_ids):020x}{n}"
 
 
-def _raw(call: Any) -> msgspec.Raw:
-    """A scripted call's arguments as the `input` object, byte for byte (they must be a JSON object)."""
-    text = call.arguments.strip() or "{}"
-    if not isinstance(msgspec.json.decode(text), dict):
-        raise TypeError(f"tool_use input must be a JSON object, {call.name!r} has {call.arguments!r}")
-    return msgspec.Raw(text.encode())
-
-
 def _words(value: Any) -> int:
     if isinstance(value, str):
         return len(value.split())
@@ -321,8 +308,7 @@ def _words(value: Any) -> int:
 def _estimate(message: AiMessage, body: dict[str, Any]) -> TokenUsage:
     """Deterministic token counts: words of the request in, tokens of the answer out."""
     words = _words(body.get("system")) + sum(_words(m) for m in body.get("messages") or ())
-    out = len(split_text(message.text or "")) + len(split_text(message.thinking or ""))
-    out += sum(1 + len(call.arguments) // 4 for call in message.tool_execution_requests)
+    out = output_tokens(message)
     return TokenUsage(input_tokens=words + 3, output_tokens=out)
 
 

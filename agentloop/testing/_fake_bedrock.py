@@ -35,6 +35,7 @@ import msgspec
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 from agentloop.models._eventstream import encode_message
 
+from ._fake_answers import arguments_object, output_tokens, scripted_response
 from ._fake_server import FakeServer, RecordedRequest, Reply, split_evenly, split_text
 
 __all__ = ["FakeBedrockServer"]
@@ -192,14 +193,7 @@ class FakeBedrockServer(FakeServer):
             message = _check_request(body)
             if message:
                 return self.error(400, message)
-        if isinstance(item, str):
-            response = ChatResponse(AiMessage(item))
-        elif isinstance(item, AiMessage):
-            response = ChatResponse(item)
-        elif isinstance(item, ChatResponse):
-            response = item
-        else:
-            raise TypeError(f"FakeBedrockServer scripts AiMessage, str, ChatResponse or Reply, not {item!r}")
+        response = scripted_response(item, "FakeBedrockServer")
         if operation == "converse-stream":
             return self._stream_reply(self._frames(response, body))
         return Reply.json(self._converse(response, body), headers=(("x-amzn-requestid", str(uuid.uuid4())),))
@@ -295,7 +289,11 @@ class FakeBedrockServer(FakeServer):
         if message.text:
             content.append({"text": message.text})
         for n, call in enumerate(message.tool_execution_requests):
-            tool_use = {"toolUseId": _tool_id(call.id, n), "name": call.name, "input": _raw(call)}
+            tool_use = {
+                "toolUseId": _tool_id(call.id, n),
+                "name": call.name,
+                "input": arguments_object(call, "toolUse input"),
+            }
             content.append({"toolUse": tool_use})
         usage = self._usage(response, body)
         return {
@@ -359,17 +357,9 @@ def _tool_id(given: str | None, n: int) -> str:
     return given or f"tooluse_{next(_ids):018x}{n}"
 
 
-def _raw(call: Any) -> msgspec.Raw:
-    text = call.arguments.strip() or "{}"
-    if not isinstance(msgspec.json.decode(text), dict):
-        raise TypeError(f"toolUse input must be a JSON object, {call.name!r} has {call.arguments!r}")
-    return msgspec.Raw(text.encode())
-
-
 def _estimate(message: AiMessage, body: dict[str, Any]) -> TokenUsage:
     words = len(split_text(msgspec.json.encode(body.get("messages") or []).decode()))
-    out = len(split_text(message.text or "")) + len(split_text(message.thinking or ""))
-    out += sum(1 + len(call.arguments) // 4 for call in message.tool_execution_requests)
+    out = output_tokens(message)
     return TokenUsage(words + 3, out)
 
 

@@ -27,6 +27,7 @@ import msgspec
 
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
+from ._fake_answers import output_tokens, scripted_response
 from ._fake_server import FakeServer, RecordedRequest, Reply, split_text
 
 __all__ = ["FakeGeminiServer"]
@@ -195,14 +196,7 @@ class FakeGeminiServer(FakeServer):
             problem = _check_request(body)
             if problem:
                 return self.error(400, problem)
-        if isinstance(item, str):
-            response = ChatResponse(AiMessage(item))
-        elif isinstance(item, AiMessage):
-            response = ChatResponse(item)
-        elif isinstance(item, ChatResponse):
-            response = item
-        else:
-            raise TypeError(f"FakeGeminiServer scripts AiMessage, str, ChatResponse or Reply, not {item!r}")
+        response = scripted_response(item, "FakeGeminiServer")
         chunks = self._chunks(response, body, model, stream)
         if stream:
             return Reply.sse([_event(chunk) for chunk in chunks])
@@ -285,8 +279,7 @@ def _usage(usage: TokenUsage, *, final: bool) -> dict[str, Any]:
 def _estimate(message: AiMessage, body: dict[str, Any]) -> TokenUsage:
     """Deterministic token counts: words of the request in, tokens of the answer out."""
     words = len(split_text(msgspec.json.encode(body.get("contents") or []).decode()))
-    out = len(split_text(message.text or "")) + len(split_text(message.thinking or ""))
-    out += sum(1 + len(call.arguments) // 4 for call in message.tool_execution_requests)
+    out = output_tokens(message)
     thoughts = len(split_text(message.thinking or "")) if message.thinking else None
     return TokenUsage(words + 3, out, reasoning_tokens=thoughts)
 

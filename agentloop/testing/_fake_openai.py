@@ -22,6 +22,7 @@ from typing import Any
 
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
+from ._fake_answers import output_tokens, scripted_response
 from ._fake_server import FakeServer, RecordedRequest, Reply, encode_sse, split_evenly, split_text
 from ._schema_rules import schema_problem
 
@@ -111,14 +112,7 @@ class FakeOpenAIServer(FakeServer):
             problem = _check_request(body)
             if problem:
                 return self.error(400, problem)
-        if isinstance(item, str):
-            response = ChatResponse(AiMessage(item))
-        elif isinstance(item, AiMessage):
-            response = ChatResponse(item)
-        elif isinstance(item, ChatResponse):
-            response = item
-        else:
-            raise TypeError(f"FakeOpenAIServer scripts AiMessage, str, ChatResponse or Reply, not {item!r}")
+        response = scripted_response(item, "FakeOpenAIServer")
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return self._sse(response, body, include_usage)
@@ -236,8 +230,7 @@ def _estimate(message: AiMessage, body: dict[str, Any]) -> TokenUsage:
         content = entry.get("content") if isinstance(entry, dict) else None
         if isinstance(content, str):
             words += len(content.split())
-    out = len(split_text(message.text or "")) + len(split_text(message.thinking or ""))
-    out += sum(1 + len(call.arguments) // 4 for call in message.tool_execution_requests)
+    out = output_tokens(message)
     return TokenUsage(input_tokens=words + 3, output_tokens=out)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
+from ._fake_answers import output_tokens, scripted_response
 from ._fake_openai import FakeOpenAIServer
 from ._fake_server import RecordedRequest, Reply, encode_sse, split_evenly, split_text
 from ._schema_rules import schema_problem
@@ -81,16 +82,7 @@ class FakeOpenAIResponsesServer(FakeOpenAIServer):
             problem = check_request(body)
             if problem:
                 return self.error(400, problem, param=problem.partition("'")[2].partition("'")[0] or None)
-        if isinstance(item, str):
-            response = ChatResponse(AiMessage(item))
-        elif isinstance(item, AiMessage):
-            response = ChatResponse(item)
-        elif isinstance(item, ChatResponse):
-            response = item
-        else:
-            raise TypeError(
-                f"FakeOpenAIResponsesServer scripts AiMessage, str, ChatResponse or Reply, not {item!r}"
-            )
+        response = scripted_response(item, "FakeOpenAIResponsesServer")
         items = self._items(response.ai_message, body)
         head = self._head(response, body)
         if body.get("stream"):
@@ -280,8 +272,7 @@ def _estimate(message: AiMessage, body: dict[str, Any]) -> TokenUsage:
         content = entry.get("content") if isinstance(entry, dict) else None
         if isinstance(content, str):
             words += len(content.split())
-    out = len(split_text(message.text or "")) + len(split_text(message.thinking or ""))
-    out += sum(1 + len(call.arguments) // 4 for call in message.tool_execution_requests)
+    out = output_tokens(message)
     return TokenUsage(input_tokens=words + 3, output_tokens=out)
 
 

@@ -10,6 +10,8 @@ provider the same behaviour for what users configure the same way:
   529 "overloaded") join the retried statuses unless the caller chose their own set.
 - `base_url`, `provider`, `repr`, `aclose()`, `async with`.
 - `_refine(error)`: a 401 without an API key says which argument or variable supplies one (`_KEY_HINT`).
+- `with self._errors():` around the body of `chat()` / `stream()`: only `AgentLoopError`s leave a provider,
+  its `ModelError`s refined by `_refine`, anything else wrapped by `ProviderClient.unexpected`.
 
 Writing a new provider (OpenAI Responses, Gemini, Bedrock...): subclass `HTTPChatModel`, set
 `_KEY_HINT = "pass api_key= or set GEMINI_API_KEY"`, call `self._connect(provider=..., base_url=...,
@@ -21,11 +23,12 @@ API in `agentloop.models._http`'s docstring and `_openai.py` / `_anthropic.py` a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar, TypeVar
 
-from agentloop._errors import IllegalConfigurationError, ModelError
+from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
 
 from ._client import ProviderClient
 from ._config import RetryPolicy, Timeouts
@@ -106,6 +109,19 @@ class HTTPChatModel:
             error.message += f"; no API key was given ({self._KEY_HINT})"
             error.args = (error.message,)
         return error
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Only `AgentLoopError`s leave a provider: `ModelError`s refined (`_refine`), others as they are,
+        any other exception wrapped in a `ModelError`. Cancellation and generator exits pass untouched."""
+        try:
+            yield
+        except ModelError as error:
+            raise self._refine(error) from error.__cause__
+        except AgentLoopError:
+            raise
+        except Exception as exc:
+            raise self._http.unexpected(exc) from exc
 
     async def aclose(self) -> None:
         """Closes the connection pool (a user-supplied `http_client` stays open)."""

@@ -1,0 +1,33 @@
+"""What the provider test files share: the tools their requests offer, and reading a model's stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from agentloop import ChatResponse, ToolSpecification
+from agentloop.models import ModelEvent, ResponseComplete
+
+WEATHER = ToolSpecification(
+    "get_weather",
+    "Get the current weather in a given location",
+    {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+)
+TIME = ToolSpecification("get_time", None, {"type": "object", "properties": {}})
+
+
+async def collect(
+    events: AsyncIterator[ModelEvent], into: list[ModelEvent] | None = None
+) -> list[ModelEvent]:
+    """Every event of a stream (also appended to `into` as they arrive, for streams that fail midway)."""
+    received = [] if into is None else into
+    async for event in events:
+        received.append(event)
+    return received
+
+
+def final(events: Sequence[ModelEvent]) -> ChatResponse:
+    """The response a stream ended with, checking it ended with exactly one `ResponseComplete`."""
+    last = events[-1]
+    assert isinstance(last, ResponseComplete)
+    assert sum(isinstance(e, ResponseComplete) for e in events) == 1
+    return last.response
