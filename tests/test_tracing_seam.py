@@ -173,12 +173,17 @@ async def test_user_middleware_runs_inside_the_tracing_spans(telemetry: Telemetr
 
 
 class Route(Middleware):
-    """Sends every model call to another model."""
+    """Sends every model call of "gpt-4o-mini" to another model."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.seen: list[tuple[str, str]] = []
 
     async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        # Inside tracing a streamed call's model is a timing view: it reads as the agent's model.
+        self.seen.append((call.model.model, call.model.provider))
+        if call.model.model != "gpt-4o-mini":
+            return await call_next(call)
         return await call_next(call.replace(model=self.model))
 
 
@@ -188,13 +193,15 @@ async def test_a_middleware_can_send_a_model_call_to_another_model(
 ) -> None:
     with FakeOpenAIServer(["unused"]) as first, FakeOpenAIServer(["From the other."]) as second:
         async with _model(first) as agents_model, _model(second, "gpt-4o") as other:
-            agent = Agent(agents_model, instrument=telemetry.instrumentation(), middleware=[Route(other)])
+            route = Route(other)
+            agent = Agent(agents_model, instrument=telemetry.instrumentation(), middleware=[route])
             if streaming:
                 stream = agent.stream("Hi")
                 assert "".join([piece async for piece in stream]) == "From the other."
             else:
                 assert (await agent.chat("Hi")).content == "From the other."
         assert first.requests == [] and len(second.requests) == 1
+    assert route.seen == [("gpt-4o-mini", "openai")]
     [chat] = telemetry.named("chat")
     attributes = dict(chat.attributes or {})
     # Tracing is outside the routing middleware: the span is the agent's model call, answered by the other

@@ -355,22 +355,26 @@ own)."""
 class _FirstChunk:
     """A streamed model call as tracing hands it to the loop: `model`, with the time its first event arrived
     noted. That costs one timestamp: after the first event, `__anext__` returns the model stream's own
-    `__anext__()` awaitable, with no generator of its own in between. Other calls go to `model` unchanged."""
+    `__anext__()` awaitable, with no generator of its own in between. Other calls, and reading the model's
+    attributes (`model`, `provider`, ...: what a middleware inside tracing may look at), go to `inner`."""
 
-    __slots__ = ("_events", "_next", "first", "model", "started")
+    __slots__ = ("_events", "_next", "first", "inner", "started")
 
     def __init__(self, model: ChatModel, started: float) -> None:
-        self.model = model
+        self.inner = model
         self.started = started
         self.first: float | None = None  # seconds from the call's start to its first event
         self._events: Any = None
         self._next: Callable[[], Awaitable[ModelEvent]] = self._first_event
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await self.model.chat(request)
+        return await self.inner.chat(request)
 
     def stream(self, request: ChatRequest) -> _FirstChunk:
-        self._events = self.model.stream(request)
+        self._events = self.inner.stream(request)
         self._next = self._first_event if self.first is None else self._events.__anext__
         return self
 
@@ -395,7 +399,7 @@ class _FirstChunk:
                 await aclose()
 
     def __repr__(self) -> str:
-        return f"timed({self.model!r})"
+        return f"timed({self.inner!r})"
 
 
 class _ModelTrace:
