@@ -365,7 +365,7 @@ class _FirstChunk:
         self.started = started
         self.first: float | None = None  # seconds from the call's start to its first event
         self._events: Any = None
-        self._next: Callable[[], Awaitable[ModelEvent]] = self._first_event
+        self._next: Callable[[], Awaitable[ModelEvent]] | None = None  # set by `stream`
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -386,9 +386,11 @@ class _FirstChunk:
     __anext__ = property(attrgetter("_next"))
 
     async def _first_event(self) -> ModelEvent:
+        # `_next` held this bound method, a cycle through `self`: replaced whatever happens, so the object
+        # is freed by reference counting rather than by the cyclic garbage collector.
+        self._next = self._events.__anext__
         event: ModelEvent = await self._events.__anext__()
         self.first = time.perf_counter() - self.started
-        self._next = self._events.__anext__
         return event
 
     async def aclose(self) -> None:
