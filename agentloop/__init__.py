@@ -81,7 +81,7 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, ToolRunner, execute_tool_calls, should_return_immediately
+    from ._execution import ToolExecution, ToolRunner, should_return_immediately
     from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._memory import (
         ChatMemory,
@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         VersionedChatMemoryStore,
     )
     from ._observe import Observer, instrument, uninstrument
+    from ._one_response import execute_tool_calls
     from ._result import Result
     from ._schema import P
     from ._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
@@ -112,9 +113,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         ["ToolProvider", "ToolProviderRequest", "ToolProviderResult", "tool_specifications_from"], "._toolset"
     ),
-    **dict.fromkeys(
-        ["ToolExecution", "ToolRunner", "execute_tool_calls", "should_return_immediately"], "._execution"
-    ),
+    **dict.fromkeys(["ToolExecution", "ToolRunner", "should_return_immediately"], "._execution"),
+    "execute_tool_calls": "._one_response",
     **dict.fromkeys(
         [
             "ChatMemory",

@@ -31,7 +31,8 @@ from ._execution import (
     ReservingToolRunner,
     ToolRunner,
 )
-from ._features.approval import ApprovalGate, ApprovalRules, Decision, PendingApproval, Resume
+from ._features.approval import ApprovalRules, Decision, PendingApproval
+from ._features.approval._gate import ApprovalGate, Resume
 from ._features.output import (
     DEFAULT_OUTPUT_TOOL_NAME,
     OutputMode,
@@ -604,6 +605,10 @@ class Agent(Generic[OutputT]):
         else:
             memory = self._memory_for(memory_id)
         runner = self.options.tool_runner
+        dynamic = self.tool_provider is not None
+        gate: ApprovalGate | None = ApprovalGate(self.approval, run.resume, self.options.now)
+        if gate is not None and not gate.needed(run.toolset, dynamic):
+            gate = None  # no call of this invocation can need approval: the seam stays empty
         async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
@@ -620,10 +625,10 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                approval=ApprovalGate(self.approval, run.resume),
+                checkpoint=gate,
                 agent_name=self.name,
                 output=run.output,
-                seam=run.seam,
+                seam=run.seam.with_features(_features(run.output, gate)),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
@@ -753,6 +758,16 @@ def _history_or_memory(
 
 def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:
     return message if output is None else output.system_message(message)
+
+
+def _features(output: OutputRun | None, gate: ApprovalGate | None) -> list[Middleware]:
+    """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
+    features: list[Middleware] = []
+    if output is not None and output.shapes_requests:
+        features.append(output)
+    if gate is not None:
+        features.append(gate)
+    return features
 
 
 def _agent_answer(result: Any) -> str:

@@ -1,8 +1,9 @@
 """The tool calls of one model response: each starts as soon as it is known and runs in its own task.
 
-A call passes the approval gate (a call that waits for a person or was denied does not run), then the
-middleware's `wrap_tool_call` hooks, then the durable tool runner if any, then `execute_tool_call`. Every call
-of a response runs concurrently; the loop waits for all of them and commits them as one unit.
+A call passes the features' `wrap_tool_call` hooks (approval: a denied call gets its error result, a deferred
+one returns `DEFERRED` and waits for a person), then the user's middleware, then the durable tool runner if
+any, then `execute_tool_call`. Every call of a response runs concurrently; the loop waits for all of them
+and commits them as one unit (or, when one waits, saves the round).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ._context import ToolContext
 from ._errors import BadResponseError
 from ._events import BeforeToolExecution, ToolExecuted
 from ._execution import ToolExecution, execute_tool_call, rejected_call
+from ._hooks import DEFERRED
 from ._messages import ToolExecutionRequest, is_whole_object
 from ._observe import log_tool_call
 from ._seam import ToolCall
@@ -45,6 +47,7 @@ class Calls:
         "_ids",
         "_in_order",
         "_inv",
+        "_kept",
         "_limiter",
         "_reported",
         "_round",
@@ -52,6 +55,7 @@ class Calls:
         "_tg",
         "_toolset",
         "_used",
+        "waiting",
     )
 
     def __init__(
@@ -78,7 +82,10 @@ class Calls:
         self._executions: dict[int, ToolExecution] = {}
         self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
         self._reported = 0  # ordered_events: the next index to report
-        self._silent: set[int] = set()  # calls reported before a pause: not again when resumed
+        self._silent: set[int] = set()  # calls deferred, or kept from a saved round: never reported now
+        self._kept: dict[int, ToolExecution] = {}
+        self.waiting = False
+        """True once a call returned `DEFERRED`: the round is saved instead of committed."""
 
     def start_early(self, index: int, request: ToolExecutionRequest) -> None:
         """A call became whole while the model still streams: start it now (eager tools)."""
@@ -139,21 +146,41 @@ class Calls:
         reserve = self._inv.reserve
         if reserve is not None:
             reserve(request)  # in call order, before any call runs (see ToolRunner)
+        kept = self._kept.get(index)
+        if kept is not None:  # finished before its round was saved: reported then, never run again
+            self._executions[index] = kept
+            self._silent.add(index)
+            return
         self._tg.start_soon(self._run, index, request)
 
+    def keep(self, executions: Sequence[ToolExecution]) -> None:
+        """A saved round goes on: these of its calls finished before it was saved (and were reported then),
+        so they keep their executions and never run again."""
+        self._kept = {execution.index: execution for execution in executions}
+
     async def _run(self, index: int, request: ToolExecutionRequest) -> None:
+        features = self._inv.seam.features_tool
+        if features is None:
+            execution = await self._call(index, request, None)
+        else:  # the features' middleware (approval) outside the user's: denied or deferred calls stop there
+            call = self._tool_call(request, index)
+            execution = await features(call, lambda call: self._call(index, call.request, call))
+        if execution is DEFERRED:  # waits for a decision from outside: not stored, not reported
+            self.waiting = True
+            self._silent.add(index)
+        else:
+            self._executions[index] = execution
+        if self._emit is not None:
+            await self._report(None if execution is DEFERRED else execution, index)
+
+    def _tool_call(self, request: ToolExecutionRequest, index: int) -> ToolCall:
+        inv, round = self._inv, self._round
+        context = ToolContext(inv.invocation_id, inv.memory_id, inv.context, request, round, inv.deadline)
+        return ToolCall(request, self._toolset.get(request.name), context, round, index)
+
+    async def _call(self, index: int, request: ToolExecutionRequest, call: ToolCall | None) -> ToolExecution:
+        """The call past the features: the user's middleware (if any), tracing, the tool runner."""
         inv, emit = self._inv, self._emit
-        gate = inv.approval
-        if gate is not None and gate.concerns(request.name, self._toolset):
-            settled = await gate.settle(request, index, self._round, self._toolset, inv)
-            if settled is not None:  # denied, waiting for a person, or finished before a pause
-                if settled.execution is None or not settled.report:
-                    self._silent.add(index)  # waits for a person, or was reported before the pause
-                if settled.execution is not None:
-                    self._executions[index] = settled.execution
-                if emit is not None:
-                    await self._report(settled.execution, index)
-                return
         on_start = None
         if emit is not None:
             round = self._round
@@ -165,19 +192,14 @@ class Calls:
         if chain is None:
             work = self._execute(request, index, on_start)
         else:  # the middleware's hooks around the call, outermost first
-            round = self._round
-            context = ToolContext(inv.invocation_id, inv.memory_id, inv.context, request, round, inv.deadline)
-            call = ToolCall(request, self._toolset.get(request.name), context, self._round, index)
 
             async def innermost(call: ToolCall) -> ToolExecution:
                 return await self._execute(call.request, index, on_start)
 
-            work = chain(call, innermost)
+            work = chain(call or self._tool_call(request, index), innermost)
         execution = await work
         log_tool_call(execution)
-        self._executions[index] = execution
-        if emit is not None:
-            await self._report(execution, index)
+        return execution
 
     def _execute(self, request: ToolExecutionRequest, index: int, on_start: Any) -> Awaitable[ToolExecution]:
         """The call itself: through the durable tool runner when there is one."""

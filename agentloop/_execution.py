@@ -20,7 +20,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from ._context import _NO_CONTEXT, ToolContext, new_invocation_id
+from ._context import _NO_CONTEXT, ToolContext
 from ._convert import result_media
 from ._errors import (
     HallucinatedToolError,
@@ -32,7 +32,7 @@ from ._errors import (
 from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
 from ._threads import starved_call
 from ._tool import ReturnBehavior, Tool, check_timeout
-from ._toolset import Toolset, ToolsLike, resolve_tools
+from ._toolset import Toolset
 
 __all__ = [
     "TELL_MODEL",
@@ -45,7 +45,6 @@ __all__ = [
     "any_error",
     "behaviours",
     "execute_tool_call",
-    "execute_tool_calls",
     "should_return_immediately",
 ]
 
@@ -198,7 +197,6 @@ class ExecutionOptions:
 
 
 _DEFAULT_OPTIONS = ExecutionOptions()
-_NO_SETTINGS = (None, None, None, None, None, DEFAULT_MAX_RESULT_CHARS, DEFAULT_MAX_CALLS)
 # -- the immediate-return rule ---------------------------------------------------------------------------
 
 
@@ -528,107 +526,3 @@ async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
-
-
-# -- one response ----------------------------------------------------------------------------------------
-
-
-async def execute_tool_calls(
-    requests: Iterable[ToolExecutionRequest],
-    tools: ToolsLike,
-    *,
-    memory_id: Any = None,
-    context: Mapping[str, Any] | None = None,
-    max_concurrency: int | None = None,
-    timeout: float | None = None,
-    hallucinated_tool_name_strategy: UnknownToolPolicy = None,
-    tool_arguments_error_handler: ErrorHandler | None = None,
-    tool_execution_error_handler: ErrorHandler | None = None,
-    on_start: OnStart | None = None,
-    on_complete: OnComplete | None = None,
-    round: int = 0,
-    invocation_id: str | None = None,
-    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
-    max_calls: int | None = DEFAULT_MAX_CALLS,
-) -> list[ToolExecution]:
-    """Runs every call of one model response concurrently; returns their records in the model's call order.
-
-    `tools` is anything `Agent(tools=...)` accepts. Sync tools run in worker threads, async tools in the
-    event loop; `max_concurrency` caps how many run at once. `timeout` (seconds) bounds each call of a tool
-    without its own timeout; a timed-out call gets the error result "Tool 'x' timed out after N s".
-
-    A failing call does not disturb the others: its error message goes to the model (`is_error`). The
-    handlers `(error, request) -> str` (sync or async) choose that text instead, or re-raise: then the other
-    calls are cancelled and the error propagates. An unknown tool name raises `HallucinatedToolError`
-    before any call starts, unless `hallucinated_tool_name_strategy(request)` answers the model, or it is
-    `"tell_model"` (what an `Agent` does by default: an error result naming the available tools).
-
-    `on_start(index, request)` runs just before a call runs (after its arguments validated);
-    `on_complete(execution)` as each call finishes, in completion order. Both may be sync or async.
-
-    A result text longer than `max_result_chars` is cut, with a marker. Calls past `max_calls` are not run:
-    each gets an error result telling the model to ask again later.
-    """
-    toolset = resolve_tools(tools)
-    settings = (
-        timeout,
-        max_concurrency,
-        hallucinated_tool_name_strategy,
-        tool_arguments_error_handler,
-        tool_execution_error_handler,
-        max_result_chars,
-        max_calls,
-    )
-    options = _DEFAULT_OPTIONS if settings == _NO_SETTINGS else ExecutionOptions(*settings)
-    calls = list(requests)
-    limit = options.max_calls
-    skipped: list[ToolExecution] = []
-    if limit is not None and len(calls) > limit:
-        skipped = [rejected_call(r, i, round, len(calls), limit) for i, r in enumerate(calls) if i >= limit]
-        calls = calls[:limit]
-    if hallucinated_tool_name_strategy is None:
-        for request in calls:
-            if request.name not in toolset:
-                raise _hallucinated(request.name, toolset)
-    if not calls:
-        return []
-    run_call = functools.partial(
-        execute_tool_call,
-        toolset=toolset,
-        options=options,
-        invocation_id=invocation_id if invocation_id is not None else new_invocation_id(),
-        memory_id=memory_id,
-        context=context,
-        round=round,
-        on_start=on_start,
-    )
-    if len(calls) == 1 and not skipped:  # no task needed
-        execution = await run_call(calls[0], index=0)
-        if on_complete is not None:
-            await _maybe_await(on_complete(execution))
-        return [execution]
-
-    limiter = (
-        anyio.CapacityLimiter(max_concurrency) if max_concurrency and max_concurrency < len(calls) else None
-    )
-    results: list[ToolExecution | None] = [None] * len(calls)
-    failure: list[Exception] = []
-
-    async def run_one(index: int, request: ToolExecutionRequest) -> None:
-        try:
-            execution = await run_call(request, index=index, limiter=limiter)
-            results[index] = execution
-            if on_complete is not None:
-                await _maybe_await(on_complete(execution))
-        except Exception as exc:  # an abort: keep the first, cancel the rest
-            if not failure:
-                failure.append(exc)
-            task_group.cancel_scope.cancel()
-
-    async with anyio.create_task_group() as task_group:
-        for index in range(1, len(calls)):
-            task_group.start_soon(run_one, index, calls[index])
-        await run_one(0, calls[0])  # the first call runs in this task: one task fewer
-    if failure:
-        raise failure[0]
-    return [r for r in results if r is not None] + skipped

@@ -1,27 +1,34 @@
-"""The Protocols through which the loop calls the features that change an invocation from inside a round.
+"""The declarations through which the loop meets what the seam cannot carry: what gets committed.
 
-Structured output (`agentloop/_features/output/`) and approval (`agentloop/_features/approval/`) implement
-them; the loop (`_loop.py`, `_calls.py`) knows only these declarations, never the features' modules. What a
-user adds goes through `Middleware` (`_seam.py`); these two need hooks a middleware cannot give: the request
-shaped before every model call and the answer checked before it is committed (output), a round that pauses
-instead of committing (approval).
+Features change an invocation through `Middleware` (`_seam.py`): approval asks, denies and defers in its
+`wrap_tool_call` (`agentloop/_features/approval/`). Two decisions stay with the loop, because they decide
+what memory receives and a middleware sees one call, never the round around it:
+- `OutputHook` (structured output, `agentloop/_features/output/`; its `wrap_model_call` shapes each
+  request): the stream watched for partial outputs (a middleware sees the whole response, not its events),
+  and the answer judged before it is committed (an output being corrected is stored with the valid one, or
+  never; the invalid answer and its correction are in `Result.intermediate_responses` and the usage);
+- `Checkpoint` (approval's saved rounds): a round with a `DEFERRED` call commits nothing and is saved; an
+  invocation may go on from a saved round.
+The loop (`_loop.py`, `_calls.py`) knows only these declarations, never the features' modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._messages import AiMessage, ChatMessage, ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
+from ._execution import ToolExecution
+from ._messages import AiMessage, ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
+from ._tool import ReturnBehavior
 
 if TYPE_CHECKING:
     from ._context import ToolContext
-    from ._execution import ToolExecution
     from ._loop import Invocation, Listener
     from ._toolset import Toolset
     from .models import ModelEvent
 
-__all__ = ["NOT_FOUND", "ApprovalHook", "OutputHook", "PausedRound", "RetryOutput", "SettledCall"]
+__all__ = ["DEFERRED", "NOT_FOUND", "Checkpoint", "OutputHook", "RetryOutput", "SavedRound"]
 
 NOT_FOUND: Any = object()
 """`OutputHook.found()` when the round holds no valid output."""
@@ -37,10 +44,6 @@ class RetryOutput(Exception):
 
 class OutputHook(Protocol):
     """Structured output of one invocation, as the loop uses it."""
-
-    def request(self, request: ChatRequest) -> ChatRequest:
-        """The request as this output needs it (an output tool, a response format, or instructions)."""
-        ...
 
     async def answer(self, message: AiMessage, context: ToolContext) -> Any:
         """The output a final answer holds; raises `RetryOutput` to ask the model for a correction."""
@@ -63,22 +66,8 @@ class OutputHook(Protocol):
         ...
 
 
-class SettledCall(Protocol):
-    """What became of a gated call that does not run now."""
-
-    @property
-    def execution(self) -> ToolExecution | None:
-        """Its execution (denied, or finished before a pause); None while it waits for a person."""
-        ...
-
-    @property
-    def report(self) -> bool:
-        """Whether a `ToolExecuted` event is due for it."""
-        ...
-
-
-class PausedRound(Protocol):
-    """The part of a paused round the loop goes on from."""
+class SavedRound(Protocol):
+    """A round saved while some of its calls waited: the part the loop goes on from."""
 
     @property
     def messages(self) -> tuple[ChatMessage, ...]: ...
@@ -89,36 +78,22 @@ class PausedRound(Protocol):
     @property
     def user_message(self) -> UserMessage: ...
 
-
-class Resumed(Protocol):
     @property
-    def pending(self) -> PausedRound: ...
-
-
-class ApprovalHook(Protocol):
-    """Approval of one invocation's tool calls, as the loop and its calls use it."""
-
-    @property
-    def resumed(self) -> Resumed | None:
-        """The paused round this invocation finishes first, if it is a `resume()`."""
+    def executions(self) -> tuple[ToolExecution, ...]:
+        """The round's calls that finished before it was saved: kept, never run again."""
         ...
+
+
+class Checkpoint(Protocol):
+    """Saving a round whose calls wait for a decision from outside the invocation, and going on from a
+    saved one (approval implements it; `PendingApproval` is its saved form)."""
 
     @property
-    def waiting(self) -> bool:
-        """True when calls of the current round wait for a person: the round pauses instead of committing."""
+    def restart(self) -> SavedRound | None:
+        """The saved round this invocation goes on from, if it is a `resume()`."""
         ...
 
-    def concerns(self, name: str, toolset: Toolset) -> bool:
-        """Cheap first look: whether the call named `name` may need the gate at all."""
-        ...
-
-    async def settle(
-        self, request: ToolExecutionRequest, index: int, round: int, toolset: Toolset, inv: Invocation
-    ) -> SettledCall | None:
-        """None when the call runs now; else what became of it."""
-        ...
-
-    async def pause(
+    async def save(
         self,
         inv: Invocation,
         response: ChatResponse,
@@ -127,9 +102,29 @@ class ApprovalHook(Protocol):
         carried: list[ChatMessage],
         emit: Listener | None,
     ) -> Any:
-        """The paused round's state (a `PendingApproval`), recorded and announced."""
+        """The waiting round's saved state (a `PendingApproval`), recorded and announced."""
         ...
 
-    async def resume(self, toolset: Toolset, inv: Invocation) -> ChatResponse:
-        """Claims the paused round and hands back its response, to run as if the model just sent it."""
+    async def claim(self, toolset: Toolset, inv: Invocation) -> ChatResponse:
+        """Claims the saved round (once) and hands back its response, to run as if the model just sent it."""
         ...
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+DEFERRED = ToolExecution(
+    ToolExecutionRequest("", "", "{}"),
+    "",
+    None,
+    None,
+    -1,
+    0,
+    _EPOCH,
+    _EPOCH,
+    0.0,
+    ReturnBehavior.TO_LLM,
+    False,
+)
+"""What a tool-call layer returns for a call that did not run and waits for a decision from outside the
+invocation (a person): the call is neither stored nor reported, and its round is saved through the
+invocation's `Checkpoint` instead of committed."""

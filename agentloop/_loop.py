@@ -2,20 +2,20 @@
 
 loop:
   request  = system + memory + this invocation's messages, with this invocation's tools
-             (structured output shapes it: an output tool, a response format, or instructions)
-  response = the model call through the seam (middleware's `wrap_model_call`, outermost first); streamed
-             when someone listens, and tool calls may start while it streams
+  response = the model call through the seam: `wrap_model_call` of the features (structured output shapes
+             the request), then the user's; streamed when someone listens (structured output watches it
+             for partial outputs), tool calls may start while it streams. A resumed invocation's first
+             response is its saved round's (the Checkpoint claims it; calls that had finished are kept)
   no tool calls -> check the answer (structured output may ask for a correction), commit it, finish
   round += 1, at most max_tool_rounds
-  run every call of the response concurrently (approval gate, `wrap_tool_call`, tool runner), wait for all
-  some call waits for a person -> pause: nothing of the round is committed
+  run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
+  some call DEFERRED (waits for a person) -> the Checkpoint saves the round, nothing is committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
 
-The loop knows the features only through the seam (`Seam`, user middleware) and declared Protocols:
-`OutputHook` and `ApprovalHook` (`_hooks.py`), `ReservingToolRunner` and the durable
-clock and ids (`ExecutionOptions`, `Invocation.invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`.
-"""
+The loop knows features only through the seam (`Invocation.seam`: tracing too) and declared Protocols:
+`OutputHook` and `Checkpoint` (`_hooks.py`: what gets committed), `ReservingToolRunner`, the durable clock
+and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from ._events import (
     StreamEvent,
 )
 from ._execution import ExecutionOptions, ToolExecution, should_return_immediately
-from ._hooks import NOT_FOUND, ApprovalHook, OutputHook, RetryOutput
+from ._hooks import NOT_FOUND, Checkpoint, OutputHook, RetryOutput
 from ._memory import ChatMemory, FinalCommitMemory
 from ._messages import (
     ChatMessage,
@@ -107,11 +107,11 @@ class Invocation:
     deadline: float | None
     eager_tools: bool
     ordered_events: bool = False
-    approval: ApprovalHook | None = None
-    """Asks about gated tool calls, pauses a round that waits for a person, finishes a resumed one."""
+    checkpoint: Checkpoint | None = None
+    """Saves a round with a deferred call, and goes on from a saved one (approval); None: none can wait."""
     agent_name: str | None = None
     output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
-    seam: Seam = NO_MIDDLEWARE  # the middleware of this invocation (the agent's, then the call's)
+    seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
     dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
     reserve: Any = None
@@ -144,23 +144,22 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
-    resumed = inv.approval.resumed if inv.approval is not None else None
-    if resumed is not None:  # a paused round goes on: its calls run first, then the loop as usual
-        unsaved, round = list(resumed.pending.messages), resumed.pending.round - 1
+    resumed = inv.checkpoint.restart if inv.checkpoint is not None else None
+    if resumed is not None:  # a saved round goes on: its calls run first, then the loop as usual
+        unsaved, round = list(resumed.messages), resumed.round - 1
         if inv.memory is None:  # the state carried the history too: for the model, not for new_messages
-            history, unsaved = _split_history(unsaved, resumed.pending.user_message)
+            history, unsaved = _split_history(unsaved, resumed.user_message)
     while True:
         if inv.dynamic_tools and round > 0:
             toolset = await _tools(inv, history + unsaved)
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
-        if inv.output is not None:
-            request = inv.output.request(request)
         may_run_tools = round < inv.max_tool_rounds
         async with anyio.create_task_group() as task_group:
             calls = Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
-            if resumed is not None:  # the paused response, claimed: its approved calls run now
-                assert inv.approval is not None
-                response, resumed = await inv.approval.resume(toolset, inv), None
+            if resumed is not None:  # the saved response, claimed: its calls that did not finish run now
+                assert inv.checkpoint is not None
+                calls.keep(resumed.executions)
+                response, resumed = await inv.checkpoint.claim(toolset, inv), None
             else:
                 response = await _model_call(inv, request, round, emit, typed, calls)
             log_model_call(inv, response, round)
@@ -203,9 +202,10 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         round_executions = calls.executions()
         executions += round_executions
         intermediate.append(response)
-        if inv.approval is not None and inv.approval.waiting:  # a person decides: nothing is committed
+        if calls.waiting:  # a deferred call waits for a person: the round is saved, nothing committed
+            assert inv.checkpoint is not None
             carried = unsaved if inv.memory is not None else history + unsaved
-            pending = await inv.approval.pause(inv, response, round, round_executions, carried, typed)
+            pending = await inv.checkpoint.save(inv, response, round, round_executions, carried, typed)
             finish = FinishReason.APPROVAL_REQUIRED
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]

@@ -4,9 +4,10 @@ Every feature that changes what an invocation does plugs in here instead of bran
 middleware overrides the hooks it needs; each hook gets the call and `call_next`, and may change the call
 (`call.replace(...)`), call `call_next` again (retry), or return without calling it (cache, guard, deny).
 
-The loop builds one `Seam` per invocation from the agent's and the call's middleware (outermost first). A
-hook no middleware overrides is not in any chain, so an agent without middleware pays one attribute test per
-model call and per tool call, nothing more.
+The loop builds one `Seam` per invocation from the agent's and the call's middleware (outermost first), with
+the built-in features' middleware (structured output, approval) outside them (`Seam.with_features`). A hook
+no middleware overrides is not in any chain, so an agent without middleware or features pays one attribute
+test per model call and per tool call, nothing more.
 """
 
 from __future__ import annotations
@@ -147,14 +148,14 @@ def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
 class _Chain(Generic[_C, _R]):
     """`hooks[0]` outermost: calling the chain with a call and the innermost step runs them all."""
 
-    __slots__ = ("_hooks",)
+    __slots__ = ("hooks",)
 
     def __init__(self, hooks: Sequence[Callable[[_C, Callable[[_C], Awaitable[_R]]], Awaitable[_R]]]) -> None:
-        self._hooks = tuple(hooks)
+        self.hooks = tuple(hooks)
 
     def __call__(self, call: _C, innermost: Callable[[_C], Awaitable[_R]]) -> Awaitable[_R]:
         step = innermost
-        for hook in reversed(self._hooks):
+        for hook in reversed(self.hooks):
             step = _bind(hook, step)
         return step(call)
 
@@ -176,6 +177,8 @@ class Seam:
     model: _Chain[ModelCall, ChatResponse] | None = None
     tool: _Chain[ToolCall, ToolExecution] | None = None
     invocation: _Chain[InvocationCall, Result[Any]] | None = None
+    features_tool: _Chain[ToolCall, ToolExecution] | None = None
+    """The built-in features' `wrap_tool_call` hooks (approval), run before tracing and the user's."""
 
     @classmethod
     def of(cls, middleware: Sequence[Middleware]) -> Seam:
@@ -192,6 +195,27 @@ class Seam:
             _Chain(model) if model else None,
             _Chain(tool) if tool else None,
             _Chain(invocation) if invocation else None,
+        )
+
+    def with_features(self, features: Sequence[Middleware]) -> Seam:
+        """This seam with the built-in features' middleware (structured output, approval) outside the user's:
+        their model hooks come first in the model chain (a user's `wrap_model_call` sees the request as the
+        output shaped it); their tool hooks form `features_tool`, so a call they deny or defer reaches
+        neither tracing nor the user's `wrap_tool_call`."""
+        if not features:
+            return self
+        base = Middleware
+        model: list[Callable[[ModelCall, NextModelCall], Awaitable[ChatResponse]]] = [
+            m.wrap_model_call for m in features if type(m).wrap_model_call is not base.wrap_model_call
+        ]
+        tool = [m.wrap_tool_call for m in features if type(m).wrap_tool_call is not base.wrap_tool_call]
+        model += self.model.hooks if self.model is not None else ()
+        return Seam(
+            self.middleware,
+            _Chain(model) if model else None,
+            self.tool,
+            self.invocation,
+            _Chain(tool) if tool else None,
         )
 
     def names(self) -> list[str]:

@@ -1,10 +1,19 @@
 """`TokenStream`: one streaming invocation, consumed once by `async for`, by `events()`, or by callbacks.
 
-Iterating runs the invocation in a task owned by the stream, connected to the consumer by a small bounded
-channel: a consumer that stops reading stalls the model stream instead of growing memory. The task is the
-stream's own (not a task group in the consumer) because a bare `async for` gives no scope to put one in;
-the stream keeps it structured by hand: leaving the loop early, `aclose()`, or cancelling the consumer
-cancels it, and `aclose()` / `async with` wait until it has finished.
+Iterating runs the invocation in a task of its own (the producer), connected to the consumer by a small
+bounded queue: a consumer that stops reading stalls the model stream instead of growing memory.
+
+Who owns the producer, and why not a task group of the consumer (docs/runtime.md, "Backpressure and
+cancellation"): a bare `async for` gives no scope to open one in, and under `async with` a task group would
+be a cancel scope held across the block's body, which breaks the moment that body is an async generator
+that yields inside it (a web handler streaming SSE: trio reports "Nursery misnesting", asyncio's anyio
+"Attempted to exit a cancel scope that isn't the current task's current cancel scope"). So the producer runs
+under the event loop (trio's system nursery; an asyncio task the loop cancels at shutdown) and the
+consumer's side stops it at fixed points, each waiting until the model response is closed and every tool
+observed the cancellation: the end, an error, a cancellation while waiting for an item, `aclose()`, the
+exit of `async with`. The one exit Python reports to no one, leaving a bare `async for` by `break` or an
+exception, drops the iterator: its finalizer posts the stop to the event loop (as both loops do for an
+abandoned async generator) and the producer closes everything in its own task.
 """
 
 from __future__ import annotations
@@ -200,8 +209,7 @@ class TokenStream(Generic[OutputT]):
         self._claim()
         producer = self._task = _Producer(self, tokens_only)
         if self._closed:  # closed before it started: iterating ends at once
-            producer.started = producer.closed = True
-            producer.finished.set()
+            producer.never_start()
         return _Iterator(producer)
 
     def _claim(self) -> None:
@@ -241,6 +249,8 @@ class TokenStream(Generic[OutputT]):
             self._closed = True  # not started yet: it never will
 
     async def __aenter__(self) -> TokenStream[OutputT]:
+        """Nothing: the block holds no cancel scope of the stream's, so it may sit in an async generator
+        that yields inside it (a web handler). Its exit stops the invocation and waits for it."""
         return self
 
     async def __aexit__(
@@ -266,6 +276,7 @@ class _Producer:
         "error",
         "finished",
         "items",
+        "loop",
         "reader",
         "scope",
         "started",
@@ -278,6 +289,7 @@ class _Producer:
 
     def __init__(self, stream: TokenStream[Any], tokens_only: bool) -> None:
         self.stream: TokenStream[Any] | None = stream  # dropped at the end: no cycle for the collector
+        self.loop: Callable[[Callable[[], None]], object] | None = None  # posts a call to the event loop
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
@@ -300,7 +312,9 @@ class _Producer:
 
             context = contextvars.copy_context()
             trio.lowlevel.spawn_system_task(self._main, name="agentloop.TokenStream", context=context)
+            self.loop = trio.lowlevel.current_trio_token().run_sync_soon
         else:
+            self.loop = loop.call_soon_threadsafe
             # create_task runs the producer in a copy of the consumer's context, as trio's branch does.
             _running.add(loop.create_task(self._main(), name="agentloop.TokenStream"))
 
@@ -400,11 +414,19 @@ class _Producer:
         self._wake_reader()
         self.wake_writers()
 
+    def never_start(self) -> None:
+        """Stopped before it started: iterating ends at once and nothing ever runs."""
+        self.started = self.closed = self.stopped = True
+        self.stream = self.dispatch = None
+        self.finished.set()
+
     async def stop(self) -> None:
+        if not self.started:
+            self.never_start()
+            return
         self.abandon()
-        if self.started:
-            with anyio.CancelScope(shield=True):
-                await self.finished.wait()
+        with anyio.CancelScope(shield=True):
+            await self.finished.wait()
 
 
 class _Driver:
@@ -448,10 +470,17 @@ class _Iterator(Generic[T]):
         return item  # type: ignore[no-any-return]
 
     def __del__(self) -> None:
-        # `break` out of `async for` drops the iterator: cancel the invocation it was consuming.
+        # `break` (or an exception) out of a bare `async for` drops the iterator, and Python tells it nothing
+        # else. Touch no event-loop state from here (a finalizer may run in the middle of any code, or in
+        # another thread): post the stop to the event loop, as asyncio and trio do for an abandoned async
+        # generator. The producer then cancels the invocation in its own task and closes everything itself.
         producer = self._producer
-        if producer.started and not producer.finished.is_set():
-            producer.abandon()
+        post = producer.loop
+        if post is not None and not producer.finished.is_set():
+            try:
+                post(producer.abandon)
+            except RuntimeError:  # the event loop is closed: its shutdown cancelled the producer already
+                pass
 
 
 class _Outputs(Generic[OutputT]):

@@ -49,6 +49,7 @@ EXPECTED = {
         "You asked what 2 + 3 is, Ada.",
         "tokens: 2 + 3 = 5.",
         "tool add -> 5.0",
+        "sent 3 chunks; the invocation was stopped and waited for",
         "customer 42: Ada, tier gold",
     ],
     "tools.md": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from datetime import timezone
@@ -105,16 +106,20 @@ async def test_sync_tools_run_in_worker_threads_and_async_tools_in_the_loop() ->
     assert threads["sync"] != loop_thread
 
 
-async def test_a_single_call_runs_in_the_calling_task() -> None:
+async def test_each_call_runs_in_a_task_of_its_own_with_the_callers_context() -> None:
+    # As in the agent's loop (one engine): a task per call, in a task group of the calling task.
     caller = anyio.get_current_task().id
-    seen: list[int] = []
+    seen: list[tuple[int, str]] = []
+    tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant")
+    tenant.set("acme")
 
     @tool
     async def where() -> None:
-        seen.append(anyio.get_current_task().id)
+        seen.append((anyio.get_current_task().id, tenant.get()))
 
-    await execute_tool_calls([call("where")], where)
-    assert seen == [caller]
+    await execute_tool_calls([call("where"), call("where", id="2")], where)
+    assert len({task for task, _ in seen}) == 2 and caller not in {task for task, _ in seen}
+    assert [value for _, value in seen] == ["acme", "acme"]
 
 
 async def test_max_concurrency_caps_calls_running_at_once() -> None:

@@ -25,6 +25,7 @@ from agentloop import (
     ModelRetry,
     SystemMessage,
     ToolCall,
+    ToolChoice,
     ToolExecution,
     ToolExecutionRequest,
     UserMessage,
@@ -381,3 +382,85 @@ async def test_tool_retry_gives_up_and_leaves_model_retry_and_bad_arguments_alon
     assert [e.has_failed for e in result.tool_executions] == [True, True, True]
     with pytest.raises(IllegalConfigurationError, match="max_attempts"):
         ToolRetry(max_attempts=0)
+
+
+# -- the built-in features on the seam, outside the user's middleware --------------------------------------
+
+
+@tool(requires_approval=True)
+def wipe(path: str) -> str:
+    """Deletes a file."""
+    return f"wiped {path}"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_denied_or_waiting_call_never_reaches_user_middleware(streaming: bool) -> None:
+    script = [calls(("add", {"a": 1, "b": 2}), ("wipe", {"path": "/x"})), "done."]
+    log: list[str] = []
+    denying = Agent(
+        ScriptedChatModel(script),
+        tools=[add, wipe],
+        approval_handler=lambda request: False,
+        middleware=[Recorder("user", log)],
+    )
+    result = await invoke(denying, "go", streaming)
+    assert result.content == "done."
+    assert [e.request.name for e in result.tool_executions] == ["add", "wipe"]
+    assert result.tool_executions[1].has_failed  # denied: its error result, without running
+    assert [entry for entry in log if ":tool:" in entry] == ["user:tool:add"]
+
+    log.clear()
+    pausing = Agent(
+        ScriptedChatModel(script),
+        tools=[add, wipe],
+        memory=MessageWindowChatMemory.provider(),
+        middleware=[Recorder("user", log)],
+    )
+    paused = await invoke(pausing, "go", streaming, memory_id="m")
+    assert paused.pending is not None and [r.tool_name for r in paused.pending.requests] == ["wipe"]
+    assert [entry for entry in log if ":tool:" in entry] == ["user:tool:add"]  # the waiting call: not seen
+    log.clear()
+    resumed = await pausing.resume(paused.pending, {paused.pending.requests[0].call_id: True})
+    assert resumed.content == "done."
+    # The resumed round: the call that had finished is kept (not run, not seen again), the approved one runs
+    # through the user's middleware.
+    assert [entry for entry in log if ":tool:" in entry] == ["user:tool:wipe"]
+    assert [e.result for e in resumed.tool_executions] == ["3", "wiped /x"]
+
+
+async def test_user_model_middleware_sees_the_request_as_structured_output_shaped_it() -> None:
+    seen: list[ChatRequest] = []
+
+    class Look(Middleware):
+        async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+            seen.append(call.request)
+            return await call_next(call)
+
+    answer = AiMessage(None, [calls(("final_result", {"name": "Paris"})).tool_execution_requests[0]])
+    agent = Agent(ScriptedChatModel([answer]), output_type=City, middleware=[Look()])
+    result = await agent.chat("a city")
+    assert result.output == City(name="Paris")
+    assert [r.tool_choice for r in seen] == [ToolChoice.REQUIRED]
+    assert [t.name for t in seen[0].tool_specifications] == ["final_result"]
+
+
+async def test_without_features_or_middleware_the_seam_has_no_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent with no middleware, no approval rule or gated tool and no structured output pays for no
+    chain at all (one attribute test per model call and per tool call)."""
+    import agentloop._agent as agent_module
+
+    seams: list[Any] = []
+    original = agent_module.run_invocation
+
+    async def spy(inv: Any, emit: Any) -> Any:
+        seams.append(inv.seam)
+        return await original(inv, emit)
+
+    monkeypatch.setattr(agent_module, "run_invocation", spy)
+    agent = Agent(ScriptedChatModel([calls(("add", {"a": 1, "b": 2})), "3."]), tools=[add])
+    assert (await agent.chat("1+2?")).content == "3."
+    gated = Agent(ScriptedChatModel(["ok"]), tools=[add, wipe], approval_handler=lambda request: True)
+    assert (await gated.chat("hello")).content == "ok"
+    plain, with_gate = seams
+    assert (plain.model, plain.tool, plain.features_tool, plain.invocation) == (None, None, None, None)
+    assert with_gate.features_tool is not None and with_gate.model is None and with_gate.tool is None

@@ -220,7 +220,7 @@ async def test_a_wait_cancelled_from_outside_does_not_explain_a_later_timeout(
         await anyio.sleep(10)
         return "never"
 
-    [execution] = await execute_tool_calls(_calls("slow", 1), [slow])  # runs in this very task
+    [execution] = await execute_tool_calls(_calls("slow", 1), [slow])
     assert execution.result == "Tool 'slow' timed out after 0.02 s"
 
 

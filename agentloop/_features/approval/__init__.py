@@ -6,6 +6,9 @@ call of the response has finished or waits, and some wait, the invocation pauses
 to memory, and a `PendingApproval` keeps the response, the finished calls and the waiting ones.
 `Agent.resume()` checks that state and the decisions, claims the round (once: through the memory store when
 it records paused rounds, else in this process), runs the approved calls, and the loop goes on.
+
+The gate itself (`_gate.py`: `ApprovalGate`, a `Middleware`, and `Resume`) is imported from its module: it
+sits on the seam, which this package's public types must not import.
 """
 
 from ._decisions import (
@@ -18,10 +21,8 @@ from ._decisions import (
     ToolApprovalRequest,
 )
 from ._format import PendingApproval
-from ._gate import ApprovalGate, Resume, Settled
 
 __all__ = [
-    "ApprovalGate",
     "ApprovalHandler",
     "ApprovalPredicate",
     "ApprovalRules",
@@ -29,7 +30,5 @@ __all__ = [
     "Defer",
     "Denied",
     "PendingApproval",
-    "Resume",
-    "Settled",
     "ToolApprovalRequest",
 ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,9 @@ from agentloop._errors import (
     ToolDeniedError,
 )
 from agentloop._execution import ToolExecution
-from agentloop._messages import ChatMessage, ChatResponse, ToolExecutionRequest
+from agentloop._hooks import DEFERRED
+from agentloop._messages import ChatMessage, ChatResponse
+from agentloop._seam import Middleware, NextToolCall, ToolCall
 from agentloop._threads import _is_async_callable, run_sync_in_worker
 from agentloop._tool import ReturnBehavior, Tool
 from agentloop._toolset import Toolset
@@ -32,22 +33,10 @@ from agentloop._features.approval._records import _claim, _record
 # -- the gate each invocation's calls pass ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """A gated call that does not run now: its `execution` (None while it waits), and whether it is news
-    (a `ToolExecuted` event is due)."""
-
-    execution: ToolExecution | None
-    report: bool
-
-
-_WAITS = Settled(None, False)
-
-
 class Resume:
     """A paused round to finish first: the state, checked, and a decision for each waiting call."""
 
-    __slots__ = ("_finished", "_waiting", "decisions", "pending")
+    __slots__ = ("_waiting", "decisions", "pending")
 
     def __init__(self, pending: Any, decisions: Any) -> None:
         if isinstance(pending, (bytes, bytearray, memoryview, str)):
@@ -60,56 +49,74 @@ class Resume:
         _verify(pending)
         self.pending = pending
         self.decisions = _decisions(pending, decisions)
-        self._finished = {e.index: e for e in pending.executions}
         self._waiting = {r.index: r for r in pending.requests}
 
-    def settle(self, index: int, toolset: Toolset, clock: Callable[[], datetime]) -> Settled | None:
-        finished = self._finished.get(index)
-        if finished is not None:
-            return Settled(finished, False)  # ran before the pause: never again
+    def settle(self, index: int, tool: Tool | None, clock: Callable[[], datetime]) -> ToolExecution | None:
+        """A waiting call of the resumed round: None when approved (it runs now), else its denied execution.
+        (The calls that finished before the pause never get here: the loop keeps their executions.)"""
         request = self._waiting[index]
         decision = self.decisions[request.call_id]
         if decision is True:
             return None
-        return Settled(_denied(request, toolset.get(request.tool_name), decision, clock), True)
+        return _denied(request, tool, decision, clock)
 
 
-class ApprovalGate:
-    """The approval side of one invocation: asks about gated calls, collects those that wait, pauses the
-    round, and finishes a resumed one."""
+class ApprovalGate(Middleware):
+    """Approval of one invocation, on the seam: its `wrap_tool_call` asks about gated calls (denied ones
+    get their error result without running, deferred ones return `DEFERRED`), and as the invocation's
+    `Checkpoint` it saves a round whose calls wait and finishes a resumed one.
 
-    __slots__ = ("_rules", "_waiting", "resumed")
+    The agent puts it outside every other middleware (see docs/middleware.md): a user's `wrap_tool_call`
+    and tracing see only the calls that run."""
 
-    def __init__(self, rules: ApprovalRules, resumed: Resume | None = None) -> None:
+    __slots__ = ("_clock", "_rules", "_waiting", "restart", "resumed")
+
+    def __init__(self, rules: ApprovalRules, resumed: Resume | None, clock: Callable[[], datetime]) -> None:
         self._rules = rules
+        self._clock = clock
         self.resumed = resumed
+        self.restart = resumed.pending if resumed is not None else None
         self._waiting: list[ToolApprovalRequest] = []
 
-    def concerns(self, name: str, toolset: Toolset) -> bool:
-        """Cheap first look: whether the call named `name` may need the gate at all."""
-        if self.resumed is not None or self._rules.requires is not None:
+    def needed(self, toolset: Toolset, dynamic: bool) -> bool:
+        """Whether any call of this invocation may pass the gate: a resume, an agent-wide rule, a gated tool,
+        or a tool provider (its tools are known only when it is asked)."""
+        if self.resumed is not None or self._rules.requires is not None or dynamic:
             return True
-        tool = toolset.get(name)
-        return tool is not None and tool.requires_approval is not None
+        return any(tool.requires_approval is not None for tool in toolset)
 
-    async def settle(
-        self, request: ToolExecutionRequest, index: int, round: int, toolset: Toolset, inv: Invocation
-    ) -> Settled | None:
-        """None when the call runs now; else what became of it (denied, or waiting for a person)."""
-        resumed = self.resumed
-        if resumed is not None and round == resumed.pending.round:
-            return resumed.settle(index, toolset, inv.options.now)
-        tool = toolset.get(request.name)
+    async def wrap_tool_call(self, call: ToolCall, call_next: NextToolCall) -> ToolExecution:
+        tool = call.tool
+        if (
+            self.resumed is None
+            and self._rules.requires is None
+            and (tool is None or tool.requires_approval is None)
+        ):
+            return await call_next(call)
+        settled = await self._settle(call)
+        return await call_next(call) if settled is None else settled
+
+    async def _settle(self, call: ToolCall) -> ToolExecution | None:
+        """None when the call runs now; else its denied execution, or `DEFERRED` while it waits."""
+        resumed, request, tool = self.resumed, call.request, call.tool
+        if resumed is not None and call.round == resumed.pending.round:
+            return resumed.settle(call.index, tool, self._clock)
         if tool is None:
             return None  # an unknown tool runs nothing: the hallucination rules answer it
         try:
             tool.prepare(request.arguments)
         except ToolArgumentsError:
             return None  # bad arguments: the call fails without asking anyone
+        context = call.context
         asked = ToolApprovalRequest(
-            request.id or "", request.name, request.arguments, index, round, inv.memory_id, inv.invocation_id
+            request.id or "",
+            request.name,
+            request.arguments,
+            call.index,
+            call.round,
+            context.memory_id,
+            context.invocation_id,
         )
-        context = ToolContext(inv.invocation_id, inv.memory_id, inv.context, request, round, inv.deadline)
         if not await self._needs_approval(tool, asked, context):
             return None
         answer = await self._ask(asked)
@@ -117,8 +124,8 @@ class ApprovalGate:
             return None
         if answer is Defer or isinstance(answer, Defer):
             self._waiting.append(asked)
-            return _WAITS
-        return Settled(_denied(asked, tool, answer, inv.options.now), True)
+            return DEFERRED
+        return _denied(asked, tool, answer, self._clock)
 
     async def _needs_approval(self, tool: Tool, request: ToolApprovalRequest, context: ToolContext) -> bool:
         rule = tool.requires_approval
@@ -152,12 +159,7 @@ class ApprovalGate:
 
     # -- pausing and resuming ----------------------------------------------------------------------------
 
-    @property
-    def waiting(self) -> bool:
-        """True when calls of the current round wait for a person: the round pauses instead of committing."""
-        return bool(self._waiting)
-
-    async def pause(
+    async def save(
         self,
         inv: Invocation,
         response: ChatResponse,
@@ -176,7 +178,7 @@ class ApprovalGate:
             await emit(ApprovalRequired(pending))
         return pending
 
-    async def resume(self, toolset: Toolset, inv: Invocation) -> ChatResponse:
+    async def claim(self, toolset: Toolset, inv: Invocation) -> ChatResponse:
         """Claims the paused round (once) and hands back its response, to run as if the model just sent it
         (without its usage, which the paused invocation counted)."""
         resumed = self.resumed

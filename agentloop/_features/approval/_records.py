@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import msgspec
 
+from agentloop._conforms import conforms
 from agentloop._errors import (
     ApprovalError,
 )
-from agentloop._memory import PendingApprovalStore
-
-if TYPE_CHECKING:
-    pass
 from agentloop._features.approval._format import PendingApproval, _Check, _check_of, _compare
+from agentloop._memory import ChatMemory, PendingApprovalStore
 
 # -- where paused rounds are recorded ----------------------------------------------------------------------
 
@@ -60,12 +58,26 @@ class _ProcessRecords:
 _process_records = _ProcessRecords()
 
 
+@runtime_checkable
+class StoreBackedMemory(Protocol):
+    """A memory kept in a store (a `MessageWindowChatMemory`): its paused rounds go to that store when the
+    store is a `PendingApprovalStore`."""
+
+    @property
+    def store(self) -> Any: ...
+
+
 def _store_of(memory: object) -> tuple[PendingApprovalStore | None, Any]:
-    """The store that records paused rounds for `memory` (the memory itself or its `store`), and its key."""
-    for candidate in (memory, getattr(memory, "store", None)):
-        if candidate is not None and isinstance(candidate, PendingApprovalStore):
-            return candidate, getattr(memory, "id", None)
-    return None, None
+    """The store that records paused rounds for `memory` (the memory itself or its `store`), and its key
+    (the memory's id; None: the paused round's memory id)."""
+    if memory is None:
+        return None, None
+    store: object = memory
+    if not conforms(store, PendingApprovalStore):
+        store = memory.store if conforms(memory, StoreBackedMemory) else None
+        if store is None or not conforms(store, PendingApprovalStore):
+            return None, None
+    return store, memory.id if conforms(memory, ChatMemory) else None
 
 
 async def _record(memory: object, pending: PendingApproval) -> None:

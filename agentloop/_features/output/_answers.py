@@ -22,12 +22,14 @@ from agentloop._hooks import NOT_FOUND, RetryOutput
 from agentloop._messages import (
     AiMessage,
     ChatRequest,
+    ChatResponse,
     ResponseFormat,
     SystemMessage,
     ToolChoice,
     ToolExecutionRequest,
     UserMessage,
 )
+from agentloop._seam import Middleware, ModelCall, NextModelCall
 from agentloop._spec import ToolSpecification
 from agentloop._tool import ReturnBehavior, Tool
 from agentloop.models._base import ModelEvent, supports_response_format
@@ -53,8 +55,9 @@ from agentloop._features.output._types import (
 # -- one invocation -------------------------------------------------------------------------------------
 
 
-class OutputRun:
-    """Structured output in one invocation: what the requests carry, and judging what the model answered."""
+class OutputRun(Middleware):
+    """Structured output in one invocation: what the requests carry (its `wrap_model_call`), and judging what
+    the model answered (the loop's `OutputHook`)."""
 
     __slots__ = ("_failures", "mode", "retries", "schema", "validator")
 
@@ -113,6 +116,15 @@ class OutputRun:
             format = ResponseFormat(whole.schema, name=name, description=whole.description)
             return msgspec.structs.replace(request, response_format=format)
         return request
+
+    @property
+    def shapes_requests(self) -> bool:
+        """Whether `request()` changes the requests (tool and native modes): the run is middleware then."""
+        return self.schema is not None and self.mode != "prompted"
+
+    async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
+        """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
+        return await call_next(call.replace(request=self.request(call.request)))
 
     def system_message(self, message: SystemMessage | None) -> SystemMessage | None:
         """The system message with the prompted mode's instructions added (unchanged in other modes)."""
