@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -381,10 +380,6 @@ class _FirstChunk:
     def __aiter__(self) -> _FirstChunk:
         return self
 
-    # `__anext__` is looked up on the type and called without arguments when it is no method: this property
-    # (C code throughout) gives the bound `_next`, so an event after the first runs no Python code of ours.
-    __anext__ = property(attrgetter("_next"))
-
     async def _first_event(self) -> ModelEvent:
         # `_next` held this bound method, a cycle through `self`: replaced whatever happens, so the object
         # is freed by reference counting rather than by the cyclic garbage collector.
@@ -402,6 +397,12 @@ class _FirstChunk:
 
     def __repr__(self) -> str:
         return f"timed({self.inner!r})"
+
+
+# `__anext__` is looked up on the type and called without arguments when it is no method. This property reads
+# the `_next` slot through its member descriptor (C code throughout, past `__getattr__`) and gives the bound
+# method there, so an event after the first runs no Python code of ours.
+_FirstChunk.__anext__ = property(vars(_FirstChunk)["_next"].__get__)  # type: ignore[attr-defined]
 
 
 class _ModelTrace:
