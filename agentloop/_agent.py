@@ -42,7 +42,7 @@ from ._features.output import (
 )
 from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory, exclusive_access
+from ._memory import ChatMemory, WindowProvider, exclusive_access
 from ._messages import (
     ChatMessage,
     FinishReason,
@@ -650,13 +650,17 @@ class Agent(Generic[OutputT]):
         if memory is None or conforms(memory, ChatMemory):
             return memory
         key = DEFAULT_MEMORY_ID if memory_id is None else memory_id
+        if isinstance(memory, WindowProvider) and memory.stateless:
+            return memory(key)  # nothing to keep: one per invocation, so no object per id served stays
         found = self._memories.get(key)
         if found is None:
             found = self._memories[key] = memory(key)
         return found
 
     def forget(self, memory_id: Any) -> None:
-        """Drops the cached memory object of `memory_id` (its store keeps the messages)."""
+        """Drops the memory object kept for `memory_id` (its store keeps the messages). Memories made by
+        `MessageWindowChatMemory.provider` are not kept (one is made per invocation); those of any other
+        provider function are kept per memory id until forgotten."""
         self._memories.pop(DEFAULT_MEMORY_ID if memory_id is None else memory_id, None)
 
     async def _system_message_for(self, memory_id: Any) -> SystemMessage | None:

@@ -326,7 +326,7 @@ async def _local_lock(key: _Key) -> AsyncIterator[None]:
     """A lock of this process per key, dropped when nobody holds or waits for it."""
     entry = _locks.get(key)
     if entry is None:
-        entry = _locks[key] = (anyio.Lock(), [0])
+        entry = _locks[key] = (anyio.Lock(fast_acquire=True), [0])  # free: taken without a turn of the loop
     lock, users = entry
     users[0] += 1
     try:
@@ -412,9 +412,12 @@ class MessageWindowChatMemory:
     def provider(
         cls, max_messages: int = 100, *, store: ChatMemoryStore | VersionedChatMemoryStore | None = None
     ) -> Callable[[Any], MessageWindowChatMemory]:
-        """A memory provider for `Agent(memory=...)`: one window per memory id, all in one store."""
-        shared = store if store is not None else InMemoryChatMemoryStore()
-        return lambda memory_id: cls(max_messages, id=memory_id, store=shared)  # type: ignore[arg-type]
+        """A memory provider for `Agent(memory=...)`: one window per memory id, all in one store.
+
+        Its windows keep nothing of their own (the store holds the messages), so an agent makes one per
+        invocation rather than keeping one per memory id it has served."""
+        shared: Any = store if store is not None else InMemoryChatMemoryStore()
+        return WindowProvider(cls, max_messages, shared)
 
     @property
     def id(self) -> Any:
@@ -518,6 +521,29 @@ class MessageWindowChatMemory:
 
     def __repr__(self) -> str:
         return f"MessageWindowChatMemory(id={self._id!r}, max_messages={self.max_messages})"
+
+
+class WindowProvider:
+    """`MessageWindowChatMemory.provider(...)`: a window of `max_messages` per memory id over one store.
+
+    Windows of the class itself hold no state of their own (messages live in the store; the lock and lease
+    of a memory id are keyed by store and id), so `stateless` windows need not be kept between invocations:
+    `Agent` makes one per invocation and so holds nothing per memory id. A subclass may keep state in its
+    objects, so its windows are kept per id as any provider's are."""
+
+    __slots__ = ("max_messages", "stateless", "store", "window")
+
+    def __init__(self, window: type[MessageWindowChatMemory], max_messages: int, store: Any) -> None:
+        self.window = window
+        self.max_messages = max_messages
+        self.store = store
+        self.stateless = window is MessageWindowChatMemory
+
+    def __call__(self, memory_id: Any) -> MessageWindowChatMemory:
+        return self.window(self.max_messages, id=memory_id, store=self.store)
+
+    def __repr__(self) -> str:
+        return f"{self.window.__name__}.provider({self.max_messages}, store={self.store!r})"
 
 
 def _evict(messages: list[ChatMessage], max_messages: int) -> list[ChatMessage]:

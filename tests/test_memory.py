@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agentloop import (
+    Agent,
     AiMessage,
     ChatMemory,
     ChatMemoryStore,
@@ -14,6 +15,7 @@ from agentloop import (
     UserMessage,
 )
 from agentloop._messages import ChatMessage
+from agentloop.testing import ScriptedChatModel
 
 
 def tool_round(call_ids: list[str]) -> list[ChatMessage]:
@@ -105,3 +107,42 @@ async def test_provider_gives_one_memory_per_id_in_one_store() -> None:
     await alice.clear()
     assert await alice.messages() == []
     assert await bob.messages() == [UserMessage("I am Bob")]
+
+
+async def test_an_agent_keeps_nothing_per_memory_id_of_a_provider_window() -> None:
+    store = InMemoryChatMemoryStore()
+    agent = Agent(ScriptedChatModel(["ok"] * 10_002), memory=MessageWindowChatMemory.provider(4, store=store))
+    for index in range(10_000):
+        await agent.chat("hi", memory_id=f"user-{index}")
+    assert len(agent._memories) == 0  # 10,000 ids served, nothing held for them
+    await agent.chat(
+        "again", memory_id="user-7"
+    )  # a new window over the same store: the conversation goes on
+    assert await store.get_messages("user-7") == [
+        UserMessage("hi"),
+        AiMessage("ok"),
+        UserMessage("again"),
+        AiMessage("ok"),
+    ]
+
+
+async def test_windows_of_any_other_provider_are_kept_per_memory_id() -> None:
+    class Counted(MessageWindowChatMemory):
+        pass
+
+    made: list[str] = []
+
+    def own(memory_id: str) -> MessageWindowChatMemory:
+        made.append(memory_id)
+        return MessageWindowChatMemory(4)  # its own in-process store: it must be kept to keep its messages
+
+    for provider in (own, Counted.provider(4)):
+        agent = Agent(ScriptedChatModel(["ok", "ok"]), memory=provider)
+        await agent.chat("hi", memory_id="u")
+        await agent.chat("again", memory_id="u")
+        memory = agent._memory_for("u")
+        assert memory is not None and len(await memory.messages()) == 4
+        assert list(agent._memories) == ["u"]
+        agent.forget("u")
+        assert agent._memories == {}
+    assert made == ["u"]

@@ -11,14 +11,16 @@ the same step, and giving it back may append the invocation's last round in the 
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 import anyio
 
+from .._backend import running_on_asyncio
 from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._memory import MemoryLease, StoredMemory
 from .._messages import ChatMessage
@@ -64,13 +66,22 @@ class _Lease(MemoryLease):
         self.steps = steps
         self.memory_id = memory_id
         self.store = store
-        self.renewal = anyio.CancelScope()
         self.released = False
         self._stopped = False
-        self._turn = anyio.Lock(fast_acquire=True)  # a renewal and the release never overlap in the store
+        # Made by the renewal task when it starts (most holds end before one is needed): its cancel scope,
+        # and the turn that keeps a renewal and the release from overlapping in the store.
+        self.renewal: anyio.CancelScope | None = None
+        self._turn: anyio.Lock | None = None
+
+    def start_renewal(self) -> bool:
+        """Called by the renewal task as it starts: False when the lease is already being given back."""
+        self.renewal = anyio.CancelScope()
+        self._turn = anyio.Lock(fast_acquire=True)
+        return not self._stopped
 
     async def renew(self, ttl: float) -> bool | None:
         """One renewal, unless the lease is being given back (None)."""
+        assert self._turn is not None
         async with self._turn:
             if self._stopped:
                 return None
@@ -78,9 +89,13 @@ class _Lease(MemoryLease):
 
     async def stop_renewal(self) -> None:
         """Stops the renewal task, after any renewal it has under way reached the store."""
+        if self._turn is None:  # no renewal task has started: none can be under way
+            self._stopped = True
+            return
         async with self._turn:
             self._stopped = True
-        self.renewal.cancel()
+        assert self.renewal is not None
+        self.renewal.cancel()  # (only here: cancelling a scope costs, anyio formats the task's repr)
 
     async def append_and_release(
         self, messages: Sequence[ChatMessage], *, expected_version: int | None
@@ -96,7 +111,7 @@ async def hold_lease(
     steps: LeaseSteps, memory_id: Any, ttl: float, store: str, *, read: bool, max_messages: int | None
 ) -> AsyncIterator[MemoryLease]:
     """Waits for the lease on `memory_id`, yields it, renews it while the block runs, gives it back."""
-    lease = _Lease(steps, memory_id, uuid.uuid4().hex, store)
+    lease = _Lease(steps, memory_id, os.urandom(16).hex(), store)
     delay = _FIRST_POLL
     try:
         while True:
@@ -112,16 +127,13 @@ async def hold_lease(
             await _quietly_release(steps, memory_id, lease.token)
         raise
     lost: list[ChatMemoryStoreError] = []
+    body = anyio.CancelScope()  # cancelled by the renewal when the lease is lost
+    renewing = _renewing_on_asyncio if running_on_asyncio() else _renewing_in_task
     error: BaseException | None = None
     try:
-        async with anyio.create_task_group() as task_group:
-            scope = task_group.cancel_scope
-            task_group.start_soon(_renew, lease, ttl, asked + ttl, scope, lost)
-            try:
+        async with renewing(lease, ttl, asked + ttl, body, lost):
+            with body:
                 yield lease
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await lease.stop_renewal()
     except BaseExceptionGroup as group:  # the block's own error, wrapped by the task group
         error = _single(group)
     finally:
@@ -134,14 +146,64 @@ async def hold_lease(
         raise error
 
 
+@asynccontextmanager
+async def _renewing_in_task(
+    lease: _Lease, ttl: float, expires: float, body: anyio.CancelScope, lost: list[ChatMemoryStoreError]
+) -> AsyncIterator[None]:
+    """Renews the lease in a task of its own while the block runs (trio)."""
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(_renew, lease, ttl, expires, body, lost)
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await lease.stop_renewal()
+
+
+@asynccontextmanager
+async def _renewing_on_asyncio(
+    lease: _Lease, ttl: float, expires: float, body: anyio.CancelScope, lost: list[ChatMemoryStoreError]
+) -> AsyncIterator[None]:
+    """Renews the lease while the block runs (asyncio): a timer of the event loop, which starts the
+    renewal task only when the block outlasts a third of the lease's time-to-live. Most blocks end first, so
+    most holds cost a timer rather than a task and a task group."""
+    loop = asyncio.get_running_loop()
+    started: list[asyncio.Task[None]] = []
+
+    def start() -> None:
+        started.append(loop.create_task(_renew(lease, ttl, expires, body, lost, wait=False)))
+
+    timer = loop.call_later(ttl / 3, start)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if started:
+            with anyio.CancelScope(shield=True):
+                await lease.stop_renewal()
+                await started[0]
+
+
 async def _renew(
-    lease: _Lease, ttl: float, expires: float, scope: anyio.CancelScope, lost: list[ChatMemoryStoreError]
+    lease: _Lease,
+    ttl: float,
+    expires: float,
+    scope: anyio.CancelScope,
+    lost: list[ChatMemoryStoreError],
+    *,
+    wait: bool = True,
 ) -> None:
-    """Renews every ttl/3; on failure retries until the lease would have expired, then cancels the holder."""
+    """Renews every ttl/3 (the first time at once unless `wait`); on failure retries until the lease would
+    have expired, then cancels the holder."""
     failure: ChatMemoryStoreError | None = None
+    if not lease.start_renewal():  # given back before this task started
+        return
+    assert lease.renewal is not None
     with lease.renewal:
         while True:
-            await anyio.sleep(ttl / 3 if failure is None else min(ttl / 10, 0.5))
+            if wait:
+                await anyio.sleep(ttl / 3 if failure is None else min(ttl / 10, 0.5))
+            wait = True
             asked = anyio.current_time()
             try:
                 still_held = await lease.renew(ttl)

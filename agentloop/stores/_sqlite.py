@@ -1,10 +1,13 @@
 """`SQLiteChatMemoryStore`: conversations in one SQLite file, shared by the processes of one machine.
 
-stdlib `sqlite3`, WAL, a busy timeout. One round is one `BEGIN IMMEDIATE` transaction: a row per round, the
-memory's version bumped in the same transaction. A step runs at once on the event loop's thread when it
-cannot wait (the connection is free and SQLite answers without waiting for another process's lock: tens
-of microseconds, less than handing it to a thread); otherwise in an anyio worker thread, where it may wait
-up to the busy timeout. Both work the same on asyncio and trio. Checkpoints run in a worker thread.
+stdlib `sqlite3`, WAL, a busy timeout. A round is a row, the memory's version bumped in the same `BEGIN
+IMMEDIATE` transaction. Group commit: the steps the tasks of one event loop ask for together (many sessions'
+rounds, leases, reads) run as one transaction with one commit; when any of them fails the transaction is
+rolled back and each runs again in its own, so every caller gets its own outcome. A batch runs at once on
+the event loop's thread when it cannot wait (the connection is free and SQLite answers without waiting for
+another process's lock: tens of microseconds, less than handing it to a thread); otherwise in an anyio
+worker thread, where it may wait up to the busy timeout. Both work the same on asyncio and trio.
+Checkpoints run in a worker thread.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ T = TypeVar("T")
 
 _CHECKPOINT_EVERY = 500
 """Writes between two WAL checkpoints (run in a worker thread, so the event loop never waits on fsync)."""
+
+_PROBE_EVERY = 8
+"""While steps come one at a time, every 8th batch still waits a turn of the event loop for company."""
 
 _MAX_VERSION = 2**62
 """Far beyond any real count of rounds, and far from the limit of SQLite's integers."""
@@ -94,12 +100,12 @@ class SQLiteChatMemoryStore:
         self._lock = threading.Lock()  # one connection, used by one thread at a time
         self._closed = False
         self._writes = 0
-        self._turns_of_loop: tuple[anyio.lowlevel.EventLoopToken, anyio.Lock] | None = None
+        self._batches_of_loop: _Batches | None = None
 
     # -- the versioned store protocol ---------------------------------------------------------------------
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
-        return await self._run(_load, self._id(memory_id), max_messages)
+        return await self._run(_read_window, self._id(memory_id), max_messages)
 
     async def append(
         self,
@@ -109,7 +115,9 @@ class SQLiteChatMemoryStore:
         expected_version: int | None = None,
         lease: str | None = None,
     ) -> int:
-        return await self._run(_append, self._id(memory_id), _Round.of(messages, expected_version, lease))
+        return await self._run(
+            _write_round, self._id(memory_id), _Round.of(messages, expected_version, lease)
+        )
 
     async def get_messages(self, memory_id: Any) -> list[ChatMessage]:
         """Every stored message of `memory_id` (system message first)."""
@@ -166,31 +174,70 @@ class SQLiteChatMemoryStore:
             raise damaged(repr(self), memory_id, f"{type(error).__name__}: {error}") from error
 
     async def _step(self, step: Callable[..., T], *args: Any) -> T:
-        """Runs one step on the store's connection: here if it need not wait, else in a worker thread.
+        """Runs one step on the store's connection, in the next group commit of this event loop.
 
-        The steps of one event loop take turns (so a step waiting in a thread does not send the others to
-        threads too); the thread lock guards the connection against other event loops and `close()`."""
-        async with self._turns():
-            connection = self._connection
-            if connection is not None and self._writes < _CHECKPOINT_EVERY and self._lock.acquire(False):
-                try:
-                    return self._guarded(step, connection, *args, waited=False)
-                except _Busy:
-                    pass  # another process holds the lock: wait for it in a thread
-                finally:
-                    self._lock.release()
-            return await anyio.to_thread.run_sync(self._locked, step, args)
+        A step joins the batch the event loop is gathering; the first step of a batch leads it: it lets the
+        loop's other ready tasks run once (they add their steps; skipped while batches find no company, but
+        for a probe now and then), then runs the whole batch in one transaction, on the event loop's thread
+        if it need not wait, else in a worker thread. Batches of one event loop run one after another; the
+        thread lock guards the connection against other event loops and `close()`. A step taken into a
+        batch runs whole even if its caller is cancelled meanwhile (the caller then sees the cancellation,
+        as after any finished step); one not yet taken is dropped."""
+        batches = self._batches()
+        op = _Op(step, args)
+        batches.waiting.append(op)
+        try:
+            async with batches.turn:
+                if op.outcome is None:
+                    if batches.should_gather():
+                        await anyio.lowlevel.cancel_shielded_checkpoint()  # the loop's ready tasks join
+                    ops, batches.waiting = batches.waiting, []
+                    batches.ran(len(ops))
+                    await self._run_batch(ops)
+        except BaseException:
+            if op.outcome is None and op in batches.waiting:
+                batches.waiting.remove(op)  # cancelled before any batch took it: it never runs
+            elif op.outcome is None:  # a batch under way holds it: it runs whole before this returns
+                with anyio.CancelScope(shield=True):
+                    async with batches.turn:
+                        pass
+            raise
+        return op.result()  # type: ignore[no-any-return]
 
-    def _turns(self) -> anyio.Lock:
+    async def _run_batch(self, ops: list[_Op]) -> None:
+        """Runs `ops` (one transaction; one each if that fails): here if SQLite need not wait, else in a
+        worker thread (waiting up to `busy_timeout` for another process's lock)."""
+        connection = self._connection
+        if connection is not None and self._writes < _CHECKPOINT_EVERY and self._lock.acquire(False):
+            try:
+                self._batch(connection, ops, waited=False)
+                return
+            except _Busy:
+                pass  # another process holds the lock: wait for it in a thread
+            except Exception as error:  # outside any step (closing the connection under it...)
+                for op in ops:
+                    if op.outcome is None:
+                        op.outcome = (False, error)
+                return
+            finally:
+                self._lock.release()
+        try:
+            await anyio.to_thread.run_sync(self._locked, ops)
+        except Exception as error:  # the batch could not run (the store is closed, the file is locked...)
+            for op in ops:
+                if op.outcome is None:
+                    op.outcome = (False, error)
+
+    def _batches(self) -> _Batches:
         token = anyio.lowlevel.current_token()
-        turns = self._turns_of_loop
-        if turns is None or turns[0] != token:
-            turns = self._turns_of_loop = (token, anyio.Lock(fast_acquire=True))
-        return turns[1]
+        batches = self._batches_of_loop
+        if batches is None or batches.token != token:
+            batches = self._batches_of_loop = _Batches(token)
+        return batches
 
-    def _locked(self, step: Callable[..., T], args: tuple[Any, ...]) -> T:
-        """In a worker thread: runs `step`, retrying while another process holds the lock (up to
-        `busy_timeout`); the connection's own busy handler is off so steps on the event loop never wait."""
+    def _locked(self, ops: list[_Op]) -> None:
+        """In a worker thread: runs the batch, retrying while another process holds the lock (up to
+        `busy_timeout`); the connection's own busy handler is off so batches on the event loop never wait."""
         deadline = time.monotonic() + self.busy_timeout
         pause = 0.001
         while True:
@@ -200,15 +247,40 @@ class SQLiteChatMemoryStore:
                     if self._writes >= _CHECKPOINT_EVERY:
                         self._writes = 0
                         self._guarded(_checkpoint, connection, waited=False)
-                    return self._guarded(step, connection, *args, waited=time.monotonic() > deadline)
+                    self._batch(connection, ops, waited=time.monotonic() > deadline)
+                    return
                 except _Busy:
                     pass
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
 
+    def _batch(self, connection: sqlite3.Connection, ops: list[_Op], *, waited: bool) -> None:
+        """Runs `ops` in one transaction and sets their outcomes. When one of them fails (or the commit),
+        the transaction is rolled back and each runs again in its own, so one caller's error (a version
+        conflict, a damaged row) is that caller's alone. `_Busy` (nothing run yet) means try again later."""
+        pending = [op for op in ops if op.outcome is None]  # a retry after `_Busy` skips those done
+        self._writes += len(pending)
+        if len(pending) > 1:
+            try:
+                results = self._guarded(_together, connection, pending, waited=waited)
+            except _Busy:
+                raise
+            except Exception:
+                pass  # each on its own below, so each caller gets its own outcome
+            else:
+                for op, result in zip(pending, results, strict=True):
+                    op.outcome = (True, result)
+                return
+        for op in pending:
+            try:
+                op.outcome = (True, self._guarded(_alone, connection, op, waited=waited))
+            except _Busy:
+                raise
+            except Exception as error:
+                op.outcome = (False, error)
+
     def _guarded(self, run: Callable[..., T], *args: Any, waited: bool = True) -> T:
         """Runs `run`; sqlite and codec errors become store errors (`_Busy` where it must not wait)."""
-        self._writes += 1
         try:
             try:
                 return run(*args)
@@ -302,7 +374,58 @@ class SQLiteChatMemoryStore:
         return f"SQLiteChatMemoryStore({self.path!r})"
 
 
-# -- steps, each in a worker thread holding the store's connection ------------------------------------------
+# -- group commit ------------------------------------------------------------------------------------------
+
+
+class _Op:
+    """One caller's step waiting in a batch, and its outcome once run: (True, result) or (False, error)."""
+
+    __slots__ = ("args", "outcome", "step")
+
+    def __init__(self, step: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.step = step
+        self.args = args
+        self.outcome: tuple[bool, Any] | None = None
+
+    def result(self) -> Any:
+        assert self.outcome is not None
+        done, value = self.outcome
+        if done:
+            return value
+        raise value
+
+
+class _Batches:
+    """One event loop's batching: the steps waiting for the next batch, the turn its leader holds, and how
+    many batches in a row ran alone (when steps come one at a time, waiting for company costs a turn of the
+    event loop and gathers nothing, so a leader waits only after a batch that had company, or to probe)."""
+
+    __slots__ = ("alone", "token", "turn", "waiting")
+
+    def __init__(self, token: object) -> None:
+        self.token = token
+        self.waiting: list[_Op] = []
+        self.turn = anyio.Lock(fast_acquire=True)
+        self.alone = 0
+
+    def should_gather(self) -> bool:
+        return self.alone == 0 or self.alone % _PROBE_EVERY == 0
+
+    def ran(self, size: int) -> None:
+        self.alone = 0 if size > 1 else self.alone + 1
+
+
+def _together(connection: sqlite3.Connection, ops: list[_Op]) -> list[Any]:
+    """Runs every op's step in one transaction: one commit for all (any error rolls all of them back)."""
+    write = any(op.step is not _read_window for op in ops)
+    return _transaction(connection, lambda: [op.step(connection, *op.args) for op in ops], write=write)
+
+
+def _alone(connection: sqlite3.Connection, op: _Op) -> Any:
+    return _transaction(connection, lambda: op.step(connection, *op.args), write=op.step is not _read_window)
+
+
+# -- steps: each runs inside a transaction, on the store's connection --------------------------------------
 
 
 def _checkpoint(connection: sqlite3.Connection) -> None:
@@ -323,10 +446,6 @@ def _transaction(connection: sqlite3.Connection, step: Callable[[], T], *, write
         raise
     connection.execute("COMMIT")
     return result
-
-
-def _load(connection: sqlite3.Connection, memory_id: str, max_messages: int | None) -> StoredMemory:
-    return _transaction(connection, lambda: _read_window(connection, memory_id, max_messages), write=False)
 
 
 def _read_window(connection: sqlite3.Connection, memory_id: str, max_messages: int | None) -> StoredMemory:
@@ -386,27 +505,22 @@ class _Round(NamedTuple):
         )
 
 
-def _append(connection: sqlite3.Connection, memory_id: str, round: _Round) -> int:
-    return _transaction(connection, lambda: _write_round(connection, memory_id, round), write=True)
-
-
 def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) -> int:
     """Appends `round` and bumps the version, after checking its lease and version (inside a transaction)."""
+    holder, version = connection.execute(
+        "SELECT (SELECT token FROM agentloop_lease WHERE memory_id = ?1), "
+        "(SELECT version FROM agentloop_memory WHERE memory_id = ?1)",
+        (memory_id,),
+    ).fetchone()
     if round.lease is not None:
-        holder = connection.execute(
-            "SELECT token FROM agentloop_lease WHERE memory_id = ?", (memory_id,)
-        ).fetchone()
-        if holder is not None and not isinstance(holder[0], (str, type(None))):
-            raise Damaged(f"its lease's token is {holder[0]!r}, not text", _LEASE_REMEDY)
-        if holder is None or holder[0] != round.lease:
+        if not isinstance(holder, (str, type(None))):
+            raise Damaged(f"its lease's token is {holder!r}, not text", _LEASE_REMEDY)
+        if holder != round.lease:
             raise ChatMemoryConflictError(
                 f"The lease on memory {memory_id!r} was lost (it expired and another worker took it); "
                 "this round was not stored",
             )
-    row = connection.execute(
-        "SELECT version FROM agentloop_memory WHERE memory_id = ?", (memory_id,)
-    ).fetchone()
-    version = 0 if row is None else stored_int(row[0], "its version", maximum=_MAX_VERSION)
+    version = 0 if version is None else stored_int(version, "its version", maximum=_MAX_VERSION)
     if round.expected_version is not None and round.expected_version != version:
         raise ChatMemoryConflictError(
             f"Memory {memory_id!r} is at version {version}, not {round.expected_version}: another writer "
@@ -429,42 +543,33 @@ def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) 
 
 
 def _delete(connection: sqlite3.Connection, memory_id: str) -> None:
-    def delete() -> None:
-        connection.execute("DELETE FROM agentloop_pending_approval WHERE memory_id = ?", (memory_id,))
-        connection.execute("DELETE FROM agentloop_round WHERE memory_id = ?", (memory_id,))
-        connection.execute("DELETE FROM agentloop_memory WHERE memory_id = ?", (memory_id,))
-
-    _transaction(connection, delete, write=True)
+    connection.execute("DELETE FROM agentloop_pending_approval WHERE memory_id = ?", (memory_id,))
+    connection.execute("DELETE FROM agentloop_round WHERE memory_id = ?", (memory_id,))
+    connection.execute("DELETE FROM agentloop_memory WHERE memory_id = ?", (memory_id,))
 
 
 def _save_pending(connection: sqlite3.Connection, memory_id: str, pending_id: str, record: str) -> None:
-    def save() -> None:
-        connection.execute(
-            "INSERT OR REPLACE INTO agentloop_pending_approval VALUES (?, ?, ?, ?)",
-            (memory_id, pending_id, record, time.time()),
-        )
-
-    _transaction(connection, save, write=True)
+    connection.execute(
+        "INSERT OR REPLACE INTO agentloop_pending_approval VALUES (?, ?, ?, ?)",
+        (memory_id, pending_id, record, time.time()),
+    )
 
 
 def _take_pending(connection: sqlite3.Connection, memory_id: str, pending_id: str, record: str) -> str | None:
-    def take() -> str | None:
-        row = connection.execute(
-            "SELECT record FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
+    row = connection.execute(
+        "SELECT record FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
+        (memory_id, pending_id),
+    ).fetchone()
+    if row is None:
+        return None
+    if not isinstance(row[0], str):
+        raise Damaged(f"the record of paused round {pending_id!r} is {row[0]!r}, not text")
+    if row[0] == record:
+        connection.execute(
+            "DELETE FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
             (memory_id, pending_id),
-        ).fetchone()
-        if row is None:
-            return None
-        if not isinstance(row[0], str):
-            raise Damaged(f"the record of paused round {pending_id!r} is {row[0]!r}, not text")
-        if row[0] == record:
-            connection.execute(
-                "DELETE FROM agentloop_pending_approval WHERE memory_id = ? AND pending_id = ?",
-                (memory_id, pending_id),
-            )
-        return str(row[0])
-
-    return _transaction(connection, take, write=True)
+        )
+    return str(row[0])
 
 
 def _try_acquire(
@@ -475,40 +580,48 @@ def _try_acquire(
     read: bool,
     max_messages: int | None,
 ) -> StoredMemory | bool:
-    def acquire() -> StoredMemory | bool:
-        now = time.time()
-        row = connection.execute(
-            "SELECT token, expires_at, next_token, next_expires_at FROM agentloop_lease WHERE memory_id = ?",
-            (memory_id,),
-        ).fetchone()
-        holder, expires_at, next_token, next_expires_at = row if row is not None else (None, 0.0, None, 0.0)
-        for field, value in (("its lease's token", holder), ("its lease's next_token", next_token)):
-            if value is not None and not isinstance(value, str):
-                raise Damaged(f"{field} is {value!r}, not text", _LEASE_REMEDY)
-        try:
-            expires_at = stored_float(expires_at, "its lease's expires_at")
-            next_expires_at = stored_float(next_expires_at, "its lease's next_expires_at")
-        except Damaged as error:
-            raise Damaged(error.what, _LEASE_REMEDY) from None
-        someone_next = next_token is not None and next_token != token and next_expires_at > now
-        if (holder is not None and holder != token and expires_at > now) or someone_next:
-            if not someone_next:  # first in line: the next free lease is ours
-                connection.execute(
-                    "INSERT INTO agentloop_lease (memory_id, next_token, next_expires_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (memory_id) DO UPDATE SET next_token = excluded.next_token, "
-                    "next_expires_at = excluded.next_expires_at",
-                    (memory_id, token, now + ttl),
-                )
-            return False
-        connection.execute(
-            "INSERT INTO agentloop_lease (memory_id, token, expires_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (memory_id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at, "
-            "next_token = NULL, next_expires_at = 0",
-            (memory_id, token, now + ttl),
-        )
-        return _read_window(connection, memory_id, max_messages) if read else True
+    now = time.time()
+    taken = connection.execute(  # the usual case, a memory id nobody holds or waits for: one statement
+        "INSERT INTO agentloop_lease (memory_id, token, expires_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (memory_id) DO NOTHING",
+        (memory_id, token, now + ttl),
+    ).rowcount
+    if taken != 1 and not _take_lease_row(connection, memory_id, token, ttl, now):
+        return False
+    return _read_window(connection, memory_id, max_messages) if read else True
 
-    return _transaction(connection, acquire, write=True)
+
+def _take_lease_row(
+    connection: sqlite3.Connection, memory_id: str, token: str, ttl: float, now: float
+) -> bool:
+    """Takes the lease of a memory id that has a lease row, if it is free or expired and nobody else is
+    first in line; else queues `token` (when first in line) and returns False."""
+    holder, expires_at, next_token, next_expires_at = connection.execute(
+        "SELECT token, expires_at, next_token, next_expires_at FROM agentloop_lease WHERE memory_id = ?",
+        (memory_id,),
+    ).fetchone()
+    for field, value in (("its lease's token", holder), ("its lease's next_token", next_token)):
+        if value is not None and not isinstance(value, str):
+            raise Damaged(f"{field} is {value!r}, not text", _LEASE_REMEDY)
+    try:
+        expires_at = stored_float(expires_at, "its lease's expires_at")
+        next_expires_at = stored_float(next_expires_at, "its lease's next_expires_at")
+    except Damaged as error:
+        raise Damaged(error.what, _LEASE_REMEDY) from None
+    someone_next = next_token is not None and next_token != token and next_expires_at > now
+    if (holder is not None and holder != token and expires_at > now) or someone_next:
+        if not someone_next:  # first in line: the next free lease is ours
+            connection.execute(
+                "UPDATE agentloop_lease SET next_token = ?, next_expires_at = ? WHERE memory_id = ?",
+                (token, now + ttl, memory_id),
+            )
+        return False
+    connection.execute(
+        "UPDATE agentloop_lease SET token = ?, expires_at = ?, next_token = NULL, next_expires_at = 0 "
+        "WHERE memory_id = ?",
+        (token, now + ttl, memory_id),
+    )
+    return True
 
 
 def _renew(connection: sqlite3.Connection, memory_id: str, token: str, ttl: float) -> bool:
@@ -521,22 +634,24 @@ def _renew(connection: sqlite3.Connection, memory_id: str, token: str, ttl: floa
 
 def _release(connection: sqlite3.Connection, memory_id: str, token: str, last: _Round | None) -> int | None:
     """Gives the lease back; with `last`, appends that round first, in the same transaction."""
-
-    def release() -> int | None:
-        version = None if last is None else _write_round(connection, memory_id, last)
-        connection.execute(
-            "UPDATE agentloop_lease SET token = NULL, expires_at = 0 WHERE memory_id = ? AND token = ?",
-            (memory_id, token),
-        )
-        connection.execute(
-            "UPDATE agentloop_lease SET next_token = NULL, next_expires_at = 0 "
-            "WHERE memory_id = ? AND next_token = ?",
-            (memory_id, token),
-        )
-        connection.execute(
-            "DELETE FROM agentloop_lease WHERE memory_id = ? AND token IS NULL AND next_token IS NULL",
-            (memory_id,),
-        )
+    version = None if last is None else _write_round(connection, memory_id, last)
+    gone = connection.execute(  # the usual case, nobody waiting: the row goes, one statement
+        "DELETE FROM agentloop_lease WHERE memory_id = ? AND token = ? AND next_token IS NULL",
+        (memory_id, token),
+    ).rowcount
+    if gone == 1:
         return version
-
-    return _transaction(connection, release, write=True)
+    connection.execute(
+        "UPDATE agentloop_lease SET token = NULL, expires_at = 0 WHERE memory_id = ? AND token = ?",
+        (memory_id, token),
+    )
+    connection.execute(
+        "UPDATE agentloop_lease SET next_token = NULL, next_expires_at = 0 "
+        "WHERE memory_id = ? AND next_token = ?",
+        (memory_id, token),
+    )
+    connection.execute(
+        "DELETE FROM agentloop_lease WHERE memory_id = ? AND token IS NULL AND next_token IS NULL",
+        (memory_id,),
+    )
+    return version

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from agentloop import (
     Agent,
     AiMessage,
+    InMemoryChatMemoryStore,
     MessageWindowChatMemory,
     Middleware,
     ToolExecutionResultMessage,
@@ -72,12 +73,17 @@ class Contender:
     store = True
     tracing = True
     middleware = True
+    in_process = False  # memory in agentloop's in-memory store instead of SQLite (agentloop_memory.py)
 
     def __init__(self, base_url: str, get_value: Callable[[str], Awaitable[str]]) -> None:
         if get_value not in _tools:
             _tools[get_value] = tool(get_value)
         self._directory = tempfile.mkdtemp(prefix="agentloop-bench-")
-        self._store = SQLiteChatMemoryStore(Path(self._directory) / "memory.db")
+        self._store: Any = (
+            InMemoryChatMemoryStore()
+            if self.in_process
+            else SQLiteChatMemoryStore(Path(self._directory) / "memory.db")
+        )
         self._exporter = _Drop()
         self._tracer_provider = TracerProvider()
         self._tracer_provider.add_span_processor(BatchSpanProcessor(self._exporter))
@@ -110,7 +116,8 @@ class Contender:
             await self._check_memory()
         finally:
             await self._model.aclose()
-            await self._store.aclose()
+            if not self.in_process:
+                await self._store.aclose()
             self._tracer_provider.shutdown()
             self._meter_provider.shutdown()
             shutil.rmtree(self._directory, ignore_errors=True)
