@@ -20,7 +20,7 @@ and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicTool
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -114,7 +114,7 @@ class Invocation:
     seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
     dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
-    reserve: Any = None
+    reserve: Callable[[ToolExecutionRequest], None] | None = None
     """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
     call_options: CallOptions = NO_OPTIONS
     """The call's own `output_type` and `middleware`: a paused round keeps them."""
