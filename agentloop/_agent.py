@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 import anyio
 import msgspec
@@ -52,7 +52,7 @@ from ._messages import (
     UserInput,
     UserMessage,
 )
-from ._observe import Observer, default_observer, model_name_of, new_instrumentation, provider_of
+from ._observe import Observer, default_observer, model_name_of, observer_for, provider_of
 from ._options import NO_OPTIONS, CallOptions
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
@@ -192,7 +192,7 @@ class Agent(Generic[OutputT]):
         self.id_factory: Callable[[], str] = id_factory or new_invocation_id
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._instrument = instrument
-        self._observer: Observer | None = _observer_for(instrument)
+        self._observer: Observer | None = observer_for(instrument)
         self._pricing = resolve_pricing(pricing)
         self._provider, self._model_name = provider_of(model), model_name_of(model)
         self.output_type: Any = str if output_type is None else output_type
@@ -202,6 +202,8 @@ class Agent(Generic[OutputT]):
         self.output_tool_name = output_tool_name
         structured_output(self, self.output_type)  # checks the settings now rather than at the first call
         self.middleware: tuple[Middleware, ...] = check_middleware(middleware, "Agent(middleware=...)")
+        # The seam of a call without middleware of its own: (its observer, the agent's middleware, the seam).
+        self._seam: tuple[Observer | None, tuple[Middleware, ...], Seam] | None = None
         self._memories: dict[Any, ChatMemory] = {}
 
     # -- invocations --------------------------------------------------------------------------------------
@@ -488,7 +490,7 @@ class Agent(Generic[OutputT]):
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         invocation_id = self.id_factory() if resume is None else resume.pending.invocation_id
-        seam = Seam.of(self.middleware + options.middleware)
+        seam = self._seam_for(options.middleware)
         if seam.invocation is None:
             return await self._invoke_with(
                 user_message,
@@ -532,6 +534,22 @@ class Agent(Generic[OutputT]):
             )
 
         return await seam.invocation(call, call_next)
+
+    def _seam_for(self, call_middleware: tuple[Middleware, ...]) -> Seam:
+        """The middleware of one invocation, outermost first: the observer (tracing) when one is set and
+        enabled, the agent's middleware, the call's. Without middleware of the call's own it is built once
+        per observer (`agentloop.instrument()` may change it between invocations)."""
+        observer = default_observer() if self._instrument is None else self._observer
+        if observer is not None and not observer.enabled:
+            observer = None
+        if call_middleware:
+            watching = (observer,) if observer is not None else ()
+            return Seam.of((*watching, *self.middleware, *call_middleware))
+        cached = self._seam
+        if cached is None or cached[0] is not observer or cached[1] is not self.middleware:
+            chosen = (observer, *self.middleware) if observer is not None else self.middleware
+            cached = self._seam = (observer, self.middleware, Seam.of(chosen))
+        return cached[2]
 
     async def _invoke_with(
         self,
@@ -609,7 +627,6 @@ class Agent(Generic[OutputT]):
                 ordered_events=self.ordered_events,
                 checkpoint=gate,
                 agent_name=self.name,
-                observer=default_observer() if self._instrument is None else self._observer,
                 output=run.output,
                 seam=run.seam.with_features(_features(run.output, gate)),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
@@ -741,21 +758,6 @@ def _history_or_memory(
             "it and append result.new_messages), not both"
         )
     return _STATELESS, checked_history(message_history)
-
-
-def _observer_for(instrument: Any) -> Observer | None:
-    """The observer an `Agent(instrument=...)` setting asks for (None also for "follow
-    agentloop.instrument()", which is looked up at each invocation)."""
-    if instrument is None or instrument is False:
-        return None
-    if instrument is True:
-        return new_instrumentation(None, None, None)
-    if not (hasattr(instrument, "invocation") and hasattr(instrument, "tool_call")):
-        raise IllegalConfigurationError(
-            "instrument must be True, False, None or an agentloop.otel.Instrumentation, got "
-            f"{type(instrument).__name__}"
-        )
-    return cast(Observer, instrument)
 
 
 def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:

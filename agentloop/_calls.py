@@ -9,8 +9,8 @@ and commits them as one unit (or, when one waits, saves the round).
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -26,9 +26,36 @@ from ._seam import ToolCall
 from ._toolset import Toolset
 
 if TYPE_CHECKING:
-    from ._loop import Invocation, Listener
+    from ._execution import ExecutionOptions
+    from ._loop import Listener
+    from ._seam import Seam
 
-__all__ = ["Calls"]
+__all__ = ["CallSite", "Calls"]
+
+
+class CallSite(Protocol):
+    """What the engine reads of the invocation its calls belong to: the loop's `Invocation`, or the
+    stand-alone site of `execute_tool_calls`."""
+
+    @property
+    def options(self) -> ExecutionOptions: ...
+    @property
+    def invocation_id(self) -> str: ...
+    @property
+    def memory_id(self) -> Any: ...
+    @property
+    def context(self) -> Mapping[str, Any]: ...
+    @property
+    def seam(self) -> Seam: ...
+    @property
+    def deadline(self) -> float | None: ...
+    @property
+    def eager_tools(self) -> bool: ...
+    @property
+    def ordered_events(self) -> bool: ...
+    @property
+    def reserve(self) -> Callable[[ToolExecutionRequest], None] | None:
+        """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
 
 
 class Calls:
@@ -61,7 +88,7 @@ class Calls:
     def __init__(
         self,
         task_group: TaskGroup,
-        inv: Invocation,
+        inv: CallSite,
         toolset: Toolset,
         round: int,
         limiter: anyio.CapacityLimiter | None,
@@ -197,9 +224,6 @@ class Calls:
                 return await self._execute(call.request, index, on_start)
 
             work = chain(call or self._tool_call(request, index), innermost)
-        observer = inv.observer
-        if observer is not None:
-            work = observer.tool_call(work, request, index, self._round)
         execution = await work
         log_tool_call(execution)
         return execution

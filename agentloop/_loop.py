@@ -13,14 +13,14 @@ loop:
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
 
-The loop knows features only through the seam (`Invocation.seam`) and declared Protocols: `OutputHook` and
-`Checkpoint` (`_hooks.py`: what gets committed), `Observer` (tracing), `ReservingToolRunner`, the durable
-clock and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
+The loop knows features only through the seam (`Invocation.seam`: tracing too) and declared Protocols:
+`OutputHook` and `Checkpoint` (`_hooks.py`: what gets committed), `ReservingToolRunner`, the durable clock
+and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,7 +54,7 @@ from ._messages import (
     UserMessage,
     is_whole_object,
 )
-from ._observe import Observer, log_model_call
+from ._observe import log_model_call
 from ._options import NO_OPTIONS, CallOptions
 from ._result import Result
 from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
@@ -110,13 +110,11 @@ class Invocation:
     checkpoint: Checkpoint | None = None
     """Saves a round with a deferred call, and goes on from a saved one (approval); None: none can wait."""
     agent_name: str | None = None
-    observer: Observer | None = None
-    """Sees the invocation, its model calls and its tool calls (tracing); None: nobody watches."""
     output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
     seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
     dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
-    reserve: Any = None
+    reserve: Callable[[ToolExecutionRequest], None] | None = None
     """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
     call_options: CallOptions = NO_OPTIONS
     """The call's own `output_type` and `middleware`: a paused round keeps them."""
@@ -127,12 +125,6 @@ class Invocation:
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
-    if inv.observer is not None:
-        return await inv.observer.invocation(inv, emit, _invoke)
-    return await _invoke(inv, emit)
-
-
-async def _invoke(inv: Invocation, emit: Listener | None) -> Result[str]:
     try:
         return await _run(inv, emit)
     except BaseExceptionGroup as group:
@@ -256,13 +248,14 @@ async def _model_call(
 
     async def call_model(call: ModelCall) -> ChatResponse:
         nonlocal streamed
+        model = inv.model if call.model is None else call.model
         if emit is None:
-            return await inv.model.chat(call.request)
+            return await model.chat(call.request)
         streamed = True
-        return await _stream_model(inv.model, call.request, round, emit, typed, calls, inv.output)
+        return await _stream_model(model, call.request, round, emit, typed, calls, inv.output)
 
     assert inv.call_context is not None
-    response = await chain(ModelCall(request, round, inv.call_context), call_model)
+    response = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
     text = response.ai_message.text
     if emit is not None and not streamed and text:
         await emit(PartialResponse(text, round))

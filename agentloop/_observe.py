@@ -1,21 +1,21 @@
-"""The instrumentation seam: what an observer (tracing, metrics) gets to see of an invocation.
+"""Watching invocations (tracing, metrics): `Observer`, a middleware that `Agent(instrument=...)` and
+`agentloop.instrument()` place outermost on the seam, and the plain-logging helpers.
 
-The loop consults `Invocation.observer` at two places, an invocation and each tool call; an observer sees
-model calls by wrapping the invocation's model. None (the default) costs one attribute test per invocation
-and per tool call. `agentloop.otel` implements it for OpenTelemetry; nothing here imports it.
+The loop knows nothing of tracing: an observer is one more `Middleware` (`wrap_invocation`, `wrap_model_call`,
+`wrap_tool_call`), put before the agent's and the call's own middleware so its spans cover what they do.
+`agentloop.otel.Instrumentation` is the OpenTelemetry one; nothing here imports it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._errors import IllegalConfigurationError
 from ._execution import ToolExecution
-from ._messages import ToolExecutionRequest
-from ._result import Result
+from ._seam import Middleware
 
 if TYPE_CHECKING:
     from ._loop import Invocation
@@ -29,30 +29,26 @@ __all__ = [
     "log_model_call",
     "log_tool_call",
     "model_name_of",
+    "observer_for",
     "provider_of",
     "retry_listener",
     "set_default_observer",
     "uninstrument",
 ]
 
-RunInvocation = Callable[[Any, Any], Awaitable[Result[Any]]]
-"""`run(inv, emit)`: runs the invocation `inv` (a `_loop.Invocation`) sending stream events to `emit`."""
 
+class Observer(Middleware):
+    """A middleware that watches invocations (tracing, metrics) rather than changing them.
 
-class Observer(Protocol):
-    """Watches invocations. Each method wraps the real work and must return (or raise) what it does."""
+    `Agent(instrument=...)` takes one, and `agentloop.instrument()` sets one for every agent; either way it
+    runs outermost, around the agent's and the call's middleware, so what it records covers what they do.
+    While `enabled` is False (e.g. no telemetry backend configured) it is left out of the invocation.
+    """
 
-    async def invocation(self, inv: Any, emit: Any, run: RunInvocation) -> Result[Any]:
-        """Runs `await run(inv, emit)`, observed. May pass on a copy of `inv` whose model is wrapped to see
-        each model call (a wrapper model such as a fallback chain may offer `__agentloop_instrument__(wrap)`,
-        returning itself with each inner model passed through `wrap`, so the inner calls show)."""
-        ...
-
-    async def tool_call(
-        self, call: Awaitable[ToolExecution], request: ToolExecutionRequest, index: int, round: int
-    ) -> ToolExecution:
-        """Awaits `call` (one tool call of the invocation, in its own task), observed."""
-        ...
+    @property
+    def enabled(self) -> bool:
+        """Whether to place it on the next invocation's seam (looked up once per invocation)."""
+        return True
 
 
 RetryListener = Callable[[int, float, BaseException], None]
@@ -102,6 +98,22 @@ def new_instrumentation(tracer_provider: Any, meter_provider: Any, capture_conte
             "Tracing needs the OpenTelemetry API: pip install 'agentloop-runtime[otel]'"
         ) from exc
     return Instrumentation(tracer_provider, meter_provider, capture_content)
+
+
+def observer_for(instrument: Any) -> Observer | None:
+    """The observer an `Agent(instrument=...)` setting asks for (None also for "follow
+    `agentloop.instrument()`", which is looked up at each invocation)."""
+    if instrument is None or instrument is False:
+        return None
+    if instrument is True:
+        return new_instrumentation(None, None, None)
+    if not isinstance(instrument, Observer):
+        raise IllegalConfigurationError(
+            "instrument must be True, False, None or an agentloop.Observer such as "
+            f"agentloop.otel.Instrumentation, got {type(instrument).__name__} (a middleware that changes "
+            "calls goes in middleware=)"
+        )
+    return instrument
 
 
 def model_name_of(model: Any) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import anyio
 import msgspec
@@ -39,9 +39,6 @@ from ._toolset import ToolsLike, resolve_tools
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
-
-if TYPE_CHECKING:
-    from ._loop import Invocation
 
 __all__ = ["execute_tool_calls"]
 
@@ -115,7 +112,7 @@ async def execute_tool_calls(
     listener = _Callbacks(on_start, on_complete) if on_start or on_complete else None
     try:
         async with anyio.create_task_group() as group:
-            engine = Calls(group, cast("Invocation", site), toolset, round, limiter, listener, eager=False)
+            engine = Calls(group, site, toolset, round, limiter, listener, eager=False)
             engine.start_all(calls)
     except BaseExceptionGroup as failures:
         error = _first_error(failures)
@@ -141,8 +138,8 @@ def _fresh_ids(calls: Sequence[ToolExecutionRequest]) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class _Standalone:
-    """What `Calls` reads of an `Invocation`, for calls outside one: no approval gate, no observer, no
-    durable runner's reservations, no deadline; events in completion order."""
+    """The `CallSite` of calls outside an invocation: no approval gate, no durable runner's
+    reservations, no deadline; events in completion order (tracing, like any middleware, is in `seam`)."""
 
     options: ExecutionOptions
     invocation_id: str
@@ -152,8 +149,6 @@ class _Standalone:
     deadline: None = None
     eager_tools: bool = False
     ordered_events: bool = False
-    approval: None = None
-    observer: None = None
     reserve: None = None
 
 

@@ -54,11 +54,13 @@ class CallContext:
 
 @dataclass(frozen=True, slots=True)
 class ModelCall:
-    """One model call: the request as it will be sent, its round (0 for the first call), whose call it is."""
+    """One model call: the request as it will be sent, its round (0 for the first call), whose call it is,
+    and the model it goes to (None: the agent's). `call.replace(model=...)` sends it to another model."""
 
     request: ChatRequest
     round: int
     context: CallContext
+    model: Any = None
 
     def replace(self, **changes: Any) -> ModelCall:
         """A copy with `changes` (e.g. `call.replace(request=...)`)."""

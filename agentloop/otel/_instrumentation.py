@@ -1,29 +1,33 @@
-"""`Instrumentation`: an `Observer` that turns invocations into OpenTelemetry spans and metrics.
+"""`Instrumentation`: an `Observer` (a middleware, placed outermost on the seam) that turns invocations into
+OpenTelemetry spans and metrics.
 
-Spans (GenAI semantic conventions, see `CONVENTIONS_VERSION`): `invoke_agent {name}` (INTERNAL) per
-invocation, `chat {model}` (CLIENT; INTERNAL for an in-process model) per model call, `execute_tool {tool}`
-(INTERNAL) per tool call, each tool span in its call's own task, so parallel calls are siblings under the
-invocation. Metrics: `gen_ai.client.operation.duration` and `gen_ai.client.token.usage` per model call.
+Spans (GenAI semantic conventions, see `CONVENTIONS_VERSION`): `invoke_agent {name}` (INTERNAL) from
+`wrap_invocation`, `chat {model}` (CLIENT; INTERNAL for an in-process model) from `wrap_model_call`,
+`execute_tool {tool}` (INTERNAL) from `wrap_tool_call`, each tool span in its call's own task, so parallel
+calls are siblings under the invocation. Metrics: `gen_ai.client.operation.duration` and
+`gen_ai.client.token.usage` per model call.
+
+A streamed call costs one timestamp more than a plain one: the loop streams from `_FirstChunk`, which notes
+when the first event arrived and then hands each event straight from the model's own iterator.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping
-from operator import attrgetter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import anyio
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agentloop._loop import Invocation
-from agentloop._messages import ChatRequest, ChatResponse, TokenUsage, ToolExecutionRequest
-from agentloop._observe import model_name_of, provider_of, retry_listener
+from agentloop._messages import ChatRequest, ChatResponse, TokenUsage
+from agentloop._observe import Observer, model_name_of, provider_of, retry_listener
+from agentloop._seam import ModelCall
 from agentloop.models import ChatModel, ModelEvent, ResponseComplete
 
 from . import _content
@@ -31,9 +35,14 @@ from ._safety import Telemetry, describe
 
 if TYPE_CHECKING:
     from agentloop._execution import ToolExecution
-    from agentloop._loop import Listener
-    from agentloop._observe import RunInvocation
     from agentloop._result import Result
+    from agentloop._seam import (
+        InvocationCall,
+        NextInvocation,
+        NextModelCall,
+        NextToolCall,
+        ToolCall,
+    )
 
 __all__ = ["CONVENTIONS_VERSION", "Instrumentation"]
 
@@ -80,7 +89,7 @@ def capture_from_environment() -> bool:
     return os.environ.get(_CAPTURE_ENV, "").strip().lower() in _CAPTURE_VALUES
 
 
-class Instrumentation:
+class Instrumentation(Observer):
     """Traces and measures agents with OpenTelemetry; give it to `Agent(instrument=...)`.
 
     `tracer_provider` / `meter_provider`: where spans and metrics go (default: the global providers, looked
@@ -113,7 +122,9 @@ class Instrumentation:
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
         )
-        self._models: dict[int, tuple[ChatModel, ChatModel]] = {}
+        # Per model: what its `chat` spans share (None for a wrapper model, whose inner models are traced).
+        self._traces: dict[int, tuple[ChatModel, _ModelTrace | None]] = {}
+        self._models: dict[int, tuple[ChatModel, ChatModel]] = {}  # model -> its traced wrapper (`wrap`)
         # Per (model, agent name): the `invoke_agent` span's name and its attributes that never change.
         self._agents: dict[tuple[int, str | None], tuple[ChatModel, str, dict[str, Any]]] = {}
         self._tool_names: dict[str, str] = {}  # tool name -> its span's name
@@ -125,67 +136,105 @@ class Instrumentation:
     def __repr__(self) -> str:
         return f"Instrumentation(capture_content={self.capture_content})"
 
-    # -- the Observer protocol ------------------------------------------------------------------------------
-
     @property
     def enabled(self) -> bool:
-        """False while both providers are the API's no-ops (no SDK configured): then nothing is recorded,
-        and the invocation runs as if uninstrumented."""
+        """False while both providers are the API's no-ops (no SDK configured): then the agent leaves it out
+        of the invocation, which runs as if uninstrumented."""
         if self._fixed is not None:
             return self._fixed
         tracing = self._tracer_provider or trace.get_tracer_provider()
         measuring = self._meter_provider or metrics.get_meter_provider()
         return not (isinstance(tracing, _NO_TRACING) and isinstance(measuring, _NO_METRICS))
 
-    async def invocation(self, inv: Invocation, emit: Listener | None, run: RunInvocation) -> Result[Any]:
-        """Runs one invocation inside its `invoke_agent` span, its model wrapped to trace each call."""
-        if not self.enabled:
-            return await run(inv, emit)
-        name, attributes = self._agent_attributes(inv.model, inv.agent_name)
-        attributes["agentloop.invocation.id"] = inv.invocation_id
-        if inv.memory_id is not None:
-            attributes["gen_ai.conversation.id"] = str(inv.memory_id)
+    # -- the seam -------------------------------------------------------------------------------------------
+
+    async def wrap_invocation(self, call: InvocationCall, call_next: NextInvocation) -> Result[Any]:
+        """Runs one invocation inside its `invoke_agent` span (the current span: every other span of the
+        invocation, and what its tools open, nests under it)."""
+        agent = call.context.agent
+        name, attributes = self._agent_attributes(agent.model, agent.name)
+        attributes["agentloop.invocation.id"] = call.context.invocation_id
+        if call.context.memory_id is not None:
+            attributes["gen_ai.conversation.id"] = str(call.context.memory_id)
         span = self._telemetry.start_span(self.tracer, name, SpanKind.INTERNAL, attributes)
+        capture = self.capture_content and span.is_recording()
+        state = _current.set(_Invocation(span, call.streaming, capture))
         current = otel_context.attach(trace.set_span_in_context(span))
         try:
-            if self.capture_content and span.is_recording():
-                span.set_attribute("gen_ai.input.messages", _content.input_messages([inv.user_message]))
-                if inv.system_message is not None:
-                    instructions = _content.system_instructions([inv.system_message])
-                    if instructions:
-                        span.set_attribute("gen_ai.system_instructions", instructions)
+            if capture:
+                span.set_attribute("gen_ai.input.messages", _content.input_messages([call.message]))
             try:
-                result = await run(with_model(inv, self.wrap(inv.model)), emit)
-            except Exception as exc:
+                result = await call_next(call)
+            except Exception as exc:  # the invocation's timeout too: InvocationTimeoutError
                 _set_error(span, exc, self.capture_content)
                 raise
-            except BaseException:
-                if inv.deadline is not None and anyio.current_time() >= inv.deadline:
-                    span.set_status(Status(StatusCode.ERROR, "the invocation's timeout expired"))
-                    span.set_attribute("error.type", "InvocationTimeoutError")
-                else:  # cancelled from outside, or a stream consumer that stopped: not an error
-                    span.set_attribute("agentloop.cancelled", True)
+            except BaseException:  # cancelled from outside, or a stream consumer that stopped: not an error
+                span.set_attribute("agentloop.cancelled", True)
                 raise
             if span.is_recording():
                 self._record_result(span, result)
             return result
         finally:
             otel_context.detach(current)
+            _current.reset(state)
             self._telemetry.end(span)
 
-    async def tool_call(
-        self, call: Awaitable[ToolExecution], request: ToolExecutionRequest, index: int, round: int
-    ) -> ToolExecution:
-        """Awaits one tool call inside its `execute_tool` span (current in the call's task, so spans the tool
+    async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
+        """Runs one model call inside its `chat` span, and takes the call's metric samples. A wrapper model
+        (a fallback chain offering `__agentloop_instrument__`) gets no span of its own: each of its inner
+        models' calls gets one."""
+        invocation = _current.get()
+        model = call.model
+        if invocation is None or model is None:  # not inside a traced invocation
+            return await call_next(call)
+        model_trace = self._trace_of(model)
+        if model_trace is None:
+            return await call_next(call.replace(model=self.wrap(model)))
+        streaming = invocation.streaming
+        span = model_trace.start(call.request, streaming)
+        if invocation.instructions_pending:  # the invocation's system message, as its first request has it
+            invocation.instructions_pending = False
+            instructions = _content.system_instructions(call.request.messages)
+            if instructions:
+                invocation.span.set_attribute("gen_ai.system_instructions", instructions)
+        context = trace.set_span_in_context(span)
+        response: ChatResponse | None = None
+        error: BaseException | None = None
+        first: _FirstChunk | None = None
+        started = time.perf_counter()
+        if streaming:
+            # Not made current: it would leak into the tool calls that start while the model streams. Retries
+            # come before the first event; the recorder ignores what is told after it (a tool's sub-agent).
+            first = _FirstChunk(model, started)
+            retries = retry_listener.set(_retry_recorder(span, first))
+            current = None
+            call = ModelCall(call.request, call.round, call.context, first)  # `replace` costs twice as much
+        else:  # the current span during the call: HTTP client spans nest under it
+            retries = retry_listener.set(_retry_recorder(span, None))
+            current = otel_context.attach(context)
+        try:
+            response = await call_next(call)
+            return response
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if current is not None:
+                otel_context.detach(current)
+            retry_listener.reset(retries)
+            first_chunk = first.first if first is not None else None
+            model_trace.end(span, context, response, error, started, first_chunk)
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: NextToolCall) -> ToolExecution:
+        """Runs one tool call inside its `execute_tool` span (current in the call's task, so spans the tool
         opens, a sub-agent's included, nest under it)."""
-        if not self.enabled:
-            return await call
+        request = call.request
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": request.name,
             "gen_ai.tool.type": "function",
-            "agentloop.tool.index": index,
-            "agentloop.tool.round": round,
+            "agentloop.tool.index": call.index,
+            "agentloop.tool.round": call.round,
         }
         if request.id:
             attributes["gen_ai.tool.call.id"] = request.id
@@ -202,7 +251,7 @@ class Instrumentation:
             if capture:
                 span.set_attribute("gen_ai.tool.call.arguments", request.arguments)
             try:
-                execution = await call
+                execution = await call_next(call)
             except Exception as exc:
                 _set_error(span, exc, capture)
                 raise
@@ -218,17 +267,36 @@ class Instrumentation:
     # -- models ---------------------------------------------------------------------------------------------
 
     def wrap(self, model: ChatModel) -> ChatModel:
-        """`model` with each call traced. A wrapper model (a fallback chain) that offers
-        `__agentloop_instrument__(wrap)` wraps its inner models instead, so each real call shows."""
+        """`model` with each call traced (a `chat` span per call, whoever makes it). A wrapper model (a
+        fallback chain) that offers `__agentloop_instrument__(wrap)` wraps its inner models instead, so each
+        real call shows."""
         found = self._models.get(id(model))
         if found is not None and found[0] is model:
             return found[1]
         hook = getattr(model, "__agentloop_instrument__", None)
-        wrapped: ChatModel = hook(self.wrap) if hook is not None else _TracedModel(model, self)
+        wrapped: ChatModel
+        if hook is not None:
+            wrapped = hook(self.wrap)
+        else:
+            model_trace = self._trace_of(model)
+            assert model_trace is not None
+            wrapped = _TracedModel(model, model_trace)
         if len(self._models) >= _MAX_CACHED:
             self._models.clear()
         self._models[id(model)] = (model, wrapped)
         return wrapped
+
+    def _trace_of(self, model: ChatModel) -> _ModelTrace | None:
+        """What every `chat` span of `model` shares, worked out once (None: a wrapper model)."""
+        found = self._traces.get(id(model))
+        if found is not None and found[0] is model:
+            return found[1]
+        wrapper = getattr(model, "__agentloop_instrument__", None) is not None
+        model_trace = None if wrapper else _ModelTrace(model, self)
+        if len(self._traces) >= _MAX_CACHED:
+            self._traces.clear()
+        self._traces[id(model)] = (model, model_trace)
+        return model_trace
 
     def _agent_attributes(self, model: ChatModel, agent_name: str | None) -> tuple[str, dict[str, Any]]:
         """The `invoke_agent` span's name and a fresh copy of its attributes known before the invocation
@@ -267,11 +335,80 @@ class Instrumentation:
         span.set_attributes(attributes)
 
 
-class _TracedModel:
-    """A model whose every call is a `chat` span (and a sample of the two metrics)."""
+class _Invocation:
+    """What the model calls of one traced invocation need of it (found through `_current`)."""
+
+    __slots__ = ("instructions_pending", "span", "streaming")
+
+    def __init__(self, span: Span, streaming: bool, capture: bool) -> None:
+        self.span = span
+        self.streaming = streaming
+        self.instructions_pending = capture  # `gen_ai.system_instructions`, from the first model request
+
+
+_current: ContextVar[_Invocation | None] = ContextVar("agentloop_otel_invocation", default=None)
+"""The traced invocation the current task works for (tool tasks inherit it; a traced sub-agent sets its
+own)."""
+
+
+class _FirstChunk:
+    """A streamed model call as tracing hands it to the loop: `model`, with the time its first event arrived
+    noted. That costs one timestamp: after the first event, `__anext__` returns the model stream's own
+    `__anext__()` awaitable, with no generator of its own in between. Other calls, and reading the model's
+    attributes (`model`, `provider`, ...: what a middleware inside tracing may look at), go to `inner`."""
+
+    __slots__ = ("_events", "_next", "first", "inner", "started")
+
+    def __init__(self, model: ChatModel, started: float) -> None:
+        self.inner = model
+        self.started = started
+        self.first: float | None = None  # seconds from the call's start to its first event
+        self._events: Any = None
+        self._next: Callable[[], Awaitable[ModelEvent]] | None = None  # set by `stream`
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return await self.inner.chat(request)
+
+    def stream(self, request: ChatRequest) -> _FirstChunk:
+        self._events = self.inner.stream(request)
+        self._next = self._first_event if self.first is None else self._events.__anext__
+        return self
+
+    def __aiter__(self) -> _FirstChunk:
+        return self
+
+    async def _first_event(self) -> ModelEvent:
+        # `_next` held this bound method, a cycle through `self`: replaced whatever happens, so the object
+        # is freed by reference counting rather than by the cyclic garbage collector.
+        self._next = self._events.__anext__
+        event: ModelEvent = await self._events.__anext__()
+        self.first = time.perf_counter() - self.started
+        return event
+
+    async def aclose(self) -> None:
+        events = self._events
+        if events is not None:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def __repr__(self) -> str:
+        return f"timed({self.inner!r})"
+
+
+# `__anext__` is looked up on the type and called without arguments when it is no method. This property reads
+# the `_next` slot through its member descriptor (C code throughout, past `__getattr__`) and gives the bound
+# method there, so an event after the first runs no Python code of ours.
+_FirstChunk.__anext__ = property(vars(_FirstChunk)["_next"].__get__)  # type: ignore[attr-defined]
+
+
+class _ModelTrace:
+    """What every `chat` span and metric sample of one model shares, worked out once per model."""
 
     def __init__(self, model: ChatModel, instrumentation: Instrumentation) -> None:
-        self.inner = model
         self._instrumentation = instrumentation
         self.model = model_name_of(model)
         self.provider = provider_name(model)
@@ -294,18 +431,12 @@ class _TracedModel:
         # Per response model: the attribute sets of the duration and the input and output token samples.
         self._samples: dict[str | None, _Samples] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def __repr__(self) -> str:
-        return f"traced({self.inner!r})"
-
-    def _start(self, request: ChatRequest, stream: bool) -> Span:
+    def start(self, request: ChatRequest, stream: bool) -> Span:
         if request.parameters:
             attributes = {**self.metric_attributes, "gen_ai.request.stream": stream}
             _parameter_attributes(attributes, {**self.defaults, **request.parameters})
         else:
-            attributes = dict(self._start_attributes[stream])
+            attributes = self._start_attributes[stream]  # the SDK copies what it is given
         instrumentation = self._instrumentation
         span = instrumentation._telemetry.start_span(
             instrumentation.tracer, self.span_name, self.kind, attributes
@@ -338,18 +469,19 @@ class _TracedModel:
             self._samples[response_model] = found
         return found
 
-    def _end(
+    def end(
         self,
         span: Span,
+        context: otel_context.Context,
         response: ChatResponse | None,
         error: BaseException | None,
         started: float,
         first_chunk: float | None = None,
     ) -> None:
-        """Ends a `chat` span: its response's attributes (or its error), and the call's metrics."""
+        """Ends a `chat` span: its response's attributes (or its error), and the call's metrics, taken in
+        `context` (the span's own: the samples' exemplars point at this call's span)."""
         duration = time.perf_counter() - started
         instrumentation = self._instrumentation
-        context = trace.set_span_in_context(span)  # the samples' exemplars point at this call's span
         if response is not None:
             if span.is_recording():
                 attributes = _response_attributes(response, instrumentation.capture_content)
@@ -372,11 +504,29 @@ class _TracedModel:
                 instrumentation._telemetry.record(instrumentation._duration.record, duration, failed, context)
         instrumentation._telemetry.end(span)
 
+
+class _TracedModel:
+    """A model whose every call is a `chat` span (and a sample of the two metrics): what `wrap` gives, used
+    for the inner models of a wrapper model, whose calls the seam does not see one by one."""
+
+    def __init__(self, model: ChatModel, model_trace: _ModelTrace) -> None:
+        self.inner = model
+        self._trace = model_trace
+        self.model = model_trace.model
+        self.provider = model_trace.provider
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"traced({self.inner!r})"
+
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        span = self._start(request, False)
+        span = self._trace.start(request, False)
+        context = trace.set_span_in_context(span)
         started = time.perf_counter()
-        retries = retry_listener.set(_retry_recorder(span))
-        current = otel_context.attach(trace.set_span_in_context(span))  # HTTP client spans nest under it
+        retries = retry_listener.set(_retry_recorder(span, None))
+        current = otel_context.attach(context)  # HTTP client spans nest under it
         response: ChatResponse | None = None
         error: BaseException | None = None
         try:
@@ -388,15 +538,15 @@ class _TracedModel:
         finally:
             otel_context.detach(current)
             retry_listener.reset(retries)
-            self._end(span, response, error, started)
+            self._trace.end(span, context, response, error, started)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
-        span = self._start(request, True)
+        span = self._trace.start(request, True)
         started = time.perf_counter()
         first_chunk: float | None = None
         # Retries happen before the first event: the listener is set only until then, and never across a
         # yield (a generator's context is its consumer's).
-        retries: Any = retry_listener.set(_retry_recorder(span))
+        retries: Any = retry_listener.set(_retry_recorder(span, None))
         response: ChatResponse | None = None
         error: BaseException | None = None
         events: Any = self.inner.stream(request)
@@ -424,7 +574,7 @@ class _TracedModel:
                 if aclose is not None:
                     await aclose()
             finally:
-                self._end(span, response, error, started, first_chunk)
+                self._trace.end(span, trace.set_span_in_context(span), response, error, started, first_chunk)
 
 
 # -- attribute helpers -----------------------------------------------------------------------------------
@@ -503,21 +653,6 @@ def _response_attributes(response: ChatResponse, capture: bool) -> dict[str, Any
     return attributes
 
 
-_INVOCATION_FIELDS = Invocation.__slots__
-_get_invocation_fields = attrgetter(*_INVOCATION_FIELDS)
-_set_field = object.__setattr__
-
-
-def with_model(inv: Invocation, model: ChatModel) -> Invocation:
-    """A copy of `inv` with another model. Copies the fields directly: `dataclasses.replace` runs
-    `__init__`, which takes twice as long (9 µs against 4), once per invocation."""
-    new: Invocation = object.__new__(Invocation)
-    for name, value in zip(_INVOCATION_FIELDS, _get_invocation_fields(inv), strict=True):
-        _set_field(new, name, value)
-    _set_field(new, "model", model)
-    return new
-
-
 def _fixed_enabled(tracer_provider: Any, meter_provider: Any) -> bool | None:
     """Whether providers given to `Instrumentation` record (None: a global one is used, looked up at each
     invocation since the application may set it later)."""
@@ -541,8 +676,13 @@ def _set_error(span: Span, error: BaseException, capture_content: bool) -> None:
     span.set_attribute("error.type", _error_type(error))
 
 
-def _retry_recorder(span: Span) -> Any:
+def _retry_recorder(span: Span, first: _FirstChunk | None) -> Any:
+    """Records each retry of a model call as an event on its span (for a streamed call only until its first
+    event: what is told after that comes from a tool started meanwhile, e.g. a sub-agent's model call)."""
+
     def record(attempt: int, delay: float, error: BaseException) -> None:
+        if first is not None and first.first is not None:
+            return
         span.add_event(
             "agentloop.retry",
             {
