@@ -29,7 +29,6 @@ from agentloop import (
     AiMessage,
     InMemoryChatMemoryStore,
     MessageWindowChatMemory,
-    Middleware,
     ToolExecutionResultMessage,
     UserMessage,
     tool,
@@ -39,6 +38,7 @@ from agentloop.otel import Instrumentation
 from agentloop.stores import SQLiteChatMemoryStore
 from contenders import Outcome
 from contenders.agentloop import _tools
+from contenders.agentloop_passthrough import Passthrough
 
 LABEL = "agentloop, features on"
 PACKAGES = ("agentloop", "httpx2", "msgspec", "pydantic", "anyio", "opentelemetry-sdk")
@@ -53,19 +53,6 @@ class _Drop(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.spans += len(spans)
         return SpanExportResult.SUCCESS
-
-
-class PassThrough(Middleware):
-    """A user middleware that does nothing but call the next step, at every hook."""
-
-    async def wrap_model_call(self, call: Any, call_next: Any) -> Any:
-        return await call_next(call)
-
-    async def wrap_tool_call(self, call: Any, call_next: Any) -> Any:
-        return await call_next(call)
-
-    async def wrap_invocation(self, call: Any, call_next: Any) -> Any:
-        return await call_next(call)
 
 
 class Contender:
@@ -95,7 +82,7 @@ class Contender:
             tools=[_tools[get_value]],
             memory=MessageWindowChatMemory.provider(50, store=self._store) if self.store else None,
             instrument=Instrumentation(self._tracer_provider, self._meter_provider) if self.tracing else None,
-            middleware=[PassThrough()] if self.middleware else None,
+            middleware=[Passthrough()] if self.middleware else None,
         )
         self._sessions = 0
         self._answers: dict[str, str] = {}

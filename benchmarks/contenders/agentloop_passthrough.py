@@ -12,11 +12,9 @@ LABEL = "agentloop + passthrough"
 PACKAGES = base.PACKAGES
 
 
-def _never(text: str) -> bool:
-    return False
-
-
 class Passthrough(Middleware):
+    """A user middleware that does nothing but call the next step, at every hook."""
+
     async def wrap_model_call(self, call: Any, call_next: Any) -> Any:
         return await call_next(call)
 

@@ -5,27 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloop import Agent, Middleware
+from agentloop import Agent
 from agentloop.middleware import ToolRetry
 from contenders import agentloop as base
 
 LABEL = "agentloop + tool_retry"
 PACKAGES = base.PACKAGES
-
-
-def _never(text: str) -> bool:
-    return False
-
-
-class Passthrough(Middleware):
-    async def wrap_model_call(self, call: Any, call_next: Any) -> Any:
-        return await call_next(call)
-
-    async def wrap_tool_call(self, call: Any, call_next: Any) -> Any:
-        return await call_next(call)
-
-    async def wrap_invocation(self, call: Any, call_next: Any) -> Any:
-        return await call_next(call)
 
 
 class Contender(base.Contender):
