@@ -136,29 +136,34 @@ def running(command: list[str], port: int, what: str, **options: Any) -> Any:
         process.wait(10)
 
 
+def redis_and_workers(stack: ExitStack, app: str, count: int = 2) -> list[str]:
+    """`count` uvicorn workers serving `app` ("module:attribute" in this directory), sharing `REDIS_URL` or a
+    throwaway redis-server on 127.0.0.1; their base URLs. `stack` stops them all."""
+    url = os.environ.get("REDIS_URL")
+    if url is None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            sys.exit("redis-server is not installed (apt-get install redis-server) and REDIS_URL is not set")
+        port = free_port()
+        directory = stack.enter_context(tempfile.TemporaryDirectory())
+        command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        stack.enter_context(running(command, port, "redis-server", cwd=directory))
+        url = f"redis://127.0.0.1:{port}/0"
+    workers = []
+    for _ in range(count):
+        port = free_port()
+        command = [sys.executable, "-m", "uvicorn", app, "--app-dir", str(HERE)]
+        command += ["--port", str(port), "--log-level", "warning"]
+        stack.enter_context(running(command, port, "uvicorn", env={**os.environ, "REDIS_URL": url}))
+        workers.append(f"http://127.0.0.1:{port}")
+    return workers
+
+
 def main() -> None:
     import httpx
 
     with ExitStack() as stack:
-        url = os.environ.get("REDIS_URL")
-        if url is None:
-            binary = shutil.which("redis-server")
-            if binary is None:
-                sys.exit(
-                    "redis-server is not installed (apt-get install redis-server) and REDIS_URL is not set"
-                )
-            port = free_port()
-            directory = stack.enter_context(tempfile.TemporaryDirectory())
-            command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            stack.enter_context(running(command, port, "redis-server", cwd=directory))
-            url = f"redis://127.0.0.1:{port}/0"
-        workers = []
-        for _ in range(2):
-            port = free_port()
-            command = [sys.executable, "-m", "uvicorn", "multi_worker:app", "--app-dir", str(HERE)]
-            command += ["--port", str(port), "--log-level", "warning"]
-            stack.enter_context(running(command, port, "uvicorn", env={**os.environ, "REDIS_URL": url}))
-            workers.append(f"http://127.0.0.1:{port}")
+        workers = redis_and_workers(stack, "multi_worker:app")
         client = stack.enter_context(httpx.Client(timeout=30))
         user = f"ada-{os.getpid()}"
         turns = ["My name is Ada", "What is 2 + 3?", "What is my name?", "How much have I said?"]

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -93,28 +91,10 @@ def main() -> None:
     import httpx2
 
     sys.path.insert(0, str(HERE))
-    from multi_worker import free_port, running  # the process helpers of the other multi-worker example
+    from multi_worker import redis_and_workers  # the process helpers of the other multi-worker example
 
     with ExitStack() as stack:
-        url = os.environ.get("REDIS_URL")
-        if url is None:
-            binary = shutil.which("redis-server")
-            if binary is None:
-                sys.exit(
-                    "redis-server is not installed (apt-get install redis-server) and REDIS_URL is not set"
-                )
-            port = free_port()
-            directory = stack.enter_context(tempfile.TemporaryDirectory())
-            command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            stack.enter_context(running(command, port, "redis-server", cwd=directory))
-            url = f"redis://127.0.0.1:{port}/0"
-        workers = []
-        for _ in range(2):
-            port = free_port()
-            command = [sys.executable, "-m", "uvicorn", "web_workers:app", "--app-dir", str(HERE)]
-            command += ["--port", str(port), "--log-level", "warning"]
-            stack.enter_context(running(command, port, "uvicorn", env={**os.environ, "REDIS_URL": url}))
-            workers.append(f"http://127.0.0.1:{port}")
+        workers = redis_and_workers(stack, "web_workers:app")
         http = stack.enter_context(httpx2.Client(timeout=30, headers={"x-user": f"ada-{os.getpid()}"}))
 
         question = {
