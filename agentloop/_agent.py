@@ -606,9 +606,9 @@ class Agent(Generic[OutputT]):
             memory = self._memory_for(memory_id)
         runner = self.options.tool_runner
         dynamic = self.tool_provider is not None
-        gate: ApprovalGate | None = ApprovalGate(self.approval, run.resume, self.options.now)
-        if gate is not None and not gate.needed(run.toolset, dynamic):
-            gate = None  # no call of this invocation can need approval: the seam stays empty
+        gate = ApprovalGate(self.approval, run.resume, self.options.now)
+        # None when no call of this invocation can need approval (the seam then stays empty).
+        approval = gate if gate.needed(run.toolset, dynamic) else None
         async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
@@ -625,12 +625,12 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                checkpoint=gate,
+                checkpoint=approval,
                 agent_name=self.name,
                 output=run.output,
-                seam=run.seam.with_features(_features(run.output, gate)),
+                seam=run.seam.with_features(_features(run.output, approval)),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
-                dynamic_tools=self.tool_provider is not None and is_dynamic(self.tool_provider),
+                dynamic_tools=dynamic and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
                 history=run.history,
