@@ -398,7 +398,11 @@ class MessageWindowChatMemory:
     __slots__ = ("_id", "_key", "_store", "_versioned", "max_messages")
 
     def __init__(
-        self, max_messages: int = 100, *, id: Any = "default", store: ChatMemoryStore | None = None
+        self,
+        max_messages: int = 100,
+        *,
+        id: Any = "default",
+        store: ChatMemoryStore | VersionedChatMemoryStore | None = None,
     ) -> None:
         if max_messages < 1:
             raise ValueError(f"max_messages must be at least 1, got {max_messages}")
