@@ -7,6 +7,7 @@ marked `local_model` run the real embedded model (loaded once for the module, us
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -338,17 +339,44 @@ def test_threads_follow_the_measured_busy_cores_unless_the_load_average_says_bus
     assert threads_for(4, 8, 30.0, 30.0) == 1
 
 
-def test_busy_cores_are_measured_from_cpu_counters_less_this_process() -> None:
+def test_busy_cores_are_measured_from_cpu_counters_less_the_measuring_thread() -> None:
     from agentloop.models._local import _CLOCK_TICKS, CpuSample, busy_elsewhere
 
     second = _CLOCK_TICKS  # ticks in one second on one CPU
     before = CpuSample(busy=0, total=0, own=1.0, at=100.0)
-    # 2 CPUs for 0.5 s; 0.75 CPU-seconds busy in all, 0.25 of them this process's: 1 core busy elsewhere.
+    # 2 CPUs for 0.5 s; 0.75 CPU-seconds busy in all, 0.25 of them the measuring thread's: 1 core busy.
     after = CpuSample(busy=int(0.75 * second), total=second, own=1.25, at=100.5)
     assert busy_elsewhere(before, after) == pytest.approx(1.0)
     idle = CpuSample(busy=int(0.1 * second), total=second, own=1.1, at=100.5)
     assert busy_elsewhere(before, idle) == 0.0  # never below zero
     assert busy_elsewhere(before, before) is None  # no time passed
+
+
+def test_another_busy_thread_of_this_process_counts_as_busy() -> None:
+    # Two models in one process: the second one loading must see the first one's generation as busy cores
+    # (it used to leave this whole process's CPU time out, and both took every core: 10x slower each).
+    from agentloop.models._local import busy_elsewhere, cpu_sample
+
+    if cpu_sample() is None:
+        pytest.skip("no /proc/stat on this system: the load average decides alone")
+    stop = threading.Event()
+
+    def spin() -> None:  # C-level work that holds no GIL between checks, like llama.cpp's threads
+        while not stop.is_set():
+            hashlib.sha256(b"x" * 1_000_000).digest()
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        before = cpu_sample()
+        time.sleep(0.5)
+        after = cpu_sample()
+    finally:
+        stop.set()
+        spinner.join()
+    assert before is not None and after is not None
+    busy = busy_elsewhere(before, after)
+    assert busy is not None and busy >= 0.5, busy  # the spinning thread: about one core
 
 
 def test_cpu_samples_read_this_machine() -> None:
@@ -461,15 +489,15 @@ async def test_handoff_wakes_a_worker_waiting_for_room_when_the_consumer_leaves(
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_handoff_gives_up_once_its_event_loop_has_ended(backend: str) -> None:
-    async def consumer_parked_when_its_loop_ends() -> tuple[_Handoff, _Handoff]:
-        parked, full = _Handoff(4), _Handoff(1)
+    async def consumer_parked_when_its_loop_ends() -> tuple[_Handoff, _Handoff, _Handoff]:
+        parked, full, roomy = _Handoff(4), _Handoff(1), _Handoff(1000)
         async with anyio.create_task_group() as group:
             group.start_soon(parked.get)
             await anyio.wait_all_tasks_blocked()
             group.cancel_scope.cancel()
-        return parked, full
+        return parked, full, roomy
 
-    parked, full = anyio.run(consumer_parked_when_its_loop_ends, backend=backend)
+    parked, full, roomy = anyio.run(consumer_parked_when_its_loop_ends, backend=backend)
     # The consumer waits for a wakeup that its ended loop can no longer deliver: the worker learns it at once.
     assert parked.put("chunk") is False and parked.stopped.is_set()
     # A full buffer nobody will ever read: the worker stops waiting for room at its next liveness check.
@@ -477,6 +505,10 @@ def test_handoff_gives_up_once_its_event_loop_has_ended(backend: str) -> None:
     started = time.perf_counter()
     assert full.put("second") is False
     assert time.perf_counter() - started < _CHECK_EVERY + 5
+    # Room for many chunks and nobody reading: the worker asks whether the loop runs, rather than generating
+    # until the buffer is full (minutes for a slow model on a busy machine).
+    assert roomy.put("first") is True
+    assert roomy.put("second") is False and roomy.stopped.is_set()
 
 
 # -- the real embedded model -----------------------------------------------------------------------------

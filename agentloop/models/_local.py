@@ -598,7 +598,7 @@ class _Handoff:
     runs, so neither a consumer that left nor an event loop that ended can keep it.
     """
 
-    __slots__ = ("_items", "_lock", "_post", "_room", "_size", "_waiter", "stopped")
+    __slots__ = ("_items", "_lock", "_next_check", "_post", "_room", "_size", "_waiter", "stopped")
 
     def __init__(self, size: int) -> None:
         self._items: deque[Any] = deque()
@@ -607,6 +607,7 @@ class _Handoff:
         self._room = threading.Semaphore(size)
         self._size = size
         self._waiter: anyio.Event | None = None
+        self._next_check = 0.0  # when `put` next asks whether the consumer's loop still runs
         self.stopped = threading.Event()
 
     # -- worker thread ----------------------------------------------------------------------------------
@@ -617,6 +618,12 @@ class _Handoff:
             if self.stopped.is_set() or not self._post(_noop):
                 self.stopped.set()
                 return False
+        if self._items and time.monotonic() >= self._next_check:
+            # Chunks wait unread, so no post of the consumer's wake-up tells whether its loop still runs:
+            # ask it now and then (a slow model on a loop that ended would otherwise fill the whole buffer).
+            self._next_check = time.monotonic() + _CHECK_EVERY
+            if not self._post(_noop):
+                self.stopped.set()
         return not self.stopped.is_set() and self._push(item)
 
     def finish(self, item: Any) -> None:
@@ -708,9 +715,10 @@ def default_threads(since: CpuSample | None = None) -> int:
     processes keep busy, and at least 1 (`threads_for`).
 
     "Busy" comes from two figures (`threads_for` weighs them): the 1-minute load average, and the CPU time
-    other processes used on this process's CPUs from `since` (a `cpu_sample()`) until now, watched for at
-    least `_SAMPLE_SECONDS` (Linux's /proc/stat). The load average alone lags: it still reads 0.8 a minute
-    after a job ended, which picked 1 thread on an idle 2-core machine.
+    used on this process's CPUs from `since` (a `cpu_sample()` taken on the calling thread) until now by
+    everything but the calling thread, watched for at least `_SAMPLE_SECONDS` (Linux's /proc/stat): another
+    model generating in this process counts, as another process does. The load average alone lags: it still
+    reads 0.8 a minute after a job ended, which picked 1 thread on an idle 2-core machine.
 
     llama.cpp's threads meet at a barrier after every operation, so one thread descheduled by a competing
     process stalls them all: on a busy 2-core machine 2 threads generated 0.3 tokens/s where 1 thread made
@@ -757,7 +765,11 @@ def threads_for(cores: int, cpus: int, load: float | None, busy: float | None) -
 
 class CpuSample(msgspec.Struct, frozen=True):
     """CPU time counters at one moment: all processes' busy and total time on some CPUs (/proc/stat, in
-    clock ticks), this process's own CPU time (seconds), and when (`time.monotonic()`)."""
+    clock ticks), the CPU time of the thread that took the sample (seconds), and when (`time.monotonic()`).
+
+    Only that thread's time is left out of "busy": it is the one loading the model. Other threads of this
+    process compete for the cores like any process (another model generating, the application's work).
+    """
 
     busy: int
     total: int
@@ -787,12 +799,12 @@ def cpu_sample(cpus: Sequence[int] | None = None) -> CpuSample | None:
             busy += sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)
     if not total:
         return None
-    return CpuSample(busy, total, time.process_time(), time.monotonic())
+    return CpuSample(busy, total, time.thread_time(), time.monotonic())
 
 
 def busy_elsewhere(before: CpuSample, after: CpuSample) -> float | None:
-    """Cores other processes kept busy between two samples: all busy time less this process's own, over the
-    wall time; None when no time passed."""
+    """Cores kept busy by others between two samples taken on one thread: all busy time less that thread's
+    own, over the wall time; None when no time passed."""
     elapsed = after.at - before.at
     ticks = after.total - before.total
     if elapsed <= 0 or ticks <= 0:
