@@ -31,10 +31,10 @@ def tests(session: nox.Session) -> None:
         # local-0-5b: the smaller model's parts (500 MB) besides the default's (1.1 GB), so its tests run too.
         session.install("-e", ".[test,local,local-0-5b,redis,dbos,mcp]")
         arguments = list(session.posargs)
-    # Two pytest-xdist workers: measured 29% less wall time on 2 cores (see README). The local-model tests
+    # Two pytest-xdist workers: measured 29% less wall time on 2 cores than one process. The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
     # -- -n 0` runs in one process; pytest's own progress shows per file, [ %] at the end of each line.
-    session.log("The whole suite takes 8 to 15 min on an idle 2-core machine, longer on a busy one.")
+    session.log("The whole suite takes 7 to 8 min on an idle 2-core machine, longer on a busy one.")
     session.run("pytest", "-n", "2", "--dist", "loadgroup", *arguments)
 
 
