@@ -70,10 +70,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over the package."""
+    """mypy --strict over the package, and over the examples (what users copy must type-check too)."""
     # exceptiongroup: mypy checks the Python 3.10 branch, where it is a dependency.
     session.install("-e", ".[test,redis,dbos,mcp]", "mypy==2.4.1", "exceptiongroup")
     session.run("mypy", "agentloop")
+    session.run("mypy", "examples", env={"MYPYPATH": "examples"})  # some examples import others
 
 
 @nox.session(python=PYTHON)

@@ -19,7 +19,7 @@ def first_aid(topic: str) -> str:
 def router_model() -> ScriptedChatModel:
     forward = ToolExecutionRequest("r1", "medical_expert", '{"request": "I broke my leg, what should I do?"}')
     return ScriptedChatModel(
-        [AiMessage(tool_execution_requests=[forward]), lambda request: AiMessage(request.messages[-1].text)]  # type: ignore[union-attr]
+        [AiMessage(tool_execution_requests=[forward]), lambda request: AiMessage(request.messages[-1].text)]
     )
 
 

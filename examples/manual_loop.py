@@ -46,14 +46,17 @@ class CustomerTools:
 
 def scripted_model() -> ChatModel:
     """An offline stand-in: asks for customer 42, then answers from the tool's result."""
+
+    def answer(request: ChatRequest) -> AiMessage:
+        customer = json.loads(request.messages[-1].text or "")  # the tool's result, as JSON
+        return AiMessage(f"Customer 42 is {customer['name']}, a {customer['tier']} customer.")
+
     return ScriptedChatModel(
         [
             AiMessage(
                 tool_execution_requests=[ToolExecutionRequest("call_1", "get_customer_info", '{"id": 42}')]
             ),
-            lambda request: AiMessage(
-                "Customer 42 is {name}, a {tier} customer.".format(**json.loads(request.messages[-1].text))  # type: ignore[union-attr]
-            ),
+            answer,
         ]
     )
 

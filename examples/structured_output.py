@@ -78,4 +78,4 @@ async def main(model: ChatModel | str = "local") -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:2])
+    anyio.run(main, sys.argv[1] if len(sys.argv) > 1 else "local")

@@ -27,7 +27,7 @@ async def with_scripted_model() -> None:
     )
     result = await Agent(model, tools=[weather]).chat("Weather in Paris?")
     assert result.content == "Sunny!"
-    assert model.requests[1].messages[-1].text == "Sunny in Paris"  # type: ignore[union-attr]
+    assert model.requests[1].messages[-1].text == "Sunny in Paris"
     print("ScriptedChatModel:", result)
 
 

@@ -49,7 +49,8 @@ def print_tree(spans: list[ReadableSpan]) -> None:
         start = ((span.start_time or 0) - origin) / 1e6
         took = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
         attributes = span.attributes or {}
-        details = ", ".join(f"{key.split('.', 1)[1]}={attributes[key]}" for key in SHOWN if key in attributes)
+        shown = [key for key in SHOWN if key in attributes]
+        details = ", ".join(f"{key.split('.', 1)[1]}={attributes[key]!s}" for key in shown)
         print(f"{'  ' * depth}{span.name} [{span.kind.name}] +{start:.1f} ms, {took:.1f} ms  {details}")
         for child in sorted(children.get(span.context.span_id, []), key=lambda s: s.start_time or 0):
             show(child, depth + 1)

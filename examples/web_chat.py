@@ -29,6 +29,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
 from agentloop import (
     Agent,
@@ -104,8 +105,8 @@ def create_app(agent: Agent, *, runs: PausedRuns | None = None) -> FastAPI:
     runs = runs if runs is not None else InMemoryPausedRuns()
     app = FastAPI(title="agentloop web chat")
     # The UI apps are plain ASGI apps: a route hands them the request as it is.
-    app.add_route("/api/chat", vercel_ai_app(agent, runs=runs), methods=["POST"])
-    app.add_route("/api/ag-ui", ag_ui_app(agent, runs=runs), methods=["POST"])
+    app.routes.append(Route("/api/chat", vercel_ai_app(agent, runs=runs), methods=["POST"]))
+    app.routes.append(Route("/api/ag-ui", ag_ui_app(agent, runs=runs), methods=["POST"]))
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> str:

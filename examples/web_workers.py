@@ -58,10 +58,17 @@ class RedisPausedRuns:
         await self.client.set(f"paused-run:{token}", record, ex=self.ttl)
 
     async def get(self, token: str) -> bytes | None:
-        return await self.client.get(f"paused-run:{token}")  # type: ignore[no-any-return]
+        return _record(await self.client.get(f"paused-run:{token}"))
 
     async def take(self, token: str) -> bytes | None:
-        return await self.client.getdel(f"paused-run:{token}")  # type: ignore[no-any-return]
+        return _record(await self.client.getdel(f"paused-run:{token}"))
+
+
+def _record(value: object) -> bytes | None:
+    """A stored run as Redis returned it: bytes, or None when the token is unknown or expired."""
+    if value is None or isinstance(value, bytes):
+        return value
+    raise TypeError(f"expected the paused run's bytes from Redis, got {type(value).__name__}")
 
 
 def create_app(redis_url: str) -> Any:
