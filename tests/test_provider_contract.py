@@ -96,6 +96,10 @@ class Provider:
     reported_as: str
     """What the provider's errors say in `error.provider` (and first thing in their message)."""
     secret: str
+    model: str
+    """The model name the model is built with, which answers report back."""
+    id_prefix: str | None
+    """How the provider's response ids begin (None: it gives none, or none of a fixed form)."""
     start: Callable[[], FakeServer]
     connect: Callable[..., ChatModel]
     """`connect(server, **options)`: the model pointed at `server`."""
@@ -159,6 +163,8 @@ PROVIDERS = [
         "openai",
         "openai",
         OPENAI_KEY,
+        "gpt-4o-mini",
+        "chatcmpl-",
         FakeOpenAIServer,
         lambda server, **options: OpenAIChatModel(
             "gpt-4o-mini", base_url=server.base_url, api_key=OPENAI_KEY, **_options(options)
@@ -175,6 +181,8 @@ PROVIDERS = [
         "responses",
         "openai",
         OPENAI_KEY,
+        "gpt-5-mini",
+        "resp_",
         FakeOpenAIResponsesServer,
         lambda server, **options: OpenAIResponsesModel(
             "gpt-5-mini", base_url=server.base_url, api_key=OPENAI_KEY, **_options(options)
@@ -191,6 +199,8 @@ PROVIDERS = [
         "anthropic",
         "anthropic",
         ANTHROPIC_KEY,
+        "claude-test",
+        "msg_",
         FakeAnthropicServer,
         lambda server, **options: AnthropicChatModel(
             "claude-test", base_url=server.base_url, api_key=ANTHROPIC_KEY, **_options(options)
@@ -207,6 +217,8 @@ PROVIDERS = [
         "gemini",
         "gemini",
         GEMINI_KEY,
+        "gemini-2.5-flash",
+        None,
         lambda: FakeGeminiServer(api_key=GEMINI_KEY),
         lambda server, **options: GeminiChatModel(
             "gemini-2.5-flash", base_url=server.base_url, api_key=GEMINI_KEY, **_options(options)
@@ -224,6 +236,8 @@ PROVIDERS = [
             "bedrock",
             "bedrock",
             BEDROCK_SECRET,
+            BEDROCK_MODEL,
+            None,
             lambda: FakeBedrockServer(secret_key=BEDROCK_SECRET),
             _bedrock_model,
             lambda status, message, kind, headers=(): FakeBedrockServer.error(
@@ -297,7 +311,9 @@ async def test_text_streams_in_order_and_chat_gives_the_same_answer(provider: Pr
         assert response.token_usage is not None
         assert (response.token_usage.input_tokens, response.token_usage.output_tokens) == (30, 12)
         assert response.finish_reason is FinishReason.STOP
-    assert (whole.token_usage, whole.model) == (streamed.token_usage, streamed.model)
+        assert response.model == provider.model
+        assert provider.id_prefix is None or (response.id or "").startswith(provider.id_prefix)
+    assert whole.token_usage == streamed.token_usage
     assert [provider.streamed(r) for r in server.requests] == [True, False]
 
 
@@ -312,7 +328,7 @@ async def test_an_answer_cut_at_the_token_limit_finishes_with_length(
 
 
 async def test_parallel_tool_calls_stream_and_come_back_whole(provider: Provider, server: Any) -> None:
-    server.add(AiMessage(None, CALLS)).add(AiMessage(None, CALLS))
+    server.add(AiMessage("Checking both.", CALLS)).add(AiMessage("Checking both.", CALLS))
     request = ChatRequest([UserMessage("Weather and time in Paris?")], [WEATHER, TIME])
     async with provider.connect(server) as model:
         events = await collect(model.stream(request))
@@ -334,11 +350,15 @@ async def test_parallel_tool_calls_stream_and_come_back_whole(provider: Provider
         (0, "call_a", "get_weather"),
         (1, "call_b", "get_time"),
     ]
-    assert events.index(completes[0]) < events.index(starts[1])  # complete before the next call starts
+    for complete in completes:  # each right after its call's last piece, before the next call starts
+        previous = events[events.index(complete) - 1]
+        assert isinstance(previous, ToolCallDelta) and previous.index == complete.index
+    assert events.index(completes[0]) < events.index(starts[1])
     assert events.index(completes[1]) < len(events) - 1  # and all before the end
     assert [c.request for c in completes] == list(final(events).ai_message.tool_execution_requests)
     for response in (final(events), whole):
         calls = response.ai_message.tool_execution_requests
+        assert response.text == "Checking both."
         assert [(c.id, c.name) for c in calls] == [("call_a", "get_weather"), ("call_b", "get_time")]
         assert [msgspec.json.decode(c.arguments) for c in calls] == [{"location": "Paris, France"}, {}]
         assert response.finish_reason is FinishReason.TOOL_EXECUTION
@@ -471,7 +491,7 @@ async def test_no_retry_once_the_first_event_reached_the_consumer(provider: Prov
     server.add("must not be requested")
     received: list[ModelEvent] = []
     async with provider.connect(server, max_retries=3) as model:
-        with pytest.raises(ModelConnectionError):
+        with pytest.raises(ModelConnectionError, match="the stream broke before it was complete"):
             await collect(model.stream(QUESTION), into=received)
     assert received and all(isinstance(e, TextDelta) for e in received)
     assert TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
