@@ -173,15 +173,6 @@ async def test_tool_choice_mapping(
     assert server.requests[0].json.get("tool_choice") == expected
 
 
-async def test_impossible_tool_choices_are_configuration_errors(server: FakeAnthropicServer) -> None:
-    async with model_for(server) as model:
-        with pytest.raises(IllegalConfigurationError, match=r"'nope'.*offered: get_weather"):
-            await model.chat(ChatRequest([UserMessage("hi")], [WEATHER], ToolChoice.tool("nope")))
-        with pytest.raises(IllegalConfigurationError, match="needs at least one tool"):
-            await collect(model.stream(ChatRequest([UserMessage("hi")], (), ToolChoice.REQUIRED)))
-    assert server.requests == []
-
-
 async def test_a_tool_call_is_complete_before_the_rest_of_the_stream_arrives(
     server: FakeAnthropicServer,
 ) -> None:
@@ -650,30 +641,3 @@ async def test_calls_without_ids_get_matching_made_up_ids(server: FakeAnthropicS
     orphan = ChatRequest([UserMessage("go"), ToolExecutionResultMessage(None, "get_time", "noon")])
     with pytest.raises(IllegalConfigurationError, match="answers no tool call"):
         model.build_body(orphan, stream=False)
-
-
-async def test_a_body_left_open_after_message_stop_does_not_hold_back_the_answer(
-    server: FakeAnthropicServer,
-) -> None:
-    server.add("one", hold_open=True)  # message_stop is sent, the body is never ended
-    server.add("two")
-    async with model_for(server) as model:
-        start = time.monotonic()
-        assert final(await collect(model.stream(QUESTION))).text == "one"
-        assert time.monotonic() - start < 0.6  # the drain gives up after 0.1 s
-        assert final(await collect(model.stream(QUESTION))).text == "two"
-    assert server.connections_opened == 2  # the held connection was not put back in the pool
-
-
-async def test_a_user_supplied_client_is_used_and_left_open(server: FakeAnthropicServer) -> None:
-    import httpx2
-
-    server.add("one")
-    server.add("two")
-    async with httpx2.AsyncClient() as client:
-        async with model_for(server, http_client=client) as model:
-            assert (await model.chat(QUESTION)).text == "one"
-        assert not client.is_closed
-        async with model_for(server, http_client=client) as model:
-            assert final(await collect(model.stream(QUESTION))).text == "two"
-    assert server.connections_opened == 1  # one pooled connection served both models

@@ -25,7 +25,6 @@ from agentloop import (
     ImageContent,
     ModelConnectionError,
     ModelError,
-    ModelTimeoutError,
     RateLimitError,
     ResponseFormat,
     ServerError,
@@ -47,7 +46,6 @@ from agentloop.models import (
     ToolCallDelta,
     infer_model,
 )
-from agentloop.models._http import Timeouts
 from agentloop.testing import FakeBedrockServer
 from agentloop.testing._fake_server import FakeServer, Reply
 from tests.provider_helpers import TIME, WEATHER, collect, final
@@ -215,8 +213,6 @@ def test_tool_choice_mapping(server: FakeBedrockServer) -> None:
         ToolExecutionResultMessage("tooluse_a", "get_weather", "x"),
     ]
     assert "toolConfig" in model.build_body(ChatRequest(used, [WEATHER], ToolChoice.NONE))
-    with pytest.raises(IllegalConfigurationError, match="does not offer"):
-        model.build_body(ChatRequest(ask, [WEATHER], ToolChoice.tool("nope")))
 
 
 async def test_reasoning_goes_back_verbatim_and_survives_a_store(server: FakeBedrockServer) -> None:
@@ -540,16 +536,6 @@ async def test_credentials_from_an_assumed_role(
         .startswith("AWS4-HMAC-SHA256 Credential=AKIDBASEPROFILE00001/")
     )
     assert server.requests[0].headers["x-amz-security-token"] == token
-
-
-async def test_the_total_timeout_bounds_the_whole_stream(server: FakeBedrockServer) -> None:
-    frames = server._frames(ChatResponse(AiMessage("Hello there")), {})
-    server.add(Reply.stream(frames[:3], content_type="application/vnd.amazon.eventstream", hold_open=True))
-    received: list[ModelEvent] = []
-    async with model_for(server, timeout=Timeouts(total=0.5)) as model:
-        with pytest.raises(ModelTimeoutError, match=r"total timeout of 0\.5s"):
-            await collect(model.stream(QUESTION), into=received)
-    assert received == [TextDelta("Hello "), TextDelta("there")]  # what came before the time ran out
 
 
 async def test_a_bedrock_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,9 @@ both anyio backends:
 * 429 and 5xx are retried (a Retry-After is honoured, one beyond the limit is not waited for), client errors
   are not, and a stream is retried only until its first event reached the consumer;
 * leaving or cancelling a stream closes its connection; finished calls reuse one kept-alive connection; a
-  closed model refuses work.
+  closed model refuses work; a body held open after a complete answer does not hold it back; the total
+  timeout bounds a stream; a user's HTTP client is used and left open;
+* a tool choice that cannot work is refused before anything is sent.
 
 Provider-specific behaviour (wire shapes, thinking, signatures, credentials) stays in each provider's file.
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import msgspec
 import pytest
 
@@ -41,10 +44,12 @@ from agentloop import (
     IllegalConfigurationError,
     ModelConnectionError,
     ModelError,
+    ModelTimeoutError,
     NotFoundError,
     RateLimitError,
     ServerError,
     TokenUsage,
+    ToolChoice,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
@@ -61,7 +66,7 @@ from agentloop.models import (
     ToolCallComplete,
     ToolCallDelta,
 )
-from agentloop.models._http import RetryPolicy
+from agentloop.models._http import RetryPolicy, Timeouts
 from agentloop.testing import (
     FakeAnthropicServer,
     FakeBedrockServer,
@@ -112,6 +117,15 @@ class Provider:
     """(call id, result text) of every tool result in a recorded request body."""
     pieces_arguments: bool
     """Whether a call's arguments stream in several pieces (Gemini sends each call whole)."""
+    gaps: tuple[tuple[str, str], ...] = ()
+    """(test, why): contract items this provider does not keep yet; those tests are strict xfails for it."""
+
+    def expect_gap(self, request: pytest.FixtureRequest) -> None:
+        """Marks the running test a strict xfail when it is one of this provider's known gaps."""
+        test = request.node.originalname
+        for name, why in self.gaps:
+            if name == test:
+                request.applymarker(pytest.mark.xfail(strict=True, reason=f"{self.name}: {why}"))
 
 
 def _openai_results(body: Any) -> list[tuple[str, str]]:
@@ -247,6 +261,16 @@ PROVIDERS = [
             lambda request: request.path.endswith("/converse-stream"),
             _bedrock_results,
             True,
+            gaps=(  # its binary event stream is read by its own loop, not the shared SSE reader
+                (
+                    "test_a_stream_lost_before_its_first_event_is_retried",
+                    "a stream dropped before its first event is not retried",
+                ),
+                (
+                    "test_a_body_left_open_after_the_answer_does_not_hold_it_back",
+                    "the answer waits for the end of the body after messageStop and metadata",
+                ),
+            ),
         ),
         marks=pytest.mark.skipif(
             importlib.util.find_spec("botocore") is None, reason="the bedrock extra is not installed"
@@ -474,10 +498,7 @@ async def test_retry_after_is_honoured_and_one_beyond_the_limit_is_not_waited_fo
 async def test_a_stream_lost_before_its_first_event_is_retried(
     provider: Provider, server: Any, request: pytest.FixtureRequest
 ) -> None:
-    if provider.name == "bedrock":  # its binary event stream is read without the SSE first-event gate
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="Bedrock does not retry a stream dropped before any event")
-        )
+    provider.expect_gap(request)
     server.add(Reply.connection_reset())
     server.add(TEXT, disconnect_after_chunks=0)  # headers, then nothing
     server.add("recovered")
@@ -533,6 +554,54 @@ async def test_finished_calls_reuse_one_kept_alive_connection(provider: Provider
         assert (await model.chat(QUESTION)).text == "four"
     assert server.connections_opened == 1
     assert [r.connection for r in server.requests] == [0, 0, 0, 0]
+
+
+async def test_a_body_left_open_after_the_answer_does_not_hold_it_back(
+    provider: Provider, server: Any, request: pytest.FixtureRequest
+) -> None:
+    provider.expect_gap(request)
+    server.add("one two", hold_open=True)  # the whole answer is sent, the body is never ended
+    server.add("three")
+    async with provider.connect(server) as model:
+        with anyio.fail_after(3):  # the body is held open for an hour
+            assert final(await collect(model.stream(QUESTION))).text == "one two"
+        assert final(await collect(model.stream(QUESTION))).text == "three"
+    assert server.connections_opened == 2  # the held connection was not put back in the pool
+
+
+async def test_the_total_timeout_bounds_a_stream(provider: Provider, server: Any) -> None:
+    server.add(_first_text_then(server, TEXT, "hold"))
+    received: list[ModelEvent] = []
+    async with provider.connect(server, timeout=Timeouts(total=0.5)) as model:
+        with pytest.raises(ModelTimeoutError, match=r"total timeout of 0\.5s"):
+            await collect(model.stream(QUESTION), into=received)
+    assert received and TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
+
+
+async def test_a_users_client_is_used_and_left_open(provider: Provider, server: Any) -> None:
+    server.add("one").add("two")
+    async with httpx2.AsyncClient(headers={"x-from-client": "1"}) as client:
+        async with provider.connect(server, http_client=client) as model:
+            assert (await model.chat(QUESTION)).text == "one"
+        assert not client.is_closed
+        async with provider.connect(server, http_client=client) as model:
+            assert final(await collect(model.stream(QUESTION))).text == "two"
+    assert [r.headers["x-from-client"] for r in server.requests] == ["1", "1"]
+    assert server.connections_opened == 1  # one pooled connection served both models
+
+
+@streaming
+async def test_a_tool_choice_that_cannot_work_is_refused_before_sending(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    async with provider.connect(server) as model:
+        unknown = ChatRequest(QUESTION.messages, [WEATHER], ToolChoice.tool("nope"))
+        with pytest.raises(IllegalConfigurationError, match=r"'nope'.*does not offer.*get_weather"):
+            await _call(model, unknown, streaming)
+        without_tools = ChatRequest(QUESTION.messages, (), ToolChoice.REQUIRED)
+        with pytest.raises(IllegalConfigurationError, match="needs at least one tool"):
+            await _call(model, without_tools, streaming)
+    assert server.requests == []
 
 
 @streaming
