@@ -10,7 +10,8 @@ both anyio backends:
 * error statuses map to the public error types, with the provider's message, type and request id; the key
   never shows in an error, a log line or the model's repr;
 * 429 and 5xx are retried (a Retry-After is honoured, one beyond the limit is not waited for), client errors
-  are not, and a stream is retried only until its first event reached the consumer;
+  are not, and a stream is retried only until its first event reached the consumer (a failure it reports
+  midway is raised after the text before it);
 * leaving or cancelling a stream closes its connection; finished calls reuse one kept-alive connection; a
   closed model refuses work; a body held open after a complete answer does not hold it back; the total
   timeout bounds a stream; a user's HTTP client is used and left open;
@@ -77,6 +78,7 @@ from agentloop.testing import (
     RecordedRequest,
     Reply,
 )
+from agentloop.testing._fake_server import encode_sse
 from tests.provider_helpers import TIME, WEATHER, collect, final
 
 OPENAI_KEY = "sk-proj-SECRETSECRET-0123456789abcdefXYZ"
@@ -117,6 +119,8 @@ class Provider:
     """(call id, result text) of every tool result in a recorded request body."""
     pieces_arguments: bool
     """Whether a call's arguments stream in several pieces (Gemini sends each call whole)."""
+    overloaded: Callable[[Any, str], bytes]
+    """`overloaded(server, message)`: the event by which a stream reports, midway, that the server failed."""
     gaps: tuple[tuple[str, str], ...] = ()
     """(test, why): contract items this provider does not keep yet; those tests are strict xfails for it."""
 
@@ -149,6 +153,11 @@ def _gemini_results(body: Any) -> list[tuple[str, str]]:
 def _bedrock_results(body: Any) -> list[tuple[str, str]]:
     blocks = [b["toolResult"] for m in body["messages"] for b in m["content"] if "toolResult" in b]
     return [(b["toolUseId"], b["content"][0]["text"]) for b in blocks]
+
+
+def _last_chunk(reply: Reply) -> bytes:
+    assert reply.chunks is not None
+    return reply.chunks[-1]
 
 
 def _stream_flag(request: RecordedRequest) -> bool:
@@ -190,6 +199,7 @@ PROVIDERS = [
         _stream_flag,
         _openai_results,
         True,
+        lambda server, message: encode_sse({"error": {"message": message, "type": "server_error"}}),
     ),
     Provider(
         "responses",
@@ -208,6 +218,7 @@ PROVIDERS = [
         _stream_flag,
         _responses_results,
         True,
+        lambda server, message: _last_chunk(FakeOpenAIResponsesServer.failed(message)),
     ),
     Provider(
         "anthropic",
@@ -226,6 +237,7 @@ PROVIDERS = [
         _stream_flag,
         _anthropic_results,
         True,
+        lambda server, message: _last_chunk(server.stream_error("overloaded_error", message)),
     ),
     Provider(
         "gemini",
@@ -244,6 +256,9 @@ PROVIDERS = [
         lambda request: request.path.endswith(":streamGenerateContent"),
         _gemini_results,
         False,
+        lambda server, message: encode_sse(
+            {"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}
+        ),
     ),
     pytest.param(
         Provider(
@@ -261,6 +276,9 @@ PROVIDERS = [
             lambda request: request.path.endswith("/converse-stream"),
             _bedrock_results,
             True,
+            lambda server, message: _last_chunk(
+                server.stream_exception("modelStreamErrorException", message)
+            ),
             gaps=(  # its binary event stream is read by its own loop, not the shared SSE reader
                 (
                     "test_a_stream_lost_before_its_first_event_is_retried",
@@ -298,9 +316,12 @@ async def _call(model: ChatModel, request: ChatRequest, streaming: bool) -> Chat
     return final(await collect(model.stream(request))) if streaming else await model.chat(request)
 
 
-def _first_text_then(server: Any, text: str, then: str) -> Callable[[RecordedRequest], Reply]:
+def _first_text_then(
+    server: Any, text: str, then: str, event: bytes = b""
+) -> Callable[[RecordedRequest], Reply]:
     """A scripted item: the provider's streamed answer `text` sent up to the piece holding its first word,
-    then `"hold"` (the rest never comes, the body is never ended) or `"drop"` (the connection is closed)."""
+    then `"hold"` (the rest never comes, the body is never ended), `"drop"` (the connection is closed) or
+    `"fail"` (`event` is sent, and the body ends)."""
     first = text.split()[0].encode()
 
     def reply(request: RecordedRequest) -> Reply:
@@ -309,6 +330,8 @@ def _first_text_then(server: Any, text: str, then: str) -> Callable[[RecordedReq
         upto = next(n for n, chunk in enumerate(whole.chunks) if first in chunk) + 1
         if then == "hold":
             return Reply(whole.status, whole.headers, chunks=whole.chunks[:upto], hold_open=True)
+        if then == "fail":
+            return Reply(whole.status, whole.headers, chunks=(*whole.chunks[:upto], event))
         return whole.with_faults(disconnect_after_chunks=upto)
 
     return reply
@@ -519,6 +542,21 @@ async def test_no_retry_once_the_first_event_reached_the_consumer(provider: Prov
     assert len(server.requests) == 1 and server.pending == 1
 
 
+async def test_a_failure_reported_midway_raises_after_the_text_before_it_and_is_not_retried(
+    provider: Provider, server: Any
+) -> None:
+    server.add(_first_text_then(server, TEXT, "fail", provider.overloaded(server, "Overloaded right now")))
+    server.add("must not be requested")
+    received: list[ModelEvent] = []
+    async with provider.connect(server, max_retries=3) as model:
+        with pytest.raises(ServerError, match="Overloaded right now") as caught:
+            await collect(model.stream(QUESTION), into=received)
+    assert caught.value.provider == provider.reported_as
+    assert received and all(isinstance(e, TextDelta) for e in received)
+    assert TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
+    assert len(server.requests) == 1 and server.pending == 1
+
+
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
 async def test_leaving_a_stream_closes_its_connection_and_the_model_goes_on(
     provider: Provider, server: Any, how: str
@@ -572,8 +610,8 @@ async def test_a_body_left_open_after_the_answer_does_not_hold_it_back(
 async def test_the_total_timeout_bounds_a_stream(provider: Provider, server: Any) -> None:
     server.add(_first_text_then(server, TEXT, "hold"))
     received: list[ModelEvent] = []
-    async with provider.connect(server, timeout=Timeouts(total=0.5)) as model:
-        with pytest.raises(ModelTimeoutError, match=r"total timeout of 0\.5s"):
+    async with provider.connect(server, timeout=Timeouts(total=1.0)) as model:
+        with pytest.raises(ModelTimeoutError, match="total timeout of 1s"):
             await collect(model.stream(QUESTION), into=received)
     assert received and TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
 
