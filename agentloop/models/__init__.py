@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from ._base import (
     ChatModel,
+    ClosableModel,
     GenerationProgress,
     ModelEvent,
+    ModelWithDefaults,
+    RemoteModel,
     ResponseComplete,
     TextDelta,
     ThinkingDelta,
     ToolCallComplete,
     ToolCallDelta,
+    WrapperModel,
 )
 
 if TYPE_CHECKING:
@@ -35,19 +39,23 @@ __all__ = [
     "AnthropicChatModel",
     "BedrockChatModel",
     "ChatModel",
+    "ClosableModel",
     "FallbackChatModel",
     "GeminiChatModel",
     "GenerationProgress",
     "LocalChatModel",
     "LocalModelWeightsError",
     "ModelEvent",
+    "ModelWithDefaults",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "RemoteModel",
     "ResponseComplete",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallComplete",
     "ToolCallDelta",
+    "WrapperModel",
     "infer_model",
     "strict_schema",
 ]

@@ -23,7 +23,7 @@ from agentloop._errors import (
 )
 from agentloop._messages import ChatRequest, ChatResponse
 
-from ._base import ChatModel, ModelEvent, ResponseComplete, supports_response_format
+from ._base import ChatModel, ClosableModel, ModelEvent, ResponseComplete, supports_response_format
 
 __all__ = ["DEFAULT_FALLBACK_ON", "FallbackChatModel"]
 
@@ -58,7 +58,7 @@ class FallbackChatModel:
     ) -> None:
         models = (primary, *fallbacks)
         for n, model in enumerate(models):
-            if not (callable(getattr(model, "chat", None)) and callable(getattr(model, "stream", None))):
+            if not isinstance(model, ChatModel):
                 raise IllegalConfigurationError(
                     f"FallbackChatModel: model {n} ({type(model).__name__}) is not a ChatModel "
                     "(it needs chat(request) and stream(request))"
@@ -144,17 +144,16 @@ class FallbackChatModel:
 
     def __agentloop_instrument__(self, wrap: Callable[[ChatModel], ChatModel]) -> FallbackChatModel:
         """The same chain with each model passed through `wrap` (tracing gives every real call its own
-        span), sharing this one's sticky state."""
+        span), sharing this one's sticky state: a fallback chain is a `WrapperModel`."""
         view = copy.copy(self)
         view.models = tuple(wrap(model) for model in self.models)
         return view
 
     async def aclose(self) -> None:
-        """Closes every model that can be closed."""
+        """Closes every model that can be closed (each `ClosableModel`)."""
         for model in self.models:
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            if isinstance(model, ClosableModel):
+                await model.aclose()
 
     async def __aenter__(self) -> FallbackChatModel:
         return self
