@@ -13,8 +13,11 @@ __all__ = [
     "ChatModel",
     "ClosableModel",
     "GenerationProgress",
+    "LocallyNamedModel",
     "ModelEvent",
     "ModelWithDefaults",
+    "NamedModel",
+    "ProviderModel",
     "RemoteModel",
     "ResponseComplete",
     "StructuredOutputModel",
@@ -23,6 +26,8 @@ __all__ = [
     "ToolCallComplete",
     "ToolCallDelta",
     "WrapperModel",
+    "model_name_of",
+    "provider_of",
     "supports_response_format",
 ]
 
@@ -153,3 +158,51 @@ class ClosableModel(Protocol):
     that wraps others (a fallback chain, a traced model) closes those that are closable."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class NamedModel(Protocol):
+    """A model naming the model it runs (`model`, e.g. "gpt-4o-mini"), as the providers' requests do: span
+    names, `Result.cost` and a fallback chain's `ChatResponse.model` (when the provider reported none) use
+    it."""
+
+    @property
+    def model(self) -> str | None: ...
+
+
+@runtime_checkable
+class LocallyNamedModel(Protocol):
+    """An in-process model's name (`model_name`, e.g. "qwen2.5-0.5b-instruct" or "test"): how
+    `LocalChatModel` and the testing models name themselves, used where a `NamedModel`'s `model` would be."""
+
+    @property
+    def model_name(self) -> str | None: ...
+
+
+@runtime_checkable
+class ProviderModel(Protocol):
+    """A model naming its provider (`provider`: "openai", "anthropic", or what a compatible server was
+    given): traces (`gen_ai.provider.name`) and `Result.cost` (with the model's name) use it."""
+
+    @property
+    def provider(self) -> str | None: ...
+
+
+def model_name_of(model: object) -> str | None:
+    """A model's name: a `NamedModel`'s `model`, else a `LocallyNamedModel`'s `model_name` (a non-empty
+    string; None when it has neither)."""
+    if isinstance(model, NamedModel):
+        name = model.model
+        if isinstance(name, str) and name:
+            return name
+    if isinstance(model, LocallyNamedModel):
+        name = model.model_name
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def provider_of(model: object) -> str | None:
+    """A `ProviderModel`'s provider name ("openai", "anthropic", ...), when it is a non-empty string."""
+    provider = model.provider if isinstance(model, ProviderModel) else None
+    return provider if isinstance(provider, str) and provider else None

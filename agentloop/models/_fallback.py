@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
 
 import msgspec
 
@@ -23,7 +22,14 @@ from agentloop._errors import (
 )
 from agentloop._messages import ChatRequest, ChatResponse
 
-from ._base import ChatModel, ClosableModel, ModelEvent, ResponseComplete, supports_response_format
+from ._base import (
+    ChatModel,
+    ClosableModel,
+    ModelEvent,
+    ResponseComplete,
+    model_name_of,
+    supports_response_format,
+)
 
 __all__ = ["DEFAULT_FALLBACK_ON", "FallbackChatModel"]
 
@@ -162,12 +168,9 @@ class FallbackChatModel:
         await self.aclose()
 
 
-def _name(model: Any) -> str:
-    for attribute in ("model", "model_name"):
-        value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
+def _name(model: object) -> str:
+    """A model's name (`model_name_of`), else its class's name."""
+    return model_name_of(model) or type(model).__name__
 
 
 def _answered_by(response: ChatResponse, model: ChatModel) -> ChatResponse:
