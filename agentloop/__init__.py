@@ -100,7 +100,13 @@ if TYPE_CHECKING:
     from ._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
     from ._stream import TokenStream
     from ._tool import ReturnBehavior, Tool, ToolExecutor
-    from ._toolset import ToolProvider, ToolProviderRequest, ToolProviderResult, tool_specifications_from
+    from ._toolset import (
+        ToolProvider,
+        ToolProviderRequest,
+        ToolProviderResult,
+        ToolSource,
+        tool_specifications_from,
+    )
 
 __version__ = "0.1.0"
 
@@ -111,7 +117,14 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._context"),
     **dict.fromkeys(["tool", "tool_specification_from"], "._decorator"),
     **dict.fromkeys(
-        ["ToolProvider", "ToolProviderRequest", "ToolProviderResult", "tool_specifications_from"], "._toolset"
+        [
+            "ToolProvider",
+            "ToolProviderRequest",
+            "ToolProviderResult",
+            "ToolSource",
+            "tool_specifications_from",
+        ],
+        "._toolset",
     ),
     **dict.fromkeys(["ToolExecution", "ToolRunner", "should_return_immediately"], "._execution"),
     "execute_tool_calls": "._one_response",
@@ -233,6 +246,7 @@ __all__ = [
     "ToolProviderResult",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSource",
     "ToolSpecification",
     "ToolsNotSupportedError",
     "UserInput",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import IllegalConfigurationError
 from ._execution import ToolExecution
 from ._seam import Middleware
+from .models._base import model_name_of, provider_of
 
 if TYPE_CHECKING:
     from ._loop import Invocation
@@ -114,21 +115,6 @@ def observer_for(instrument: Any) -> Observer | None:
             "calls goes in middleware=)"
         )
     return instrument
-
-
-def model_name_of(model: Any) -> str | None:
-    """A model's name as its requests give it (`model`, or `model_name` for the in-process ones)."""
-    for attribute in ("model", "model_name"):
-        value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def provider_of(model: Any) -> str | None:
-    """A model's provider name ("openai", "anthropic", ...), when it has one."""
-    provider = getattr(model, "provider", None)
-    return provider if isinstance(provider, str) and provider else None
 
 
 # -- plain logging: the "agentloop" logger hierarchy -----------------------------------------------------

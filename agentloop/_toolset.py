@@ -2,7 +2,8 @@
 
 Accepted as tools ("tools-like"): a `@tool` function, a plain function (its docstring is its description),
 a bound method, an object or class with `@tool` methods, a `(ToolSpecification, executor)` pair, a `Tool`,
-a `Toolset`, any object with an `__agentloop_tools__()` method returning `Tool`s, or an iterable of those.
+a `Toolset`, a `ToolSource` (an object whose `__agentloop_tools__()` returns `Tool`s), or an iterable of
+those.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
+from ._conforms import conforms
 from ._decorator import definition_of, function_tool, tool_members, tools_of
 from ._errors import IllegalConfigurationError
 from ._messages import ChatMessage, UserMessage
@@ -26,6 +28,7 @@ __all__ = [
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",
+    "ToolSource",
     "ToolsLike",
     "Toolset",
     "is_dynamic",
@@ -101,6 +104,14 @@ def _duplicate_message(name: str, first: Tool, second: Tool) -> str:
     )
 
 
+@runtime_checkable
+class ToolSource(Protocol):
+    """An object that is a set of tools itself (an `Agent`, an `MCPToolset`), so it can go in `tools=[...]`:
+    `__agentloop_tools__()` returns its `Tool`s, each checked when the tools are resolved."""
+
+    def __agentloop_tools__(self) -> Iterable[Tool]: ...
+
+
 def resolve_tools(tools: ToolsLike | None) -> Toolset:
     """The `Toolset` for anything tools-like.
 
@@ -122,7 +133,7 @@ def _collect(obj: Any, out: list[Tool]) -> None:
         out.extend(obj)
     elif isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], ToolSpecification):
         out.append(Tool(obj[0], obj[1]))
-    elif not isinstance(obj, type) and callable(getattr(obj, "__agentloop_tools__", None)):
+    elif not isinstance(obj, type) and conforms(obj, ToolSource):
         for item in obj.__agentloop_tools__():
             if not isinstance(item, Tool):
                 raise IllegalConfigurationError(
@@ -223,8 +234,7 @@ async def provide_tools(provider: object, request: ToolProviderRequest) -> Tools
 
     Sync providers run in a worker thread, async ones in the event loop.
     """
-    method = getattr(provider, "provide_tools", None)
-    call = method if callable(method) else provider
+    call = provider.provide_tools if conforms(provider, ToolProvider) else provider
     if not callable(call):
         raise IllegalConfigurationError(
             f"A tool provider must have a provide_tools(request) method or be callable, got "

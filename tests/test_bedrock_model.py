@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -523,6 +524,18 @@ async def test_credentials_from_an_assumed_role(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
     monkeypatch.setenv("AWS_PROFILE", "caller")
     server.add("signed by the role")
+    # The role's credentials are botocore's RefreshableCredentials: found due for a refresh, they are
+    # refreshed (the STS call) off the event loop.
+    import botocore.credentials
+
+    refreshed_on: list[int] = []
+    refresh = botocore.credentials.RefreshableCredentials.get_frozen_credentials
+
+    def recorded(credentials: Any) -> Any:
+        refreshed_on.append(threading.get_ident())
+        return refresh(credentials)
+
+    monkeypatch.setattr(botocore.credentials.RefreshableCredentials, "get_frozen_credentials", recorded)
     with FakeServer([Reply(200, (("content-type", "text/xml"),), sts_answer.encode())]) as sts:
         monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.base_url)
         async with BedrockChatModel(MODEL_ID, endpoint_url=server.base_url, max_retries=0) as model:
@@ -536,6 +549,7 @@ async def test_credentials_from_an_assumed_role(
         .startswith("AWS4-HMAC-SHA256 Credential=AKIDBASEPROFILE00001/")
     )
     assert server.requests[0].headers["x-amz-security-token"] == token
+    assert refreshed_on and threading.get_ident() not in refreshed_on
 
 
 async def test_a_bedrock_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -493,3 +493,38 @@ async def test_structured_output_survives_the_workflow_record(dbos_sqlite: None)
     own = await durable_plain.chat("forecast", output_type=Forecast, workflow_id="typed-2")
     assert own.output == Forecast(city="Oslo", celsius=3)
     assert (await durable_plain.result("typed-2", output_type=Forecast)).output == own.output
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_step_memory_finds_its_store_through_store_backed_memory(tmp_path: Path, backend: str) -> None:
+    """The store a durable memory records paused rounds in and reads versions from is its memory's, when
+    that memory declares one (`StoreBackedMemory`); a memory without one has none. (No DBOS step runs.)"""
+    from agentloop._features.approval._records import StoreBackedMemory
+    from agentloop.dbos._agent import _StepMemory
+
+    class Bare:
+        """A `ChatMemory` of its own, kept in no store."""
+
+        id = "bob"
+
+        async def messages(self) -> list[Any]:
+            return []
+
+        async def add(self, messages: Any) -> None:
+            pass
+
+        async def clear(self) -> None:
+            pass
+
+    async def main() -> None:
+        async with SQLiteChatMemoryStore(tmp_path / f"{backend}.sqlite") as store:
+            window = MessageWindowChatMemory(10, id="alice", store=store)
+            stepped = _StepMemory(window, "alice")
+            assert isinstance(window, StoreBackedMemory) and isinstance(stepped, StoreBackedMemory)
+            assert stepped.store is store
+            assert isinstance(await stepped._version(), int)
+        bare = _StepMemory(Bare(), "bob")  # type: ignore[arg-type]
+        assert not isinstance(Bare(), StoreBackedMemory)
+        assert bare.store is None and await bare._version() is None
+
+    anyio.run(main, backend=backend)

@@ -17,6 +17,7 @@ import pytest
 
 from agentloop import (
     Agent,
+    AiMessage,
     AuthenticationError,
     BadRequestError,
     ChatRequest,
@@ -28,6 +29,8 @@ from agentloop import (
 )
 from agentloop.models import (
     AnthropicChatModel,
+    ChatModel,
+    ClosableModel,
     FallbackChatModel,
     OpenAIChatModel,
     ResponseComplete,
@@ -219,6 +222,49 @@ def test_bad_configurations_are_refused() -> None:
         FallbackChatModel(model, "gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(IllegalConfigurationError, match="exception classes"):
         FallbackChatModel(model, model, on=("ServerError",))  # type: ignore[arg-type]
+
+
+class _Answering:
+    """A `ChatModel` (chat and stream) that cannot be closed."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return ChatResponse(AiMessage("Hi."))
+
+    async def stream(self, request: ChatRequest) -> Any:
+        yield ResponseComplete(await self.chat(request))
+
+
+class _Closable(_Answering):
+    """A `ClosableModel` too."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_each_model_must_be_a_chat_model() -> None:
+    class OnlyChat:
+        async def chat(self, request: ChatRequest) -> ChatResponse:
+            return ChatResponse(AiMessage("Hi."))
+
+    assert isinstance(_Answering(), ChatModel) and not isinstance(OnlyChat(), ChatModel)
+    FallbackChatModel(_Answering(), _Closable())  # any object with both methods: the Protocol is structural
+    with pytest.raises(
+        IllegalConfigurationError,
+        match=re.escape("model 1 (OnlyChat) is not a ChatModel (it needs chat(request) and stream(request))"),
+    ):
+        FallbackChatModel(_Answering(), OnlyChat())  # type: ignore[arg-type]
+
+
+async def test_aclose_closes_each_closable_model() -> None:
+    first, plain, last = _Closable(), _Answering(), _Closable()
+    assert isinstance(first, ClosableModel) and not isinstance(plain, ClosableModel)
+    chain = FallbackChatModel(first, plain, last)
+    async with chain:
+        assert (await chain.chat(REQUEST)).ai_message.text == "Hi."
+    assert (first.closed, last.closed) == (1, 1)
 
 
 async def test_the_documented_example_runs() -> None:

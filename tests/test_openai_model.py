@@ -935,6 +935,23 @@ def test_invalid_configuration_is_reported() -> None:
         OpenAIChatModel("m", base_url="http://x", http_client=object())
 
 
+def test_a_user_supplied_client_must_be_an_async_http_client() -> None:
+    from agentloop.models import AnthropicChatModel
+    from agentloop.models._http._client import AsyncHTTPClient
+
+    class BuildsOnly:
+        def build_request(self, method: str, url: Any, **kwargs: Any) -> Any:
+            return None
+
+    assert issubclass(httpx2.AsyncClient, AsyncHTTPClient) and issubclass(httpx.AsyncClient, AsyncHTTPClient)
+    assert not isinstance(BuildsOnly(), AsyncHTTPClient)
+    refused = r"client must be an httpx2\.AsyncClient or httpx\.AsyncClient, got BuildsOnly"
+    with pytest.raises(IllegalConfigurationError, match=f"^http_{refused}"):
+        OpenAIChatModel("m", base_url="http://x", http_client=BuildsOnly())
+    with pytest.raises(IllegalConfigurationError, match=f"^AnthropicChatModel: {refused}"):
+        AnthropicChatModel("m", base_url="http://x", api_key="k", http_client=BuildsOnly())
+
+
 async def test_the_key_appears_in_no_error_or_repr() -> None:
     leaky = {"error": {"message": f"key {KEY} rejected", "type": "server_error"}}
     replies = [

@@ -31,7 +31,22 @@ from agentloop import (
     ToolExecutionRequest,
     tool,
 )
-from agentloop.models import AnthropicChatModel, FallbackChatModel, OpenAIChatModel
+from agentloop.models import (
+    AnthropicChatModel,
+    ChatModel,
+    ClosableModel,
+    FallbackChatModel,
+    LocallyNamedModel,
+    ModelWithDefaults,
+    NamedModel,
+    OpenAIChatModel,
+    ProviderModel,
+    RemoteModel,
+    ResponseComplete,
+    TextDelta,
+    WrapperModel,
+)
+from agentloop.models._base import model_name_of, provider_of, supports_response_format
 from agentloop.models._http import RetryPolicy
 from agentloop.otel import Instrumentation
 from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer
@@ -738,3 +753,102 @@ async def test_metric_exemplars_point_at_the_chat_span(telemetry: Telemetry, str
     ]
     assert exemplars
     assert {e.span_id for e in exemplars} == chat_ids
+
+
+# -- what tracing reads of a model: declared Protocols ------------------------------------------------
+
+
+class _Described:
+    """An in-process model describing itself through the Protocols tracing reads (`NamedModel`,
+    `ProviderModel`, `RemoteModel`, `ModelWithDefaults`, `ClosableModel`): values of the wrong type are
+    ignored, as a model without them is."""
+
+    def __init__(
+        self, base_url: Any, defaults: Any, model: Any = "described-1", provider: Any = "acme"
+    ) -> None:
+        self.base_url = base_url
+        self.defaults = defaults
+        self.model = model
+        self.provider = provider
+        self.closed = 0
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return ChatResponse(AiMessage("Hi."), TokenUsage(3, 1))
+
+    async def stream(self, request: ChatRequest) -> Any:
+        response = await self.chat(request)
+        yield TextDelta(response.ai_message.text or "")
+        yield ResponseComplete(response)
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+class _Bare:
+    """A `ChatModel` and nothing more."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return ChatResponse(AiMessage("Hi."))
+
+    async def stream(self, request: ChatRequest) -> Any:
+        response = await self.chat(request)
+        yield TextDelta(response.ai_message.text or "")
+        yield ResponseComplete(response)
+
+
+def test_what_tracing_reads_of_a_model_is_declared() -> None:
+    from agentloop.testing import TestModel
+
+    described = _Described("https://api.example.com:8443/v1", {"temperature": 0.3})
+    assert isinstance(described, ChatModel) and isinstance(_Bare(), ChatModel)
+    for protocol in (NamedModel, ProviderModel, RemoteModel, ModelWithDefaults, ClosableModel):
+        assert isinstance(described, protocol) and not isinstance(_Bare(), protocol), protocol
+    assert (model_name_of(described), provider_of(described)) == ("described-1", "acme")
+    local = TestModel(model_name="local-7")
+    assert isinstance(local, LocallyNamedModel) and not isinstance(local, NamedModel)
+    assert (model_name_of(local), provider_of(local)) == ("local-7", None)
+    unnamed = _Described(None, None, model="", provider=7)  # present, but no name: as if absent
+    assert (model_name_of(unnamed), provider_of(unnamed), model_name_of(_Bare())) == (None, None, None)
+    chain = FallbackChatModel(described, local)
+    assert isinstance(chain, WrapperModel) and not isinstance(described, WrapperModel)
+    assert chain.model == "described-1" and FallbackChatModel(_Bare(), local).model == "_Bare"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["chat", "stream"])
+async def test_a_model_s_declared_base_url_and_defaults_show_on_its_spans(
+    telemetry: Telemetry, streaming: bool
+) -> None:
+    remote = _Described("https://api.example.com:8443/v1", {"temperature": 0.3, "seed": None})
+    odd = _Described(None, [("temperature", 0.3)], model="odd-1")  # neither a URL nor a mapping
+    for model in (remote, odd):
+        agent = Agent(model, instrument=telemetry.instrumentation())
+        if streaming:
+            assert "".join([t async for t in agent.stream("Hi")]) == "Hi."
+        else:
+            assert (await agent.chat("Hi")).content == "Hi."
+    [declared] = telemetry.named("chat described-1")
+    attributes = dict(declared.attributes or {})
+    assert declared.kind is SpanKind.CLIENT
+    assert (attributes["server.address"], attributes["server.port"]) == ("api.example.com", 8443)
+    assert attributes["gen_ai.request.temperature"] == 0.3 and "gen_ai.request.seed" not in attributes
+    assert attributes["gen_ai.provider.name"] == "acme"
+    [plain] = telemetry.named("chat odd-1")
+    attributes = dict(plain.attributes or {})
+    assert plain.kind is SpanKind.INTERNAL
+    assert "server.address" not in attributes and "gen_ai.request.temperature" not in attributes
+
+
+async def test_a_traced_model_reads_as_its_model_and_closes_it(telemetry: Telemetry) -> None:
+    described = _Described("https://api.example.com/v1", {})
+    traced: Any = telemetry.instrumentation().wrap(described)
+    assert traced is not described and traced.inner is described
+    assert (traced.model, traced.provider) == ("described-1", "acme")
+    assert isinstance(traced, ChatModel) and isinstance(traced, ClosableModel)
+    assert supports_response_format(traced) is False
+    described.supports_response_format = True  # type: ignore[attr-defined]
+    assert supports_response_format(traced) is True  # read from the model at each use
+    assert (await traced.chat(ChatRequest([agentloop.UserMessage("Hi")]))).ai_message.text == "Hi."
+    await traced.aclose()
+    assert described.closed == 1
+    await telemetry.instrumentation().wrap(_Bare()).aclose()  # nothing to close: nothing done
+    assert [s.name for s in telemetry.named("chat")] == ["chat described-1"]

@@ -10,7 +10,9 @@ import anyio
 import anyio.to_thread
 import pytest
 
+import agentloop
 from agentloop import (
+    Agent,
     IllegalConfigurationError,
     P,
     ReturnBehavior,
@@ -26,7 +28,8 @@ from agentloop import (
     tool_specifications_from,
 )
 from agentloop._tool import Tool
-from agentloop._toolset import Toolset, is_dynamic, provide_tools, resolve_tools
+from agentloop._toolset import Toolset, ToolSource, is_dynamic, provide_tools, resolve_tools
+from agentloop.testing import TestModel
 
 # -- the forms of @tool -----------------------------------------------------------------------------------
 
@@ -391,6 +394,16 @@ def test_programmatic_tools_are_checked() -> None:
         resolve_tools(Bad())
 
 
+def test_a_tool_source_is_declared_and_only_its_instances_are_tools() -> None:
+    assert agentloop.ToolSource is ToolSource
+    assert isinstance(AgentLike(), ToolSource) and isinstance(Agent(TestModel()), ToolSource)
+    assert resolve_tools([AgentLike()]).names == ("sub_agent",)
+    assert not isinstance(plain_function, ToolSource) and not isinstance(object(), ToolSource)
+    # The class itself is no source (its method needs an instance): it is refused as a class without tools.
+    with pytest.raises(IllegalConfigurationError, match=r"Cannot use class .*AgentLike \(it has no @tool"):
+        resolve_tools(AgentLike)
+
+
 def test_programmatic_tools_are_never_validated_by_agentloop() -> None:
     t = Tool(BOOKING, booking_executor)
     assert t.prepare("this is not JSON") is None
@@ -419,6 +432,16 @@ async def test_a_provider_object_is_asked_for_tools() -> None:
     assert (await provide_tools(provider, _provider_request())).names == ("get_booking",)
     request = ToolProviderRequest(UserMessage("hello"))
     assert await provide_tools(provider, request) is Toolset.EMPTY
+
+
+async def test_a_callable_object_without_provide_tools_is_a_plain_provider() -> None:
+    class Callable:
+        async def __call__(self, request: ToolProviderRequest) -> ToolProviderResult:
+            return ToolProviderResult([(BOOKING, booking_executor)])
+
+    provider = Callable()
+    assert not isinstance(provider, ToolProvider)
+    assert (await provide_tools(provider, _provider_request())).names == ("get_booking",)
 
 
 async def test_plain_callables_are_providers_and_sync_ones_run_in_a_worker_thread() -> None:

@@ -33,6 +33,7 @@ from agentloop import (
 )
 from agentloop.middleware import ToolRetry
 from agentloop.models import OpenAIChatModel
+from agentloop.models._base import supports_response_format
 from agentloop.otel import Instrumentation
 from agentloop.testing import FakeOpenAIServer
 
@@ -177,11 +178,13 @@ class Route(Middleware):
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.seen: list[tuple[str, str]] = []
+        self.seen: list[tuple[str, str, bool]] = []
 
     async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
-        # Inside tracing a streamed call's model is a timing view: it reads as the agent's model.
-        self.seen.append((call.model.model, call.model.provider))
+        # Inside tracing a streamed call's model is a timing view: it reads as the agent's model (its name,
+        # provider, and whether it takes a response format).
+        model = call.model
+        self.seen.append((model.model, model.provider, supports_response_format(model)))
         if call.model.model != "gpt-4o-mini":
             return await call_next(call)
         return await call_next(call.replace(model=self.model))
@@ -201,7 +204,7 @@ async def test_a_middleware_can_send_a_model_call_to_another_model(
             else:
                 assert (await agent.chat("Hi")).content == "From the other."
         assert first.requests == [] and len(second.requests) == 1
-    assert route.seen == [("gpt-4o-mini", "openai")]
+    assert route.seen == [("gpt-4o-mini", "openai", True)]
     [chat] = telemetry.named("chat")
     attributes = dict(chat.attributes or {})
     # Tracing is outside the routing middleware: the span is the agent's model call, answered by the other

@@ -26,10 +26,12 @@ from dbos._core import StepOptions
 from .. import _codec
 from .._agent import Agent
 from .._backend import running_on_asyncio
+from .._conforms import conforms
 from .._errors import ApprovalError, IllegalConfigurationError
 from .._execution import ToolExecution, ToolRunner
 from .._features.approval import Decision, Denied, PendingApproval
 from .._features.approval._format import _decisions as checked_decisions
+from .._features.approval._records import StoreBackedMemory
 from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
 from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
 from .._result import Result
@@ -306,8 +308,8 @@ class _StepMemory:
 
     @property
     def store(self) -> Any:
-        """The inner memory's store (paused rounds are recorded there)."""
-        return getattr(self._inner, "store", None)
+        """The inner memory's store, when it is a `StoreBackedMemory` (paused rounds are recorded there)."""
+        return self._inner.store if conforms(self._inner, StoreBackedMemory) else None
 
     def exclusive(self) -> AbstractAsyncContextManager[object]:
         return exclusive_access(self._inner)
@@ -331,7 +333,7 @@ class _StepMemory:
         await DBOS.run_step_async({"name": f"{self._name}.commit"}, step)
 
     async def _version(self) -> int | None:
-        store = getattr(self._inner, "store", None)
+        store = self.store
         if not isinstance(store, VersionedChatMemoryStore):
             return None
         return (await store.load(self._inner.id, max_messages=1)).version

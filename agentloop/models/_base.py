@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Protocol, Union, runtime_checkable
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol, Union, runtime_checkable
 
 import msgspec
 
@@ -11,14 +11,23 @@ from .._messages import ChatRequest, ChatResponse, ToolExecutionRequest
 
 __all__ = [
     "ChatModel",
+    "ClosableModel",
     "GenerationProgress",
+    "LocallyNamedModel",
     "ModelEvent",
+    "ModelWithDefaults",
+    "NamedModel",
+    "ProviderModel",
+    "RemoteModel",
     "ResponseComplete",
     "StructuredOutputModel",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallComplete",
     "ToolCallDelta",
+    "WrapperModel",
+    "model_name_of",
+    "provider_of",
     "supports_response_format",
 ]
 
@@ -112,3 +121,88 @@ class StructuredOutputModel(Protocol):
 def supports_response_format(model: object) -> bool:
     """True when `model` is a `StructuredOutputModel` that honours `response_format`."""
     return isinstance(model, StructuredOutputModel) and model.supports_response_format is True
+
+
+@runtime_checkable
+class WrapperModel(Protocol):
+    """A model that answers through inner models (a `FallbackChatModel`) and says how to trace them.
+
+    `__agentloop_instrument__(wrap)` returns the same model with each inner model passed through `wrap`:
+    tracing then gives every real call its own `chat` span, rather than one span for the wrapper."""
+
+    def __agentloop_instrument__(self, wrap: Callable[[ChatModel], ChatModel]) -> ChatModel: ...
+
+
+@runtime_checkable
+class RemoteModel(Protocol):
+    """A model served over the network, naming the API root its requests go to (`base_url`, an http(s)
+    URL): tracing makes its calls CLIENT spans with `server.address` and `server.port`; a model without one
+    is traced as in-process (INTERNAL spans)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+
+@runtime_checkable
+class ModelWithDefaults(Protocol):
+    """A model holding the request parameters it sends unless a call overrides them (`defaults`, e.g.
+    `{"temperature": 0.5}`): tracing records them on each call's span as `gen_ai.request.*`."""
+
+    @property
+    def defaults(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class ClosableModel(Protocol):
+    """A model holding resources (a connection pool, a worker thread) that `aclose()` releases: a model
+    that wraps others (a fallback chain, a traced model) closes those that are closable."""
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class NamedModel(Protocol):
+    """A model naming the model it runs (`model`, e.g. "gpt-4o-mini"), as the providers' requests do: span
+    names, `Result.cost` and a fallback chain's `ChatResponse.model` (when the provider reported none) use
+    it."""
+
+    @property
+    def model(self) -> str | None: ...
+
+
+@runtime_checkable
+class LocallyNamedModel(Protocol):
+    """An in-process model's name (`model_name`, e.g. "qwen2.5-0.5b-instruct" or "test"): how
+    `LocalChatModel` and the testing models name themselves, used where a `NamedModel`'s `model` would be."""
+
+    @property
+    def model_name(self) -> str | None: ...
+
+
+@runtime_checkable
+class ProviderModel(Protocol):
+    """A model naming its provider (`provider`: "openai", "anthropic", or what a compatible server was
+    given): traces (`gen_ai.provider.name`) and `Result.cost` (with the model's name) use it."""
+
+    @property
+    def provider(self) -> str | None: ...
+
+
+def model_name_of(model: object) -> str | None:
+    """A model's name: a `NamedModel`'s `model`, else a `LocallyNamedModel`'s `model_name` (a non-empty
+    string; None when it has neither)."""
+    if isinstance(model, NamedModel):
+        name = model.model
+        if isinstance(name, str) and name:
+            return name
+    if isinstance(model, LocallyNamedModel):
+        name = model.model_name
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def provider_of(model: object) -> str | None:
+    """A `ProviderModel`'s provider name ("openai", "anthropic", ...), when it is a non-empty string."""
+    provider = model.provider if isinstance(model, ProviderModel) else None
+    return provider if isinstance(provider, str) and provider else None

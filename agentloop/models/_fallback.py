@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
 
 import msgspec
 
@@ -23,7 +22,14 @@ from agentloop._errors import (
 )
 from agentloop._messages import ChatRequest, ChatResponse
 
-from ._base import ChatModel, ModelEvent, ResponseComplete, supports_response_format
+from ._base import (
+    ChatModel,
+    ClosableModel,
+    ModelEvent,
+    ResponseComplete,
+    model_name_of,
+    supports_response_format,
+)
 
 __all__ = ["DEFAULT_FALLBACK_ON", "FallbackChatModel"]
 
@@ -58,7 +64,7 @@ class FallbackChatModel:
     ) -> None:
         models = (primary, *fallbacks)
         for n, model in enumerate(models):
-            if not (callable(getattr(model, "chat", None)) and callable(getattr(model, "stream", None))):
+            if not isinstance(model, ChatModel):
                 raise IllegalConfigurationError(
                     f"FallbackChatModel: model {n} ({type(model).__name__}) is not a ChatModel "
                     "(it needs chat(request) and stream(request))"
@@ -144,17 +150,16 @@ class FallbackChatModel:
 
     def __agentloop_instrument__(self, wrap: Callable[[ChatModel], ChatModel]) -> FallbackChatModel:
         """The same chain with each model passed through `wrap` (tracing gives every real call its own
-        span), sharing this one's sticky state."""
+        span), sharing this one's sticky state: a fallback chain is a `WrapperModel`."""
         view = copy.copy(self)
         view.models = tuple(wrap(model) for model in self.models)
         return view
 
     async def aclose(self) -> None:
-        """Closes every model that can be closed."""
+        """Closes every model that can be closed (each `ClosableModel`)."""
         for model in self.models:
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+            if isinstance(model, ClosableModel):
+                await model.aclose()
 
     async def __aenter__(self) -> FallbackChatModel:
         return self
@@ -163,12 +168,9 @@ class FallbackChatModel:
         await self.aclose()
 
 
-def _name(model: Any) -> str:
-    for attribute in ("model", "model_name"):
-        value = getattr(model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__
+def _name(model: object) -> str:
+    """A model's name (`model_name_of`), else its class's name."""
+    return model_name_of(model) or type(model).__name__
 
 
 def _answered_by(response: ChatResponse, model: ChatModel) -> ChatResponse:

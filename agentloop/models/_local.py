@@ -23,6 +23,7 @@ decides none are needed, a second, unconstrained pass writes the answer, streame
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
@@ -666,8 +667,8 @@ def _poster() -> Callable[[Callable[[], object]], bool]:
     run has ended; a callback queued on a loop that then stops for good is dropped, and nobody waits for it.
     """
     native: Any = anyio.lowlevel.current_token().native_token
-    post: Callable[[Callable[[], object]], object] = getattr(native, "call_soon_threadsafe", None) or (
-        native.run_sync_soon
+    post: Callable[[Callable[[], object]], object] = (
+        native.call_soon_threadsafe if isinstance(native, asyncio.AbstractEventLoop) else native.run_sync_soon
     )
 
     def run_soon(callback: Callable[[], object]) -> bool:

@@ -40,6 +40,7 @@ from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts
+from ._http._client import AsyncHTTPClient
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import media_of_results_note, web_url
 from ._secrets import clean_api_key
@@ -79,7 +80,7 @@ def openai_connection(
     Returns the base URL, the key (None without one), where the key came from, and the headers."""
     if not isinstance(model, str) or not model:
         raise IllegalConfigurationError(f"{owner} needs a model name, got {model!r}")
-    if http_client is not None and not hasattr(http_client, "build_request"):
+    if http_client is not None and not isinstance(http_client, AsyncHTTPClient):
         raise IllegalConfigurationError(
             "http_client must be an httpx2.AsyncClient or httpx.AsyncClient, "
             f"got {type(http_client).__name__}"

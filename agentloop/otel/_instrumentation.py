@@ -28,7 +28,16 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from agentloop._messages import ChatRequest, ChatResponse, TokenUsage
 from agentloop._observe import Observer, model_name_of, provider_of, retry_listener
 from agentloop._seam import ModelCall
-from agentloop.models import ChatModel, ModelEvent, ResponseComplete
+from agentloop.models import (
+    ChatModel,
+    ClosableModel,
+    ModelEvent,
+    ModelWithDefaults,
+    RemoteModel,
+    ResponseComplete,
+    WrapperModel,
+)
+from agentloop.models._base import supports_response_format
 
 from . import _content
 from ._safety import Telemetry, describe
@@ -181,7 +190,7 @@ class Instrumentation(Observer):
 
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         """Runs one model call inside its `chat` span, and takes the call's metric samples. A wrapper model
-        (a fallback chain offering `__agentloop_instrument__`) gets no span of its own: each of its inner
+        (a `WrapperModel`, such as a fallback chain) gets no span of its own: each of its inner
         models' calls gets one."""
         invocation = _current.get()
         model = call.model
@@ -267,16 +276,15 @@ class Instrumentation(Observer):
     # -- models ---------------------------------------------------------------------------------------------
 
     def wrap(self, model: ChatModel) -> ChatModel:
-        """`model` with each call traced (a `chat` span per call, whoever makes it). A wrapper model (a
-        fallback chain) that offers `__agentloop_instrument__(wrap)` wraps its inner models instead, so each
-        real call shows."""
+        """`model` with each call traced (a `chat` span per call, whoever makes it). A `WrapperModel` (a
+        fallback chain) wraps its inner models instead (`__agentloop_instrument__(wrap)`), so each real call
+        shows."""
         found = self._models.get(id(model))
         if found is not None and found[0] is model:
             return found[1]
-        hook = getattr(model, "__agentloop_instrument__", None)
         wrapped: ChatModel
-        if hook is not None:
-            wrapped = hook(self.wrap)
+        if isinstance(model, WrapperModel):
+            wrapped = model.__agentloop_instrument__(self.wrap)
         else:
             model_trace = self._trace_of(model)
             assert model_trace is not None
@@ -291,8 +299,7 @@ class Instrumentation(Observer):
         found = self._traces.get(id(model))
         if found is not None and found[0] is model:
             return found[1]
-        wrapper = getattr(model, "__agentloop_instrument__", None) is not None
-        model_trace = None if wrapper else _ModelTrace(model, self)
+        model_trace = None if isinstance(model, WrapperModel) else _ModelTrace(model, self)
         if len(self._traces) >= _MAX_CACHED:
             self._traces.clear()
         self._traces[id(model)] = (model, model_trace)
@@ -354,8 +361,9 @@ own)."""
 class _FirstChunk:
     """A streamed model call as tracing hands it to the loop: `model`, with the time its first event arrived
     noted. That costs one timestamp: after the first event, `__anext__` returns the model stream's own
-    `__anext__()` awaitable, with no generator of its own in between. Other calls, and reading the model's
-    attributes (`model`, `provider`, ...: what a middleware inside tracing may look at), go to `inner`."""
+    `__anext__()` awaitable, with no generator of its own in between. `chat` goes to `inner`, and a
+    middleware inside tracing reads the model's `model`, `provider` and `supports_response_format` here as
+    on `inner` (the model itself, for anything else)."""
 
     __slots__ = ("_events", "_next", "first", "inner", "started")
 
@@ -366,8 +374,20 @@ class _FirstChunk:
         self._events: Any = None
         self._next: Callable[[], Awaitable[ModelEvent]] | None = None  # set by `stream`
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def model(self) -> str | None:
+        """The model's name (`model`, or `model_name` for the in-process ones)."""
+        return model_name_of(self.inner)
+
+    @property
+    def provider(self) -> str | None:
+        """The model's provider name ("openai", ...), when it has one."""
+        return provider_of(self.inner)
+
+    @property
+    def supports_response_format(self) -> bool:
+        """As the model's (a `StructuredOutputModel`)."""
+        return supports_response_format(self.inner)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         return await self.inner.chat(request)
@@ -400,7 +420,7 @@ class _FirstChunk:
 
 
 # `__anext__` is looked up on the type and called without arguments when it is no method. This property reads
-# the `_next` slot through its member descriptor (C code throughout, past `__getattr__`) and gives the bound
+# the `_next` slot through its member descriptor (C code throughout) and gives the bound
 # method there, so an event after the first runs no Python code of ours.
 _FirstChunk.__anext__ = property(vars(_FirstChunk)["_next"].__get__)  # type: ignore[attr-defined]
 
@@ -413,7 +433,7 @@ class _ModelTrace:
         self.model = model_name_of(model)
         self.provider = provider_name(model)
         self.span_name = f"chat {self.model}" if self.model else "chat"
-        base_url = getattr(model, "base_url", None)
+        base_url = model.base_url if isinstance(model, RemoteModel) else None
         self.kind = SpanKind.CLIENT if isinstance(base_url, str) else SpanKind.INTERNAL
         attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider}
         if self.model:
@@ -421,7 +441,7 @@ class _ModelTrace:
         if isinstance(base_url, str):
             attributes.update(_server(base_url))
         self.metric_attributes: Mapping[str, Any] = attributes
-        defaults = getattr(model, "defaults", None)
+        defaults = model.defaults if isinstance(model, ModelWithDefaults) else None
         self.defaults: Mapping[str, Any] = defaults if isinstance(defaults, Mapping) else {}
         # A call without parameters of its own starts its span with these (streamed, not streamed).
         self._start_attributes = {
@@ -507,7 +527,10 @@ class _ModelTrace:
 
 class _TracedModel:
     """A model whose every call is a `chat` span (and a sample of the two metrics): what `wrap` gives, used
-    for the inner models of a wrapper model, whose calls the seam does not see one by one."""
+    for the inner models of a wrapper model, whose calls the seam does not see one by one.
+
+    It reads as the model it traces (`model`, `provider`, `supports_response_format`) and closes it
+    (`aclose`); the model itself is `inner`."""
 
     def __init__(self, model: ChatModel, model_trace: _ModelTrace) -> None:
         self.inner = model
@@ -515,8 +538,15 @@ class _TracedModel:
         self.model = model_trace.model
         self.provider = model_trace.provider
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def supports_response_format(self) -> bool:
+        """As the traced model's: a traced model keeps the `native` output mode."""
+        return supports_response_format(self.inner)
+
+    async def aclose(self) -> None:
+        """Closes the traced model, when it is a `ClosableModel`."""
+        if isinstance(self.inner, ClosableModel):
+            await self.inner.aclose()
 
     def __repr__(self) -> str:
         return f"traced({self.inner!r})"

@@ -49,7 +49,16 @@ class AwsAuth:
     passed), cleaned; when set, requests carry it as a bearer token instead of a signature.
     """
 
-    __slots__ = ("_aws_request", "_credentials", "_session", "_signer", "api_key", "region", "source")
+    __slots__ = (
+        "_aws_request",
+        "_credentials",
+        "_refreshable",
+        "_session",
+        "_signer",
+        "api_key",
+        "region",
+        "source",
+    )
 
     def __init__(
         self,
@@ -63,6 +72,8 @@ class AwsAuth:
         botocore_session: Any,
     ) -> None:
         botocore = load_botocore()
+        # Credentials of this class (those of the chain's temporary sources) expire and are refreshed.
+        self._refreshable: type[Any] = botocore.credentials.RefreshableCredentials
         if (aws_access_key_id is None) != (aws_secret_access_key is None):
             raise IllegalConfigurationError(
                 "BedrockChatModel: pass aws_access_key_id and aws_secret_access_key together (or neither, "
@@ -114,7 +125,8 @@ class AwsAuth:
 
     def describe(self) -> str:
         """Where the credentials come from, with the masked access key id when signing (for errors)."""
-        key_id = None if self.api_key is not None else getattr(self._credentials, "access_key", None)
+        credentials = self._credentials
+        key_id = None if self.api_key is not None or credentials is None else credentials.access_key
         shown = f", access key {mask_secret(key_id)}" if key_id else ""
         return f"{self.source}{shown}"
 
@@ -132,10 +144,9 @@ class AwsAuth:
                     provider=PROVIDER,
                 )
             self._credentials = credentials
-            method = getattr(credentials, "method", None)
+            method = credentials.method  # botocore's name of the source, e.g. "env" (None: not said)
             self.source = f"AWS credentials from {method}" if method else self.source
-        refresh = getattr(credentials, "refresh_needed", None)
-        if refresh is not None and refresh():
+        if isinstance(credentials, self._refreshable) and credentials.refresh_needed():
             frozen = await anyio.to_thread.run_sync(credentials.get_frozen_credentials)
         else:
             frozen = credentials.get_frozen_credentials()

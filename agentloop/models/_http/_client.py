@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl
 
 import anyio
@@ -56,6 +56,16 @@ from ._stream import SSEStream, _close, _read_body
 # -- the client ---------------------------------------------------------------------------------------------
 
 
+@runtime_checkable
+class AsyncHTTPClient(Protocol):
+    """What a user-supplied `http_client=` must offer: an `httpx2.AsyncClient` or an `httpx.AsyncClient`
+    (httpx is optional, so neither class is imported to check it). Requests are built and sent with these."""
+
+    def build_request(self, method: str, url: Any, **kwargs: Any) -> Any: ...
+
+    async def send(self, request: Any, **kwargs: Any) -> Any: ...
+
+
 SHARD_CONNECTIONS = 64
 """Connections one pooled `AsyncClient` holds. More requests in flight open another client: httpcore scans
 its whole pool on every request, so a single pool of thousands of connections costs O(n) per request."""
@@ -92,7 +102,7 @@ class ProviderClient:
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
-        if client is not None and not (hasattr(client, "send") and hasattr(client, "build_request")):
+        if client is not None and not isinstance(client, AsyncHTTPClient):
             raise TypeError(
                 f"client must be an httpx2.AsyncClient or httpx.AsyncClient, got {type(client).__name__}"
             )
