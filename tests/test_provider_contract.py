@@ -1,0 +1,652 @@
+"""The contract every HTTP `ChatModel` keeps, checked the same way for all five providers (OpenAI Chat
+Completions, OpenAI Responses, Anthropic, Gemini, Bedrock) against their fake servers, over real sockets, on
+both anyio backends:
+
+* streamed text arrives as `TextDelta` pieces in order and the stream ends with exactly one
+  `ResponseComplete`; `chat()` gives the same answer, usage and finish reason (STOP, LENGTH, TOOL_EXECUTION);
+* parallel tool calls stream as `ToolCallDelta`s (id and name on a call's first piece only), each followed by
+  its `ToolCallComplete` before the next call starts, and come back whole;
+* a tool result round reaches the server in the provider's wire shape, each result under its call's id;
+* error statuses map to the public error types, with the provider's message, type and request id; the key
+  never shows in an error, a log line or the model's repr;
+* 429 and 5xx are retried (a Retry-After is honoured, one beyond the limit is not waited for), client errors
+  are not, and a stream is retried only until its first event reached the consumer (a failure it reports
+  midway is raised after the text before it);
+* leaving or cancelling a stream closes its connection; finished calls reuse one kept-alive connection; a
+  closed model refuses work; a body held open after a complete answer does not hold it back; the total
+  timeout bounds a stream; a user's HTTP client is used and left open;
+* a tool choice that cannot work is refused before anything is sent.
+
+Provider-specific behaviour (wire shapes, thinking, signatures, credentials) stays in each provider's file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import msgspec
+import pytest
+
+from agentloop import (
+    AiMessage,
+    AuthenticationError,
+    BadRequestError,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    IllegalConfigurationError,
+    ModelConnectionError,
+    ModelError,
+    ModelTimeoutError,
+    NotFoundError,
+    RateLimitError,
+    ServerError,
+    TokenUsage,
+    ToolChoice,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
+from agentloop.models import (
+    AnthropicChatModel,
+    BedrockChatModel,
+    ChatModel,
+    GeminiChatModel,
+    ModelEvent,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+from agentloop.models._http import RetryPolicy, Timeouts
+from agentloop.testing import (
+    FakeAnthropicServer,
+    FakeBedrockServer,
+    FakeGeminiServer,
+    FakeOpenAIResponsesServer,
+    FakeOpenAIServer,
+    FakeServer,
+    RecordedRequest,
+    Reply,
+)
+from agentloop.testing._fake_server import encode_sse
+from tests.provider_helpers import TIME, WEATHER, collect, final
+
+OPENAI_KEY = "sk-proj-SECRETSECRET-0123456789abcdefXYZ"
+ANTHROPIC_KEY = "sk-ant-api03-Zm9vYmFyYmF6cXV4LXRlc3Qta2V5LW5vdC1yZWFs-AAAA"
+GEMINI_KEY = "AIzaSyD-fake-gemini-key-for-agentloop-tests-9Q7Z"
+BEDROCK_SECRET = "fake/secret/key/for/agentloop/tests/0000000"
+BEDROCK_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
+FAST = RetryPolicy(initial_delay=0.01, max_delay=0.02)
+QUESTION = ChatRequest([UserMessage("What is the weather like in Paris?")])
+TEXT = "Paris is sunny and mild today, around twenty degrees."
+CALLS = (
+    ToolExecutionRequest("call_a", "get_weather", '{"location": "Paris, France"}'),
+    ToolExecutionRequest("call_b", "get_time", "{}"),
+)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """How the contract drives one provider: its fake, its model, its error answers, its wire shape."""
+
+    name: str
+    reported_as: str
+    """What the provider's errors say in `error.provider` (and first thing in their message)."""
+    secret: str
+    model: str
+    """The model name the model is built with, which answers report back."""
+    id_prefix: str | None
+    """How the provider's response ids begin (None: it gives none, or none of a fixed form)."""
+    start: Callable[[], FakeServer]
+    connect: Callable[..., ChatModel]
+    """`connect(server, **options)`: the model pointed at `server`."""
+    error: Callable[..., Reply]
+    """`error(status, message, error_type, headers=())`: an error answer in the provider's format."""
+    request_id_header: str | None
+    streamed: Callable[[RecordedRequest], bool]
+    """Whether a recorded request asked for a stream."""
+    tool_results: Callable[[Any], list[tuple[str, str]]]
+    """(call id, result text) of every tool result in a recorded request body."""
+    pieces_arguments: bool
+    """Whether a call's arguments stream in several pieces (Gemini sends each call whole)."""
+    overloaded: Callable[[Any, str], bytes]
+    """`overloaded(server, message)`: the event by which a stream reports, midway, that the server failed."""
+    gaps: tuple[tuple[str, str], ...] = ()
+    """(test, why): contract items this provider does not keep yet; those tests are strict xfails for it."""
+
+    def expect_gap(self, request: pytest.FixtureRequest) -> None:
+        """Marks the running test a strict xfail when it is one of this provider's known gaps."""
+        test = request.node.originalname
+        for name, why in self.gaps:
+            if name == test:
+                request.applymarker(pytest.mark.xfail(strict=True, reason=f"{self.name}: {why}"))
+
+
+def _openai_results(body: Any) -> list[tuple[str, str]]:
+    return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+
+def _responses_results(body: Any) -> list[tuple[str, str]]:
+    return [(i["call_id"], i["output"]) for i in body["input"] if i.get("type") == "function_call_output"]
+
+
+def _anthropic_results(body: Any) -> list[tuple[str, str]]:
+    blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    return [(b["tool_use_id"], b["content"]) for b in blocks if b["type"] == "tool_result"]
+
+
+def _gemini_results(body: Any) -> list[tuple[str, str]]:
+    parts = [p["functionResponse"] for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+    return [(p["id"], p["response"]["result"]) for p in parts]
+
+
+def _bedrock_results(body: Any) -> list[tuple[str, str]]:
+    blocks = [b["toolResult"] for m in body["messages"] for b in m["content"] if "toolResult" in b]
+    return [(b["toolUseId"], b["content"][0]["text"]) for b in blocks]
+
+
+def _last_chunk(reply: Reply) -> bytes:
+    assert reply.chunks is not None
+    return reply.chunks[-1]
+
+
+def _stream_flag(request: RecordedRequest) -> bool:
+    return bool(request.json.get("stream"))
+
+
+def _options(options: dict[str, Any]) -> dict[str, Any]:
+    options.setdefault("retry", FAST)
+    options.setdefault("max_retries", 0)
+    return options
+
+
+def _bedrock_model(server: Any, **options: Any) -> ChatModel:
+    return BedrockChatModel(
+        BEDROCK_MODEL,
+        region=server.region,
+        endpoint_url=server.base_url,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        **_options(options),
+    )
+
+
+PROVIDERS = [
+    Provider(
+        "openai",
+        "openai",
+        OPENAI_KEY,
+        "gpt-4o-mini",
+        "chatcmpl-",
+        FakeOpenAIServer,
+        lambda server, **options: OpenAIChatModel(
+            "gpt-4o-mini", base_url=server.base_url, api_key=OPENAI_KEY, **_options(options)
+        ),
+        lambda status, message, kind, headers=(): FakeOpenAIServer.error(
+            status, message, type=kind, headers=headers
+        ),
+        "x-request-id",
+        _stream_flag,
+        _openai_results,
+        True,
+        lambda server, message: encode_sse({"error": {"message": message, "type": "server_error"}}),
+    ),
+    Provider(
+        "responses",
+        "openai",
+        OPENAI_KEY,
+        "gpt-5-mini",
+        "resp_",
+        FakeOpenAIResponsesServer,
+        lambda server, **options: OpenAIResponsesModel(
+            "gpt-5-mini", base_url=server.base_url, api_key=OPENAI_KEY, **_options(options)
+        ),
+        lambda status, message, kind, headers=(): FakeOpenAIResponsesServer.error(
+            status, message, type=kind, headers=headers
+        ),
+        "x-request-id",
+        _stream_flag,
+        _responses_results,
+        True,
+        lambda server, message: _last_chunk(FakeOpenAIResponsesServer.failed(message)),
+    ),
+    Provider(
+        "anthropic",
+        "anthropic",
+        ANTHROPIC_KEY,
+        "claude-test",
+        "msg_",
+        FakeAnthropicServer,
+        lambda server, **options: AnthropicChatModel(
+            "claude-test", base_url=server.base_url, api_key=ANTHROPIC_KEY, **_options(options)
+        ),
+        lambda status, message, kind, headers=(): FakeAnthropicServer.error(
+            status, message, type=kind, headers=headers
+        ),
+        "request-id",
+        _stream_flag,
+        _anthropic_results,
+        True,
+        lambda server, message: _last_chunk(server.stream_error("overloaded_error", message)),
+    ),
+    Provider(
+        "gemini",
+        "gemini",
+        GEMINI_KEY,
+        "gemini-2.5-flash",
+        None,
+        lambda: FakeGeminiServer(api_key=GEMINI_KEY),
+        lambda server, **options: GeminiChatModel(
+            "gemini-2.5-flash", base_url=server.base_url, api_key=GEMINI_KEY, **_options(options)
+        ),
+        lambda status, message, kind, headers=(): FakeGeminiServer.error(
+            status, message, status_name=kind, headers=headers
+        ),
+        None,
+        lambda request: request.path.endswith(":streamGenerateContent"),
+        _gemini_results,
+        False,
+        lambda server, message: encode_sse(
+            {"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}
+        ),
+    ),
+    pytest.param(
+        Provider(
+            "bedrock",
+            "bedrock",
+            BEDROCK_SECRET,
+            BEDROCK_MODEL,
+            None,
+            lambda: FakeBedrockServer(secret_key=BEDROCK_SECRET),
+            _bedrock_model,
+            lambda status, message, kind, headers=(): FakeBedrockServer.error(
+                status, message, type=kind, headers=headers
+            ),
+            "x-amzn-requestid",
+            lambda request: request.path.endswith("/converse-stream"),
+            _bedrock_results,
+            True,
+            lambda server, message: _last_chunk(
+                server.stream_exception("modelStreamErrorException", message)
+            ),
+            gaps=(  # its binary event stream is read by its own loop, not the shared SSE reader
+                (
+                    "test_a_stream_lost_before_its_first_event_is_retried",
+                    "a stream dropped before its first event is not retried",
+                ),
+                (
+                    "test_a_body_left_open_after_the_answer_does_not_hold_it_back",
+                    "the answer waits for the end of the body after messageStop and metadata",
+                ),
+            ),
+        ),
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("botocore") is None, reason="the bedrock extra is not installed"
+        ),
+    ),
+]
+
+
+@pytest.fixture(params=PROVIDERS, ids=lambda p: p.name)
+def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Provider:
+    # No AWS configuration from the machine: Bedrock signs with the fake's credentials only.
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def server(provider: Provider) -> Iterator[Any]:
+    with provider.start() as fake:
+        yield fake
+
+
+async def _call(model: ChatModel, request: ChatRequest, streaming: bool) -> ChatResponse:
+    return final(await collect(model.stream(request))) if streaming else await model.chat(request)
+
+
+def _first_text_then(
+    server: Any, text: str, then: str, event: bytes = b""
+) -> Callable[[RecordedRequest], Reply]:
+    """A scripted item: the provider's streamed answer `text` sent up to the piece holding its first word,
+    then `"hold"` (the rest never comes, the body is never ended), `"drop"` (the connection is closed) or
+    `"fail"` (`event` is sent, and the body ends)."""
+    first = text.split()[0].encode()
+
+    def reply(request: RecordedRequest) -> Reply:
+        whole = server.render(text, request)
+        assert whole.chunks is not None and len(whole.chunks) > 2, "the fake did not stream"
+        upto = next(n for n, chunk in enumerate(whole.chunks) if first in chunk) + 1
+        if then == "hold":
+            return Reply(whole.status, whole.headers, chunks=whole.chunks[:upto], hold_open=True)
+        if then == "fail":
+            return Reply(whole.status, whole.headers, chunks=(*whole.chunks[:upto], event))
+        return whole.with_faults(disconnect_after_chunks=upto)
+
+    return reply
+
+
+streaming = pytest.mark.parametrize("streaming", [True, False], ids=["stream", "chat"])
+
+
+# -- answers -------------------------------------------------------------------------------------------------
+
+
+async def test_text_streams_in_order_and_chat_gives_the_same_answer(provider: Provider, server: Any) -> None:
+    scripted = ChatResponse(AiMessage(TEXT), TokenUsage(30, 12), FinishReason.STOP)
+    server.add(scripted).add(scripted)
+    async with provider.connect(server) as model:
+        events = await collect(model.stream(QUESTION))
+        whole = await model.chat(QUESTION)
+    pieces = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(pieces) > 3 and "".join(pieces) == TEXT
+    assert all(isinstance(e, TextDelta) for e in events[:-1])
+    streamed = final(events)  # the last event, and the only ResponseComplete
+    for response in (streamed, whole):
+        assert response.ai_message == AiMessage(TEXT)
+        assert response.token_usage is not None
+        assert (response.token_usage.input_tokens, response.token_usage.output_tokens) == (30, 12)
+        assert response.finish_reason is FinishReason.STOP
+        assert response.model == provider.model
+        assert provider.id_prefix is None or (response.id or "").startswith(provider.id_prefix)
+    assert whole.token_usage == streamed.token_usage
+    assert [provider.streamed(r) for r in server.requests] == [True, False]
+
+
+@streaming
+async def test_an_answer_cut_at_the_token_limit_finishes_with_length(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    server.add(ChatResponse(AiMessage("Cut sh"), finish_reason=FinishReason.LENGTH))
+    async with provider.connect(server) as model:
+        response = await _call(model, QUESTION, streaming)
+    assert (response.text, response.finish_reason) == ("Cut sh", FinishReason.LENGTH)
+
+
+async def test_parallel_tool_calls_stream_and_come_back_whole(provider: Provider, server: Any) -> None:
+    server.add(AiMessage("Checking both.", CALLS)).add(AiMessage("Checking both.", CALLS))
+    request = ChatRequest([UserMessage("Weather and time in Paris?")], [WEATHER, TIME])
+    async with provider.connect(server) as model:
+        events = await collect(model.stream(request))
+        whole = await model.chat(request)
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    starts = [d for d in deltas if d.id is not None]
+    assert [(d.index, d.id, d.name) for d in starts] == [
+        (0, "call_a", "get_weather"),
+        (1, "call_b", "get_time"),
+    ]
+    assert all(d.name is None for d in deltas if d.id is None)  # id and name come with the first piece only
+    for index, call in enumerate(CALLS):
+        pieces = [d.arguments for d in deltas if d.index == index]
+        assert msgspec.json.decode("".join(pieces) or "{}") == msgspec.json.decode(call.arguments)
+    if provider.pieces_arguments:
+        assert len([d for d in deltas if d.index == 0 and d.arguments]) > 1
+    completes = [e for e in events if isinstance(e, ToolCallComplete)]
+    assert [(c.index, c.request.id, c.request.name) for c in completes] == [
+        (0, "call_a", "get_weather"),
+        (1, "call_b", "get_time"),
+    ]
+    for complete in completes:  # each right after its call's last piece, before the next call starts
+        previous = events[events.index(complete) - 1]
+        assert isinstance(previous, ToolCallDelta) and previous.index == complete.index
+    assert events.index(completes[0]) < events.index(starts[1])
+    assert events.index(completes[1]) < len(events) - 1  # and all before the end
+    assert [c.request for c in completes] == list(final(events).ai_message.tool_execution_requests)
+    for response in (final(events), whole):
+        calls = response.ai_message.tool_execution_requests
+        assert response.text == "Checking both."
+        assert [(c.id, c.name) for c in calls] == [("call_a", "get_weather"), ("call_b", "get_time")]
+        assert [msgspec.json.decode(c.arguments) for c in calls] == [{"location": "Paris, France"}, {}]
+        assert response.finish_reason is FinishReason.TOOL_EXECUTION
+
+
+@streaming
+async def test_tool_results_are_sent_under_their_calls_ids(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    server.add("Sunny, and it is noon.")
+    history = [
+        UserMessage("Weather and time in Paris?"),
+        AiMessage(None, CALLS),
+        ToolExecutionResultMessage("call_a", "get_weather", "18°C"),
+        ToolExecutionResultMessage("call_b", "get_time", "noon"),
+    ]
+    async with provider.connect(server) as model:
+        response = await _call(model, ChatRequest(history, [WEATHER, TIME]), streaming)
+    assert response.text == "Sunny, and it is noon."  # the fake checks the round as the API does
+    assert provider.tool_results(server.requests[0].json) == [("call_a", "18°C"), ("call_b", "noon")]
+
+
+# -- errors --------------------------------------------------------------------------------------------------
+
+ERRORS = [
+    (400, BadRequestError, "invalid_argument"),
+    (401, AuthenticationError, "unauthenticated"),
+    (403, AuthenticationError, "permission_denied"),
+    (404, NotFoundError, "not_found"),
+    (429, RateLimitError, "rate_limited"),
+    (500, ServerError, "internal"),
+    (503, ServerError, "unavailable"),
+]
+
+
+@pytest.mark.parametrize(("status", "cls", "kind"), ERRORS, ids=[str(e[0]) for e in ERRORS])
+@streaming
+async def test_error_statuses_map_to_public_errors_that_never_show_the_key(
+    provider: Provider,
+    server: Any,
+    status: int,
+    cls: type[ModelError],
+    kind: str,
+    streaming: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    message = f"Problem {status}, the key {provider.secret} was used"
+    reply = provider.error(status, message, kind)
+    server.add(reply)
+    model = provider.connect(server)
+    async with model:
+        with pytest.raises(cls) as caught:
+            await _call(model, QUESTION, streaming)
+    error = caught.value
+    assert type(error) is cls
+    assert (error.status_code, error.provider, error.error_type) == (status, provider.reported_as, kind)
+    assert str(error).startswith(f"{provider.reported_as}: ")
+    assert f"Problem {status}" in str(error) and f"Problem {status}" in (error.provider_message or "")
+    if provider.request_id_header:
+        assert error.request_id == reply.header(provider.request_id_header)
+        assert (error.request_id or "") in str(error)
+    assert "****" + provider.secret[-4:] in str(error)  # masked, yet recognisable
+    for text in (str(error), repr(error), error.provider_message or "", caplog.text, repr(model)):
+        assert provider.secret not in text and provider.secret[:-4] not in text
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+async def test_client_errors_are_not_retried(provider: Provider, server: Any, status: int) -> None:
+    server.add(provider.error(status, "no", "refused")).add("unused")
+    async with provider.connect(server, max_retries=2) as model:
+        with pytest.raises(ModelError):
+            await model.chat(QUESTION)
+    assert len(server.requests) == 1
+
+
+@streaming
+async def test_429_and_5xx_are_retried_until_max_retries(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    server.add(provider.error(429, "Slow down", "rate_limited"))
+    server.add(provider.error(503, "Busy", "unavailable"))
+    server.add("finally")
+    server.add(provider.error(500, "Broken", "internal")).add(provider.error(502, "Still broken", "internal"))
+    async with provider.connect(server, max_retries=2) as model:
+        assert (await _call(model, QUESTION, streaming)).text == "finally"
+    async with provider.connect(server, max_retries=1) as model:
+        with pytest.raises(ServerError, match="Still broken"):  # the last error, once retries run out
+            await _call(model, QUESTION, streaming)
+    assert len(server.requests) == 5
+
+
+@streaming
+async def test_retry_after_is_honoured_and_one_beyond_the_limit_is_not_waited_for(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    server.add(provider.error(429, "Slow down", "rate_limited", (("retry-after", "0.3"),))).add("waited")
+    server.add(provider.error(429, "Come back tomorrow", "rate_limited", (("retry-after", "86400"),)))
+    async with provider.connect(server, max_retries=1) as model:
+        started = time.monotonic()
+        assert (await _call(model, QUESTION, streaming)).text == "waited"
+        assert time.monotonic() - started >= 0.3  # the backoff alone would be 0.01 s
+        with pytest.raises(RateLimitError) as caught:
+            await _call(model, QUESTION, streaming)
+    assert caught.value.retry_after == 86400
+    assert len(server.requests) == 3
+
+
+# -- streams and connections ---------------------------------------------------------------------------------
+
+
+async def test_a_stream_lost_before_its_first_event_is_retried(
+    provider: Provider, server: Any, request: pytest.FixtureRequest
+) -> None:
+    provider.expect_gap(request)
+    server.add(Reply.connection_reset())
+    server.add(TEXT, disconnect_after_chunks=0)  # headers, then nothing
+    server.add("recovered")
+    async with provider.connect(server, max_retries=2) as model:
+        assert final(await collect(model.stream(QUESTION))).text == "recovered"
+    assert len(server.requests) == 3
+
+
+async def test_no_retry_once_the_first_event_reached_the_consumer(provider: Provider, server: Any) -> None:
+    server.add(_first_text_then(server, TEXT, "drop"))
+    server.add("must not be requested")
+    received: list[ModelEvent] = []
+    async with provider.connect(server, max_retries=3) as model:
+        with pytest.raises(ModelConnectionError, match="the stream broke before it was complete"):
+            await collect(model.stream(QUESTION), into=received)
+    assert received and all(isinstance(e, TextDelta) for e in received)
+    assert TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
+    assert len(server.requests) == 1 and server.pending == 1
+
+
+async def test_a_failure_reported_midway_raises_after_the_text_before_it_and_is_not_retried(
+    provider: Provider, server: Any
+) -> None:
+    server.add(_first_text_then(server, TEXT, "fail", provider.overloaded(server, "Overloaded right now")))
+    server.add("must not be requested")
+    received: list[ModelEvent] = []
+    async with provider.connect(server, max_retries=3) as model:
+        with pytest.raises(ServerError, match="Overloaded right now") as caught:
+            await collect(model.stream(QUESTION), into=received)
+    assert caught.value.provider == provider.reported_as
+    assert received and all(isinstance(e, TextDelta) for e in received)
+    assert TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
+    assert len(server.requests) == 1 and server.pending == 1
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+async def test_leaving_a_stream_closes_its_connection_and_the_model_goes_on(
+    provider: Provider, server: Any, how: str
+) -> None:
+    server.add(_first_text_then(server, TEXT, "hold"))  # never finishes by itself
+    async with provider.connect(server) as model:
+        stream = model.stream(QUESTION)
+        if how == "aclose":
+            first = await stream.__anext__()
+            await stream.aclose()  # type: ignore[attr-defined]
+        else:
+            with anyio.CancelScope() as scope:
+                async for first in stream:
+                    scope.cancel()  # delivered inside the stream, at its next read
+            assert scope.cancelled_caught
+        assert isinstance(first, TextDelta) and TEXT.startswith(first.text)
+        with anyio.fail_after(5):
+            await server.requests[0].wait_disconnected()
+        assert not server.requests[0].completed.is_set()
+        server.add("again").add("and again")
+        assert final(await collect(model.stream(QUESTION))).text == "again"
+        assert (await model.chat(QUESTION)).text == "and again"
+    assert server.connections_opened == 2  # the dropped one, then one kept alive for both
+
+
+async def test_finished_calls_reuse_one_kept_alive_connection(provider: Provider, server: Any) -> None:
+    for text in ("one", "two", "three", "four"):
+        server.add(text)
+    async with provider.connect(server) as model:
+        assert final(await collect(model.stream(QUESTION))).text == "one"
+        assert (await model.chat(QUESTION)).text == "two"
+        assert final(await collect(model.stream(QUESTION))).text == "three"
+        assert (await model.chat(QUESTION)).text == "four"
+    assert server.connections_opened == 1
+    assert [r.connection for r in server.requests] == [0, 0, 0, 0]
+
+
+async def test_a_body_left_open_after_the_answer_does_not_hold_it_back(
+    provider: Provider, server: Any, request: pytest.FixtureRequest
+) -> None:
+    provider.expect_gap(request)
+    server.add("one two", hold_open=True)  # the whole answer is sent, the body is never ended
+    server.add("three")
+    async with provider.connect(server) as model:
+        with anyio.fail_after(3):  # the body is held open for an hour
+            assert final(await collect(model.stream(QUESTION))).text == "one two"
+        assert final(await collect(model.stream(QUESTION))).text == "three"
+    assert server.connections_opened == 2  # the held connection was not put back in the pool
+
+
+async def test_the_total_timeout_bounds_a_stream(provider: Provider, server: Any) -> None:
+    server.add(_first_text_then(server, TEXT, "hold"))
+    received: list[ModelEvent] = []
+    async with provider.connect(server, timeout=Timeouts(total=1.0)) as model:
+        with pytest.raises(ModelTimeoutError, match="total timeout of 1s"):
+            await collect(model.stream(QUESTION), into=received)
+    assert received and TEXT.startswith("".join(e.text for e in received if isinstance(e, TextDelta)))
+
+
+async def test_a_users_client_is_used_and_left_open(provider: Provider, server: Any) -> None:
+    server.add("one").add("two")
+    async with httpx2.AsyncClient(headers={"x-from-client": "1"}) as client:
+        async with provider.connect(server, http_client=client) as model:
+            assert (await model.chat(QUESTION)).text == "one"
+        assert not client.is_closed
+        async with provider.connect(server, http_client=client) as model:
+            assert final(await collect(model.stream(QUESTION))).text == "two"
+    assert [r.headers["x-from-client"] for r in server.requests] == ["1", "1"]
+    assert server.connections_opened == 1  # one pooled connection served both models
+
+
+@streaming
+async def test_a_tool_choice_that_cannot_work_is_refused_before_sending(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    async with provider.connect(server) as model:
+        unknown = ChatRequest(QUESTION.messages, [WEATHER], ToolChoice.tool("nope"))
+        with pytest.raises(IllegalConfigurationError, match=r"'nope'.*does not offer.*get_weather"):
+            await _call(model, unknown, streaming)
+        without_tools = ChatRequest(QUESTION.messages, (), ToolChoice.REQUIRED)
+        with pytest.raises(IllegalConfigurationError, match="needs at least one tool"):
+            await _call(model, without_tools, streaming)
+    assert server.requests == []
+
+
+@streaming
+async def test_a_closed_model_refuses_work(provider: Provider, server: Any, streaming: bool) -> None:
+    model = provider.connect(server)
+    assert isinstance(model, ChatModel)
+    await model.aclose()
+    with pytest.raises(IllegalConfigurationError, match="closed"):
+        await _call(model, QUESTION, streaming)
+    assert server.requests == []
