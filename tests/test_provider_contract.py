@@ -121,15 +121,6 @@ class Provider:
     """Whether a call's arguments stream in several pieces (Gemini sends each call whole)."""
     overloaded: Callable[[Any, str], bytes]
     """`overloaded(server, message)`: the event by which a stream reports, midway, that the server failed."""
-    gaps: tuple[tuple[str, str], ...] = ()
-    """(test, why): contract items this provider does not keep yet; those tests are strict xfails for it."""
-
-    def expect_gap(self, request: pytest.FixtureRequest) -> None:
-        """Marks the running test a strict xfail when it is one of this provider's known gaps."""
-        test = request.node.originalname
-        for name, why in self.gaps:
-            if name == test:
-                request.applymarker(pytest.mark.xfail(strict=True, reason=f"{self.name}: {why}"))
 
 
 def _openai_results(body: Any) -> list[tuple[str, str]]:
@@ -278,16 +269,6 @@ PROVIDERS = [
             True,
             lambda server, message: _last_chunk(
                 server.stream_exception("modelStreamErrorException", message)
-            ),
-            gaps=(  # its binary event stream is read by its own loop, not the shared SSE reader
-                (
-                    "test_a_stream_lost_before_its_first_event_is_retried",
-                    "a stream dropped before its first event is not retried",
-                ),
-                (
-                    "test_a_body_left_open_after_the_answer_does_not_hold_it_back",
-                    "the answer waits for the end of the body after messageStop and metadata",
-                ),
             ),
         ),
         marks=pytest.mark.skipif(
@@ -518,10 +499,7 @@ async def test_retry_after_is_honoured_and_one_beyond_the_limit_is_not_waited_fo
 # -- streams and connections ---------------------------------------------------------------------------------
 
 
-async def test_a_stream_lost_before_its_first_event_is_retried(
-    provider: Provider, server: Any, request: pytest.FixtureRequest
-) -> None:
-    provider.expect_gap(request)
+async def test_a_stream_lost_before_its_first_event_is_retried(provider: Provider, server: Any) -> None:
     server.add(Reply.connection_reset())
     server.add(TEXT, disconnect_after_chunks=0)  # headers, then nothing
     server.add("recovered")
@@ -595,9 +573,8 @@ async def test_finished_calls_reuse_one_kept_alive_connection(provider: Provider
 
 
 async def test_a_body_left_open_after_the_answer_does_not_hold_it_back(
-    provider: Provider, server: Any, request: pytest.FixtureRequest
+    provider: Provider, server: Any
 ) -> None:
-    provider.expect_gap(request)
     server.add("one two", hold_open=True)  # the whole answer is sent, the body is never ended
     server.add("three")
     async with provider.connect(server) as model:

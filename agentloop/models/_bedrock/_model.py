@@ -13,18 +13,20 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import httpx2
 
 from agentloop._errors import IllegalConfigurationError, ModelError
 from agentloop._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete
+from .._eventstream import EventStreamMessage
 from .._http import RetryPolicy, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from ._auth import AwsAuth
 from ._request import build_body, inference_defaults, place, thinking_fields
 from ._response import chat_response
 from ._shapes import PROVIDER, converse_decoder
-from ._stream import ConverseStream, next_chunk
+from ._stream import ConverseStream, drain, next_chunk
 
 __all__ = ["BedrockChatModel"]
 
@@ -183,21 +185,49 @@ class BedrockChatModel(HTTPChatModel):
             total = self._http.timeouts.total
             deadline = None if total is None else time.monotonic() + total
             headers = await self._auth.signed_headers(self._http, path, body)
+            opened: list[tuple[ConverseStream, Any, list[EventStreamMessage]]] = []
+
+            async def first(response: httpx2.Response) -> None:
+                # Up to the first whole message, within the attempt: a connection dropped before it retries.
+                reader = ConverseStream(self._http, response.headers.get("x-amzn-requestid"))
+                chunks = response.aiter_bytes()
+                messages: list[EventStreamMessage] = []
+                try:
+                    while not messages:
+                        chunk = await next_chunk(
+                            self._http, chunks, deadline, reader.request_id, may_retry=True
+                        )
+                        if chunk is None:
+                            break
+                        messages = reader.messages(chunk)
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await chunks.aclose()
+                    raise
+                opened[:] = [(reader, chunks, messages)]
+
             async with self._http.open_stream(
                 path,
                 body,
                 headers=headers,
                 tools=bool(request.tool_specifications),
                 accept=_EVENT_STREAM,
-            ) as response:
-                request_id = response.headers.get("x-amzn-requestid")
-                reader = ConverseStream(self._http, request_id)
-                chunks = response.aiter_bytes()
+                first=first,
+            ):
+                reader, chunks, messages = opened[0]
+                request_id = reader.request_id
                 try:
-                    while (chunk := await next_chunk(self._http, chunks, deadline, request_id)) is not None:
-                        for message in reader.messages(chunk):
+                    while True:
+                        for message in messages:
                             for event in reader.events(message):
                                 yield event
+                        if reader.finished:  # the answer is whole: the rest of the body is not awaited
+                            await drain(chunks)
+                            break
+                        chunk = await next_chunk(self._http, chunks, deadline, request_id)
+                        if chunk is None:
+                            break
+                        messages = reader.messages(chunk)
                 finally:
                     with anyio.CancelScope(shield=True):
                         await chunks.aclose()

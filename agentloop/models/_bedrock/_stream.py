@@ -5,7 +5,8 @@ message's events (`events`); at the end, `response()` is what a Converse call wo
 Blocks are keyed by `contentBlockIndex`, never by arrival order; streamed tool input arrives as JSON
 fragments, joined and announced at `contentBlockStop` (empty input is `{}`). Exceptions inside the stream
 (`throttlingException`, `modelStreamErrorException`...) become `ModelError`s. `next_chunk` reads the body
-within the total timeout.
+within the total timeout. The answer is whole once `messageStop` and `metadata` (the usage) arrived: the
+rest of the body is read only briefly (`drain`), so a body the server holds open never holds the answer.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from agentloop._messages import ChatResponse, ToolExecutionRequest
 
 from .._base import ModelEvent, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from .._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
-from .._http import ProviderClient, model_error_from_exception
+from .._http import ProviderClient, model_error_from_exception, retryable
 from ._response import chat_response
 from ._shapes import (
     PROVIDER,
@@ -46,7 +47,7 @@ from ._shapes import (
     metadata_decoder,
 )
 
-__all__ = ["ConverseStream", "next_chunk"]
+__all__ = ["ConverseStream", "drain", "next_chunk"]
 
 _STREAM_EXCEPTIONS: dict[str, tuple[type[ModelError], int | None]] = {
     "throttlingException": (RateLimitError, 429),
@@ -67,6 +68,11 @@ class ConverseStream:
         self.request_id = request_id
         self._decoder = EventStreamDecoder()
         self._state = _Assembler()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the answer is whole: `messageStop` and then `metadata` (its usage) arrived."""
+        return self._state.stop_reason is not None and self._state.usage is not None
 
     def messages(self, chunk: bytes) -> list[EventStreamMessage]:
         """The messages `chunk` completes (none while a frame is still arriving); raises for a broken
@@ -129,9 +135,15 @@ class ConverseStream:
 
 
 async def next_chunk(
-    http: ProviderClient, chunks: Any, deadline: float | None, request_id: str | None
+    http: ProviderClient,
+    chunks: Any,
+    deadline: float | None,
+    request_id: str | None,
+    *,
+    may_retry: bool = False,
 ) -> bytes | None:
-    """The next piece of the body (None at its end), within the total timeout when one is set."""
+    """The next piece of the body (None at its end), within the total timeout when one is set. With
+    `may_retry` (nothing reached the consumer yet), a broken connection is raised as `retryable`."""
     try:
         if deadline is None:
             return cast(bytes, await chunks.__anext__())
@@ -140,13 +152,30 @@ async def next_chunk(
     except StopAsyncIteration:
         return None
     except Exception as exc:
-        raise _broken(http, exc, request_id) from exc
+        error = _broken(http, exc, request_id)
+        if may_retry and isinstance(error, ModelConnectionError):
+            raise retryable(error) from exc
+        raise error from exc
     total = http.timeouts.total or 0.0
     raise ModelTimeoutError(
         f"bedrock: the stream did not finish within the total timeout of {total:g}s",
         provider=PROVIDER,
         request_id=request_id,
     )
+
+
+async def drain(chunks: Any, *, timeout: float = 0.1, limit: int = 65536) -> None:
+    """Reads what is left of a whole answer's body (normally just its end) for at most `timeout` seconds:
+    a body read to its end gives its connection back to the pool; one the server holds open costs that
+    connection, never a stalled answer."""
+    with anyio.move_on_after(timeout):
+        try:
+            async for chunk in chunks:
+                limit -= len(chunk)
+                if limit < 0:
+                    return
+        except Exception:  # the answer is whole: a failure after it changes nothing
+            return
 
 
 def _broken(http: ProviderClient, exc: Exception, request_id: str | None) -> ModelError:

@@ -22,8 +22,9 @@ secrets=())`
     SSEStream`: opens an event stream, retrying until the first event has arrived (status errors, connect
     errors, connections dropped before any event). After that nothing is retried: once a provider has
     given its consumer an event, a retry would repeat it. Leaving the `async with` closes the response.
-- `open_stream(...)`: the same, giving the open `httpx2.Response` (2xx checked, nothing read), for
-    providers whose stream is not SSE.
+- `open_stream(..., first=None)`: the same, giving the open `httpx2.Response` (2xx checked), for
+    providers whose stream is not SSE; `first(response)` reads up to the first whole message within the
+    attempt, and an error it raises as `retryable(error)` (the connection broke before that) is retried.
 - `error_from_payload(payload, *, request_id=None) -> ModelError`: an error the provider sent inside a
     2xx body or an event stream (`{"error": {...}}`, Anthropic's `event: error`).
 - `scrub(text) -> str` (secrets masked), `owns_client`, `client`, `aclose()`; `repr` shows provider and
@@ -60,6 +61,7 @@ from ._errors import (
     model_error_from_exception,
     parse_retry_after,
     request_id_of,
+    retryable,
 )
 from ._sse import ServerSentEvent, SSEDecoder
 from ._stream import SSEStream
@@ -82,5 +84,6 @@ __all__ = [
     "model_error_from_exception",
     "parse_retry_after",
     "request_id_of",
+    "retryable",
     "scrub",
 ]

@@ -307,14 +307,21 @@ class ProviderClient:
         headers: Mapping[str, str] | None = None,
         tools: bool = False,
         accept: str = "text/event-stream",
+        first: Callable[[httpx2.Response], Awaitable[None]] | None = None,
     ) -> AsyncIterator[httpx2.Response]:
-        """An open 2xx streaming response (status errors and connect failures retried); closed on exit."""
+        """An open 2xx streaming response (status errors and connect failures retried); closed on exit.
+
+        `first(response)`, when given, reads the start of the body within the attempt (up to the first whole
+        message, as `open_sse` does): an error it raises wrapped in `retryable(...)` (a connection dropped
+        before anything reached the consumer) is retried like a failed connect."""
         request = self._build(method, path, payload, headers, accept=accept)
 
         async def attempt() -> httpx2.Response:
             response = await self._send(request)
             try:
                 await self._check_status(response, tools)
+                if first is not None:
+                    await first(response)
             except BaseException:
                 await _close(response)
                 raise

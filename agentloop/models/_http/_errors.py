@@ -390,3 +390,9 @@ class _Retryable(Exception):
     def __init__(self, error: ModelError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+def retryable(error: ModelError) -> Exception:
+    """`error` marked as one the retry loop may retry: what a `ProviderClient.open_stream(first=...)`
+    callback raises for a connection that broke before the stream gave anything to its consumer."""
+    return _Retryable(error)
