@@ -12,11 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 import agentloop
@@ -48,8 +44,8 @@ from agentloop.models import (
 )
 from agentloop.models._base import model_name_of, provider_of, supports_response_format
 from agentloop.models._http import RetryPolicy
-from agentloop.otel import Instrumentation
 from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer
+from tests.otel_helpers import Telemetry
 
 KEY = "sk-test-0123456789abcdef-secret"
 CITIES = ("Paris", "Oslo", "Lima")
@@ -57,35 +53,6 @@ CALLS = [
     ToolExecutionRequest(f"call_{n}", "weather", json.dumps({"city": city})) for n, city in enumerate(CITIES)
 ]
 USAGE = TokenUsage(120, 30, cache_read_tokens=100, cache_write_tokens=None, reasoning_tokens=12)
-
-
-class Telemetry:
-    """An SDK tracer provider and meter provider that keep everything in memory."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def instrumentation(self, capture_content: bool | None = None) -> Instrumentation:
-        return Instrumentation(self.tracer_provider, self.meter_provider, capture_content=capture_content)
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def named(self, prefix: str) -> list[ReadableSpan]:
-        return [s for s in self.spans() if s.name.startswith(prefix)]
-
-    def metrics(self) -> dict[str, list[Any]]:
-        found: dict[str, list[Any]] = {}
-        data = self.reader.get_metrics_data()
-        for resource in data.resource_metrics if data else ():
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    found.setdefault(metric.name, []).extend(metric.data.data_points)
-        return found
 
 
 @pytest.fixture

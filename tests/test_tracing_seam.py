@@ -10,11 +10,6 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from agentloop import (
@@ -36,23 +31,9 @@ from agentloop.models import OpenAIChatModel
 from agentloop.models._base import supports_response_format
 from agentloop.otel import Instrumentation
 from agentloop.testing import FakeOpenAIServer
+from tests.otel_helpers import Telemetry
 
 KEY = "sk-test-0123456789abcdef-secret"
-
-
-class Telemetry:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def instrumentation(self, capture_content: bool = False) -> Instrumentation:
-        return Instrumentation(self.tracer_provider, self.meter_provider, capture_content=capture_content)
-
-    def named(self, prefix: str) -> list[ReadableSpan]:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
 
 
 @pytest.fixture
