@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from agentloop import ChatResponse, ToolSpecification
-from agentloop.models import ModelEvent, ResponseComplete
+from agentloop.models import BedrockChatModel, ModelEvent, ResponseComplete
+from agentloop.testing import FakeBedrockServer
 
 WEATHER = ToolSpecification(
     "get_weather",
@@ -31,3 +33,15 @@ def final(events: Sequence[ModelEvent]) -> ChatResponse:
     assert isinstance(last, ResponseComplete)
     assert sum(isinstance(e, ResponseComplete) for e in events) == 1
     return last.response
+
+
+def bedrock_model(server: FakeBedrockServer, model_id: str, **options: Any) -> BedrockChatModel:
+    """A `BedrockChatModel` for `model_id` pointed at `server`, signing with its credentials."""
+    return BedrockChatModel(
+        model_id,
+        region=server.region,
+        endpoint_url=server.base_url,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        **options,
+    )

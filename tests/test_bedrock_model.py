@@ -49,7 +49,7 @@ from agentloop.models import (
 )
 from agentloop.testing import FakeBedrockServer
 from agentloop.testing._fake_server import FakeServer, Reply
-from tests.provider_helpers import TIME, WEATHER, collect, final
+from tests.provider_helpers import TIME, WEATHER, bedrock_model, collect, final
 
 pytest.importorskip("botocore")
 
@@ -96,14 +96,7 @@ def server() -> Iterator[FakeBedrockServer]:
 
 def model_for(server: FakeBedrockServer, model_id: str = MODEL_ID, **options: Any) -> BedrockChatModel:
     options.setdefault("max_retries", 0)
-    return BedrockChatModel(
-        model_id,
-        region=server.region,
-        endpoint_url=server.base_url,
-        aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key,
-        **options,
-    )
+    return bedrock_model(server, model_id, **options)
 
 
 # -- streaming and the request shape ------------------------------------------------------------------------

@@ -57,7 +57,6 @@ from agentloop import (
 )
 from agentloop.models import (
     AnthropicChatModel,
-    BedrockChatModel,
     ChatModel,
     GeminiChatModel,
     ModelEvent,
@@ -79,7 +78,7 @@ from agentloop.testing import (
     Reply,
 )
 from agentloop.testing._fake_server import encode_sse
-from tests.provider_helpers import TIME, WEATHER, collect, final
+from tests.provider_helpers import TIME, WEATHER, bedrock_model, collect, final
 
 OPENAI_KEY = "sk-proj-SECRETSECRET-0123456789abcdefXYZ"
 ANTHROPIC_KEY = "sk-ant-api03-Zm9vYmFyYmF6cXV4LXRlc3Qta2V5LW5vdC1yZWFs-AAAA"
@@ -162,14 +161,7 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bedrock_model(server: Any, **options: Any) -> ChatModel:
-    return BedrockChatModel(
-        BEDROCK_MODEL,
-        region=server.region,
-        endpoint_url=server.base_url,
-        aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key,
-        **_options(options),
-    )
+    return bedrock_model(server, BEDROCK_MODEL, **_options(options))
 
 
 PROVIDERS = [
