@@ -616,16 +616,22 @@ class _Handoff:
     def put(self, item: Any) -> bool:
         """Queues a chunk, waiting while `size` are unread; False once the consumer or its loop is gone."""
         while not self._room.acquire(timeout=_CHECK_EVERY):
-            if self.stopped.is_set() or not self._post(_noop):
-                self.stopped.set()
+            if self.stopped.is_set() or not self._loop_runs():
                 return False
-        if self._items and time.monotonic() >= self._next_check:
+        now = time.monotonic()
+        if self._items and now >= self._next_check:
             # Chunks wait unread, so no post of the consumer's wake-up tells whether its loop still runs:
             # ask it now and then (a slow model on a loop that ended would otherwise fill the whole buffer).
-            self._next_check = time.monotonic() + _CHECK_EVERY
-            if not self._post(_noop):
-                self.stopped.set()
+            self._next_check = now + _CHECK_EVERY
+            self._loop_runs()
         return not self.stopped.is_set() and self._push(item)
+
+    def _loop_runs(self) -> bool:
+        """Whether the consumer's event loop still runs (a no-op posted to it); sets `stopped` when not."""
+        if self._post(_noop):
+            return True
+        self.stopped.set()
+        return False
 
     def finish(self, item: Any) -> None:
         """Queues the pass's last item (never waits: it needs no room, nobody may be left to make any)."""
