@@ -52,7 +52,7 @@ from ._messages import (
     UserInput,
     UserMessage,
 )
-from ._observe import Observer, default_observer, model_name_of, observer_for, provider_of
+from ._observe import Observer, default_observer, observer_for
 from ._options import NO_OPTIONS, CallOptions
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
@@ -63,6 +63,7 @@ from ._sync import close_at_exit, run_sync
 from ._tool import ReturnBehavior, Tool
 from ._toolset import ToolProvider, is_dynamic, resolve_tools
 from .models import ChatModel
+from .models._base import model_name_of, provider_of
 
 if TYPE_CHECKING:
     from typing import TypeAlias

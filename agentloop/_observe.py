@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from ._errors import IllegalConfigurationError
 from ._execution import ToolExecution
 from ._seam import Middleware
-from .models._base import model_name_of, provider_of
 
 if TYPE_CHECKING:
     from ._loop import Invocation
@@ -29,9 +28,7 @@ __all__ = [
     "instrument",
     "log_model_call",
     "log_tool_call",
-    "model_name_of",
     "observer_for",
-    "provider_of",
     "retry_listener",
     "set_default_observer",
     "uninstrument",

@@ -26,7 +26,7 @@ from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentloop._messages import ChatRequest, ChatResponse, TokenUsage
-from agentloop._observe import Observer, model_name_of, provider_of, retry_listener
+from agentloop._observe import Observer, retry_listener
 from agentloop._seam import ModelCall
 from agentloop.models import (
     ChatModel,
@@ -37,7 +37,7 @@ from agentloop.models import (
     ResponseComplete,
     WrapperModel,
 )
-from agentloop.models._base import supports_response_format
+from agentloop.models._base import model_name_of, provider_of, supports_response_format
 
 from . import _content
 from ._safety import Telemetry, describe
