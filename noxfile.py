@@ -62,10 +62,12 @@ def _skips_local_model(arguments: list[str]) -> bool:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint rules and formatting."""
+    """ruff: lint rules and formatting; lint-imports: the layers contract in pyproject.toml."""
     session.install("ruff==0.17.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.install("-e", ".", "import-linter>=2.1")
+    session.run("lint-imports")
 
 
 @nox.session(python=PYTHON)

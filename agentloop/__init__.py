@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._public import TOP_LEVEL, publish, publish_one
 from ._values._content import Content, DocumentContent, ImageContent, TextContent
 from ._values._errors import (
     AgentLoopError,
@@ -82,9 +83,9 @@ if TYPE_CHECKING:
     from ._runtime._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
-    from ._tools._execution import ToolExecution, ToolRunner, should_return_immediately
+    from ._tools._execution import ToolRunner, should_return_immediately
     from ._tools._schema import P
-    from ._tools._tool import ReturnBehavior, Tool, ToolExecutor
+    from ._tools._tool import Tool, ToolExecutor
     from ._tools._toolset import (
         ToolProvider,
         ToolProviderRequest,
@@ -106,13 +107,15 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
+    from ._values._records import ReturnBehavior, ToolExecution
     from ._values._result import Result
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "P": "._tools._schema",
-    **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tools._tool"),
+    **dict.fromkeys(["ReturnBehavior", "ToolExecution"], "._values._records"),
+    **dict.fromkeys(["Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
         ["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._runtime._seam"
     ),
@@ -128,7 +131,7 @@ _LAZY: dict[str, str] = {
         ],
         "._tools._toolset",
     ),
-    **dict.fromkeys(["ToolExecution", "ToolRunner", "should_return_immediately"], "._tools._execution"),
+    **dict.fromkeys(["ToolRunner", "should_return_immediately"], "._tools._execution"),
     "execute_tool_calls": "._runtime._one_response",
     **dict.fromkeys(
         [
@@ -264,11 +267,15 @@ __all__ = [
 ]
 
 
+TOP_LEVEL.update(__all__)
+publish(globals(), __all__, __name__)
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = publish_one(getattr(importlib.import_module(module, __name__), name), __name__)
     globals()[name] = value
     return value
 

@@ -13,6 +13,7 @@ import anyio
 
 from agentloop import (
     AiMessage,
+    ChatMessage,
     ChatRequest,
     ToolContext,
     ToolExecutionRequest,
@@ -22,7 +23,6 @@ from agentloop import (
     tool,
     tool_specifications_from,
 )
-from agentloop._values._messages import ChatMessage
 from agentloop.models import ChatModel
 from agentloop.testing import ScriptedChatModel
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from agentloop._demo import main
+from agentloop.__main__ import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["demo", *sys.argv[1:]]))

@@ -655,7 +655,7 @@ async def test_altered_state_is_refused_naming_the_call(edit: Any, call_id: str,
 
 def recompute_check(document: dict[str, Any]) -> None:
     """What a deliberate forger does: edit, then recompute every digest (no secret protects them)."""
-    from agentloop._features.approval._format import _check_of, _decoder, _encoder
+    from agentloop._values._pending import _check_of, _decoder, _encoder
 
     set_amount(document)
     calls = document["response"]["ai_message"]["tool_execution_requests"]
@@ -685,7 +685,7 @@ async def test_a_recomputed_forgery_is_refused_in_the_process_that_paused_withou
 def forge_new_round(document: dict[str, Any]) -> None:
     """The attack on a process without a store: a made-up invocation id (so a pending id never issued), new
     arguments, and every digest recomputed, so the state is consistent with itself."""
-    from agentloop._features.approval._format import _pending_id
+    from agentloop._values._pending import _pending_id
 
     document["invocation_id"] = "forged-invocation"
     document["id"] = _pending_id("forged-invocation", document["round"])

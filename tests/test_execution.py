@@ -25,8 +25,9 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._tools._execution import ExecutionOptions, ToolExecution, execute_tool_call
+from agentloop._tools._execution import ExecutionOptions, execute_tool_call
 from agentloop._tools._toolset import resolve_tools
+from agentloop._values._records import ToolExecution
 
 
 def call(name: str, arguments: str = "{}", id: str | None = None) -> ToolExecutionRequest:

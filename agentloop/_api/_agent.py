@@ -40,7 +40,7 @@ from .._tools._execution import (
     ReservingToolRunner,
     ToolRunner,
 )
-from .._tools._tool import ReturnBehavior, Tool
+from .._tools._tool import Tool
 from .._tools._toolset import ToolProvider, is_dynamic, resolve_tools
 from .._values._context import ToolContext, new_invocation_id
 from .._values._errors import (
@@ -60,6 +60,7 @@ from .._values._messages import (
     UserMessage,
 )
 from .._values._options import NO_OPTIONS, CallOptions
+from .._values._records import ReturnBehavior
 from .._values._result import Result
 from .._values._spec import ToolSpecification
 from ..models import ChatModel

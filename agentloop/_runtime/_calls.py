@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from .._tools._execution import ToolExecution, execute_tool_call, rejected_call
+from .._tools._execution import execute_tool_call, rejected_call
 from .._tools._toolset import Toolset
 from .._values._context import ToolContext
 from .._values._errors import BadResponseError
 from .._values._events import BeforeToolExecution, ToolExecuted
 from .._values._messages import ToolExecutionRequest, is_whole_object
+from .._values._records import ToolExecution
 from ._hooks import DEFERRED
 from ._observe import log_tool_call
 from ._seam import ToolCall

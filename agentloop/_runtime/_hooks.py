@@ -18,9 +18,8 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._tools._execution import ToolExecution
-from .._tools._tool import ReturnBehavior
 from .._values._messages import AiMessage, ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
+from .._values._records import ReturnBehavior, ToolExecution
 
 if TYPE_CHECKING:
     from .._tools._toolset import Toolset

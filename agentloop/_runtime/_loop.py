@@ -30,7 +30,7 @@ import msgspec
 
 from .._conforms import conforms
 from .._memory._chat import ChatMemory, FinalCommitMemory
-from .._tools._execution import ExecutionOptions, ToolExecution, should_return_immediately
+from .._tools._execution import ExecutionOptions, should_return_immediately
 from .._tools._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .._values._context import ToolContext
 from .._values._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
@@ -54,16 +54,10 @@ from .._values._messages import (
     is_whole_object,
 )
 from .._values._options import NO_OPTIONS, CallOptions
+from .._values._progress import GenerationProgress
+from .._values._records import ToolExecution
 from .._values._result import Result
-from ..models import (
-    ChatModel,
-    GenerationProgress,
-    ResponseComplete,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallComplete,
-    ToolCallDelta,
-)
+from ..models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._calls import Calls
 from ._hooks import NOT_FOUND, Checkpoint, OutputHook, RetryOutput
 from ._observe import log_model_call

@@ -9,12 +9,10 @@ The loop knows nothing of tracing: an observer is one more `Middleware` (`wrap_i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .._tools._execution import ToolExecution
 from .._values._errors import IllegalConfigurationError
+from .._values._records import ToolExecution
 from ._seam import Middleware
 
 if TYPE_CHECKING:
@@ -23,13 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Observer",
-    "RetryListener",
     "default_observer",
     "instrument",
     "log_model_call",
     "log_tool_call",
     "observer_for",
-    "retry_listener",
     "set_default_observer",
     "uninstrument",
 ]
@@ -48,12 +44,6 @@ class Observer(Middleware):
         """Whether to place it on the next invocation's seam (looked up once per invocation)."""
         return True
 
-
-RetryListener = Callable[[int, float, BaseException], None]
-"""`(failed attempt number, seconds until the next, error)`: told of each retry of a model call."""
-
-retry_listener: ContextVar[RetryListener | None] = ContextVar("agentloop_retry_listener", default=None)
-"""Set by an observer around a model call; the HTTP layer tells it of each retry (read only on a retry)."""
 
 _default: list[Observer | None] = [None]
 

@@ -24,7 +24,6 @@ from .._tools._execution import (
     ExecutionOptions,
     OnComplete,
     OnStart,
-    ToolExecution,
     UnknownToolPolicy,
     _hallucinated,
     _maybe_await,
@@ -33,6 +32,7 @@ from .._tools._toolset import ToolsLike, resolve_tools
 from .._values._context import _NO_CONTEXT, new_invocation_id
 from .._values._events import BeforeToolExecution, StreamEvent, ToolExecuted
 from .._values._messages import ToolExecutionRequest
+from .._values._records import ToolExecution
 from ._calls import Calls
 from ._loop import _first_error
 from ._seam import NO_MIDDLEWARE, Middleware, Seam, check_middleware

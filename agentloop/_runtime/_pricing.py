@@ -12,12 +12,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import threading
-from collections.abc import Callable, Iterable
-from decimal import Decimal
-from typing import Any, Union
+from typing import Any
 
+from .._values._cost import PriceSource, Pricing, cost_of
 from .._values._errors import IllegalConfigurationError
-from .._values._messages import ChatResponse, TokenUsage
+from .._values._messages import TokenUsage
 
 __all__ = [
     "PriceSource",
@@ -29,15 +28,9 @@ __all__ = [
     "resolve_pricing",
 ]
 
-Pricing = Callable[[TokenUsage, Union[str, None], Union[str, None]], Union[float, Decimal, None]]
-"""`pricing(usage, model, provider) -> cost in US dollars` of one model call; None when unknown."""
-
 PricingLike = Pricing | bool | None
 """`Agent(pricing=...)`: a `Pricing` function; True: genai-prices (an error when it is not installed);
 None (default): genai-prices when installed, else no cost; False: never a cost."""
-
-PriceSource = tuple[Pricing, Union[str, None], Union[str, None]]
-"""What a `Result` prices its calls with: the function, the provider's name, the model's name."""
 
 _module: list[Any] = []  # genai_prices, once loaded
 _installed: list[bool] = []
@@ -110,21 +103,3 @@ def _load() -> None:
     module = importlib.import_module("genai_prices")
     if not _module:
         _module.append(module)
-
-
-def cost_of(responses: Iterable[ChatResponse | None], source: PriceSource | None) -> float | None:
-    """The summed cost of `responses` in US dollars; None when any call's price (or usage) is unknown."""
-    if source is None:
-        return None
-    pricing, provider, model = source
-    total = 0.0
-    for response in responses:
-        if response is None:
-            continue
-        if response.token_usage is None:
-            return None
-        price = pricing(response.token_usage, response.model or model, provider)
-        if price is None:
-            return None
-        total += float(price)
-    return total

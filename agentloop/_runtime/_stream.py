@@ -30,7 +30,7 @@ from typing import Any, Generic
 import anyio
 from typing_extensions import TypeVar
 
-from .._tools._execution import ToolExecution, current_asyncio_task
+from .._tools._execution import current_asyncio_task
 from .._values._errors import AgentLoopError
 from .._values._events import (
     ApprovalRequired,
@@ -46,6 +46,7 @@ from .._values._events import (
     ToolExecuted,
 )
 from .._values._messages import ChatResponse
+from .._values._records import ToolExecution
 from .._values._result import Result
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
 from .._values._errors import IllegalConfigurationError
+from .._values._records import ReturnBehavior
 from .._values._spec import ToolSpecification, check_tool_name
 from ._schema import Signature, UnresolvedAnnotationError, compile_signature
 from ._threads import _qualname
@@ -18,7 +19,6 @@ from ._tool import (
     _C,
     _F,
     ApprovalRule,
-    ReturnBehavior,
     Tool,
     _check_converter,
     _check_metadata,

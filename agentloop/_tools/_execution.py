@@ -29,9 +29,9 @@ from .._values._errors import (
     ToolExecutionError,
 )
 from .._values._messages import ToolExecutionRequest, ToolExecutionResultMessage
-from ._convert import result_media
+from .._values._records import ReturnBehavior, ToolExecution
 from ._threads import starved_call
-from ._tool import ReturnBehavior, Tool, check_timeout
+from ._tool import Tool, check_timeout
 from ._toolset import Toolset
 
 __all__ = [
@@ -73,58 +73,6 @@ DEFAULT_MAX_RESULT_CHARS = 100_000
 """Default cap on the text of one tool result sent to the model (about 25,000 tokens)."""
 DEFAULT_MAX_CALLS = 128
 """Default cap on the tool calls of one model response that run."""
-_MAX_REPR_RESULT = 60
-
-
-class ToolExecution(msgspec.Struct, frozen=True):
-    """The record of one tool call: what the model asked, what it was told, and when.
-
-    `result` is the text sent to the model and `is_error` the flag sent with it. `error` is the exception
-    behind a failed call (`has_failed`). A call to an unknown tool answered by a
-    `hallucinated_tool_name_strategy` has no `error` (it counts as a `TO_LLM` call that did not fail), even
-    when the strategy flagged its answer `is_error`.
-    """
-
-    request: ToolExecutionRequest
-    result: str
-    result_object: Any
-    error: BaseException | None
-    index: int
-    """Position of the call in the model's response (0-based)."""
-    round: int
-    started_at: datetime
-    """When the call started running (UTC); for a call rejected before running, when it was rejected."""
-    finished_at: datetime
-    duration: float
-    """Seconds from start to finish, from a monotonic clock."""
-    return_behavior: ReturnBehavior
-    is_error: bool
-
-    @property
-    def has_failed(self) -> bool:
-        """True when the call raised, timed out, got bad arguments, or returned an unconvertible result."""
-        return self.error is not None
-
-    def result_message(self) -> ToolExecutionResultMessage:
-        """The message that carries this result to the model (with the pictures the tool returned)."""
-        media = () if self.is_error else result_media(self.result_object)
-        return ToolExecutionResultMessage(
-            self.request.id, self.request.name, self.result, self.is_error, media
-        )
-
-    def __repr__(self) -> str:
-        result = (
-            self.result
-            if len(self.result) <= _MAX_REPR_RESULT
-            else self.result[: _MAX_REPR_RESULT - 3] + "..."
-        )
-        error = f", error={self.error!r}" if self.error is not None else ""
-        return (
-            f"ToolExecution(index={self.index}, name={self.request.name!r}, result={result!r}, "
-            f"is_error={self.is_error}{error}, duration={self.duration:.4f})"
-        )
-
-
 ToolRunner = Callable[
     [ToolExecutionRequest, Callable[[], Awaitable[ToolExecution]]], Awaitable[ToolExecution]
 ]

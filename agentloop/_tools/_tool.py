@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -11,12 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 import msgspec
 
 from .._values._context import ToolContext
+from .._values._convert import result_to_text
 from .._values._errors import IllegalConfigurationError
 from .._values._messages import ToolExecutionRequest
+from .._values._records import ReturnBehavior
 from .._values._spec import ToolSpecification, check_tool_name
 from .._values._text import valid_text
 from ._arguments import validate_arguments
-from ._convert import result_to_text
 from ._schema import Signature
 from ._threads import _is_async_callable, _qualname, run_sync_in_worker
 
@@ -29,29 +29,6 @@ ApprovalRule = Union[Literal[True], Callable[..., Any], None]
 """A tool's `requires_approval` as stored: None (never), True (always), or a predicate `(request, ctx)`."""
 _C = TypeVar("_C", bound="classmethod[Any, Any, Any]")
 _ATTR = "__agentloop_tool__"
-
-
-class ReturnBehavior(str, enum.Enum):
-    """What happens with a tool's result (LangChain4j's `ReturnBehavior`).
-
-    `TO_LLM` (default): the result goes back to the model, which answers or calls more tools.
-    `IMMEDIATE`: the invocation returns the results without asking the model again, when every call of
-    the response is `IMMEDIATE`/`IMMEDIATE_IF_LAST` and none failed.
-    `IMMEDIATE_IF_LAST`: as `IMMEDIATE`, and also when this call is the response's last one.
-    """
-
-    TO_LLM = "to_llm"
-    IMMEDIATE = "immediate"
-    IMMEDIATE_IF_LAST = "immediate_if_last"
-
-    @classmethod
-    def _missing_(cls, value: object) -> ReturnBehavior | None:
-        # Accept the names too, in any case: ReturnBehavior("IMMEDIATE").
-        if isinstance(value, str):
-            for member in cls:
-                if value.lower() in (member.value, member.name.lower()):
-                    return member
-        return None
 
 
 class ToolExecutor(Protocol):

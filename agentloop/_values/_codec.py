@@ -21,7 +21,7 @@ from ._spec import ToolSpecification
 from ._text import valid_value
 
 if TYPE_CHECKING:
-    from .._tools._execution import ToolExecution
+    from ._records import ToolExecution
 
 __all__ = [
     "FORMAT",
@@ -104,15 +104,16 @@ def _to_stored(execution: ToolExecution) -> _ToolExecution:
 
 
 def _from_stored(stored: _ToolExecution) -> ToolExecution:
-    from .._tools._execution import ToolExecution
-    from .._tools._tool import ReturnBehavior
+    from ._records import ReturnBehavior, ToolExecution
 
     error = stored.error
     return ToolExecution(
         request=stored.request,
         result=stored.result,
         result_object=stored.result_object,
-        error=None if error is None else RecordedToolError(error.message, error_type=error.type),
+        error=None
+        if error is None
+        else RecordedToolError(error.message, error_type=current_type_name(error.type)),
         index=stored.index,
         round=stored.round,
         started_at=stored.started_at,
@@ -130,21 +131,28 @@ def _error_type(error: BaseException) -> str:
 
 
 def stored_type_name(kind: type) -> str:
-    """How stored documents name an exception class: builtins by their name, agentloop's public classes by
-    their public name (`agentloop.ToolDeniedError`, whatever module defines them), others by module path.
-    Documents written before this rule named agentloop's errors by private module path; readers accept
-    both."""
+    """How stored documents name an exception class: builtins by their name, others by `__module__` and
+    qualified name, which for agentloop's public classes is their public path (`agentloop.ToolDeniedError`,
+    `agentloop.mcp.MCPToolError`: see `agentloop/_public.py`). Documents written before that named some by
+    private module path; readers translate those names (`current_type_name`)."""
     if kind.__module__ == "builtins":
         return kind.__qualname__
-    if kind.__module__.startswith("agentloop.") and _is_public(kind):
-        return f"agentloop.{kind.__qualname__}"
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _is_public(kind: type) -> bool:
-    import agentloop
+_OLD_TYPE_NAMES = {
+    "agentloop.mcp._results.MCPToolError": "agentloop.mcp.MCPToolError",
+    "agentloop.mcp._toolset.MCPServerError": "agentloop.mcp.MCPServerError",
+}
+"""Type names earlier releases stored for classes that now have a public path."""
 
-    return kind.__qualname__ in agentloop.__all__ and agentloop.__dict__.get(kind.__qualname__) is kind
+
+def current_type_name(name: str) -> str:
+    """A stored type name as today's writer spells it: `agentloop._errors.X` (format 1 documents) is
+    `agentloop.X`, and the renamed ones in `_OLD_TYPE_NAMES`; any other name is kept as stored."""
+    if name.startswith("agentloop._errors."):
+        return "agentloop." + name.removeprefix("agentloop._errors.")
+    return _OLD_TYPE_NAMES.get(name, name)
 
 
 def _jsonable(value: Any) -> Any:
@@ -186,7 +194,7 @@ def _document(name: str, stored_type: Any) -> type:
 
 
 def _execution_kind() -> _Kind:
-    from .._tools._execution import ToolExecution
+    from ._records import ToolExecution
 
     return _Kind("tool_execution", ToolExecution, _ToolExecution, _to_stored, _from_stored)
 
@@ -242,7 +250,7 @@ def _kind_of(value: Any) -> str:
         return "chat_response"
     if isinstance(value, ToolSpecification):
         return "tool_specification"
-    from .._tools._execution import ToolExecution
+    from ._records import ToolExecution
 
     if isinstance(value, ToolExecution):
         return "tool_execution"

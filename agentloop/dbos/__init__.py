@@ -3,6 +3,8 @@ as DBOS workflows, with model calls, tool calls and memory commits as steps. See
 
 from __future__ import annotations
 
+from .._public import publish
+
 try:
     import dbos as _dbos  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised in a subprocess by the tests
@@ -27,3 +29,5 @@ __all__ = [
     "encode_decisions",
     "encode_result",
 ]
+
+publish(globals(), __all__, __name__)

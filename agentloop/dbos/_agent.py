@@ -27,11 +27,10 @@ from .._api._agent import Agent
 from .._backend import running_on_asyncio
 from .._conforms import conforms
 from .._features.approval import Decision, Denied, PendingApproval
-from .._features.approval._format import _decisions as checked_decisions
 from .._features.approval._records import StoreBackedMemory
 from .._memory._chat import ChatMemory, VersionedChatMemoryStore, exclusive_access
 from .._runtime._seam import Middleware, check_middleware
-from .._tools._execution import ToolExecution, ToolRunner
+from .._tools._execution import ToolRunner
 from .._values import _codec
 from .._values._errors import ApprovalError, IllegalConfigurationError
 from .._values._messages import (
@@ -42,6 +41,8 @@ from .._values._messages import (
     TokenUsage,
     ToolExecutionRequest,
 )
+from .._values._pending import _decisions as checked_decisions
+from .._values._records import ToolExecution
 from .._values._result import Result
 from ..models import ChatModel, ModelEvent
 from ..models._base import supports_response_format

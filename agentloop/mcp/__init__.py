@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from .._public import publish
 from .._values._errors import AgentLoopError
 from ._names import local_name
 
@@ -50,3 +51,5 @@ _check_sdk()
 from ._results import MCPToolError, MCPToolResult  # noqa: E402
 from ._server import serve, server_from  # noqa: E402
 from ._toolset import MCPServerError, MCPToolset  # noqa: E402
+
+publish(globals(), __all__, __name__)

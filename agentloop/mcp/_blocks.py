@@ -14,8 +14,8 @@ from typing import Any
 import mcp_types as types
 import pydantic_core
 
-from .._tools._execution import ToolExecution
 from .._values._content import DocumentContent, ImageContent
+from .._values._records import ToolExecution
 from .._values._result import Result
 
 __all__ = ["content_blocks", "structured_content"]

@@ -9,8 +9,8 @@ from typing import Any
 
 import mcp_types as types
 
-from .._tools._convert import result_to_text
 from .._values._content import IMAGE_MEDIA_TYPES, ImageContent
+from .._values._convert import result_to_text
 from .._values._errors import ToolExecutionError
 
 __all__ = ["MCPToolError", "MCPToolResult", "content_text", "result_of"]

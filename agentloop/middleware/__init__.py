@@ -8,6 +8,7 @@ anything of its current round reaches memory, and the error names the limit or g
 
 from __future__ import annotations
 
+from .._public import publish
 from .._runtime._seam import (
     CallContext,
     InvocationCall,
@@ -39,3 +40,5 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
 ]
+
+publish(globals(), __all__, __name__)

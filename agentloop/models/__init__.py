@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish, publish_one
 from ._base import (
     ChatModel,
     ClosableModel,
@@ -82,11 +83,14 @@ _LAZY = {
 }
 
 
+publish(globals(), __all__, __name__)
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentloop.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = publish_one(getattr(importlib.import_module(module, __name__), name), __name__)
     globals()[name] = value
     return value
 

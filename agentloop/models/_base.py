@@ -8,6 +8,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 import msgspec
 
 from .._values._messages import ChatRequest, ChatResponse, ToolExecutionRequest
+from .._values._progress import GenerationProgress
 
 __all__ = [
     "ChatModel",
@@ -67,21 +68,6 @@ class ResponseComplete(msgspec.Struct, frozen=True, gc=False):
     """The last event of every stream: the full response, with usage and finish reason."""
 
     response: ChatResponse
-
-
-class GenerationProgress(msgspec.Struct, frozen=True, gc=False):
-    """How far one model call got, from models that report it (the local model): first while it reads the
-    prompt, then for each token it generates that no other event shows (a tool-call decision being written).
-
-    `prompt_processed` of `prompt_tokens` prompt tokens are read so far, `cached_tokens` of them reused from
-    the prompt cache (no work); `generated_tokens` counts the tokens written so far. A consumer that does not
-    know this event ignores it: it carries nothing the response does not also hold.
-    """
-
-    prompt_processed: int
-    prompt_tokens: int
-    cached_tokens: int = 0
-    generated_tokens: int = 0
 
 
 ModelEvent = Union[

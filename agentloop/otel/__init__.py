@@ -8,6 +8,8 @@ SDK and its exporters. Message content is recorded only when asked (`capture_con
 
 from __future__ import annotations
 
+from .._public import publish
+
 try:
     import opentelemetry.trace  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
@@ -20,3 +22,5 @@ from agentloop._runtime._observe import instrument, uninstrument
 from ._instrumentation import CONVENTIONS_VERSION, Instrumentation, capture_from_environment
 
 __all__ = ["CONVENTIONS_VERSION", "Instrumentation", "capture_from_environment", "instrument", "uninstrument"]
+
+publish(globals(), __all__, __name__)

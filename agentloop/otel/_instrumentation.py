@@ -25,7 +25,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agentloop._runtime._observe import Observer, retry_listener
+from agentloop._runtime._observe import Observer
 from agentloop._runtime._seam import ModelCall
 from agentloop._values._messages import ChatRequest, ChatResponse, TokenUsage
 from agentloop.models import (
@@ -38,6 +38,7 @@ from agentloop.models import (
     WrapperModel,
 )
 from agentloop.models._base import model_name_of, provider_of, supports_response_format
+from agentloop.models._retries import retry_listener
 
 from . import _content
 from ._safety import Telemetry, describe
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
         NextToolCall,
         ToolCall,
     )
-    from agentloop._tools._execution import ToolExecution
+    from agentloop._values._records import ToolExecution
     from agentloop._values._result import Result
 
 __all__ = ["CONVENTIONS_VERSION", "Instrumentation"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish, publish_one
 from .._values._codec import CodecError, RecordedToolError, decode, encode
 from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from ._sqlite import SQLiteChatMemoryStore
@@ -32,9 +33,12 @@ __all__ = [
 ]
 
 
+publish(globals(), __all__, __name__)
+
+
 def __getattr__(name: str) -> Any:
     if name == "RedisChatMemoryStore":
         from ._redis import RedisChatMemoryStore
 
-        return RedisChatMemoryStore
+        return publish_one(RedisChatMemoryStore, __name__)
     raise AttributeError(f"module 'agentloop.stores' has no attribute {name!r}")

@@ -11,6 +11,7 @@ The apps are plain ASGI: mount them in FastAPI or Starlette, or run them with uv
 
 from __future__ import annotations
 
+from .._public import publish
 from ._ag_ui import AG_UI_HEADERS, ag_ui_events
 from ._ag_ui_app import ag_ui_app
 from ._asgi import UIApp, UIRequest
@@ -30,3 +31,5 @@ __all__ = [
     "vercel_ai_app",
     "vercel_ai_events",
 ]
+
+publish(globals(), __all__, __name__)

@@ -11,7 +11,7 @@ The gate itself (`_gate.py`: `ApprovalGate`, a `Middleware`, and `Resume`) is im
 sits on the seam, which this package's public types must not import.
 """
 
-from ._decisions import (
+from ..._values._approval import (
     ApprovalHandler,
     ApprovalPredicate,
     ApprovalRules,
@@ -20,7 +20,7 @@ from ._decisions import (
     Denied,
     ToolApprovalRequest,
 )
-from ._format import PendingApproval
+from ..._values._pending import PendingApproval
 
 __all__ = [
     "ApprovalHandler",

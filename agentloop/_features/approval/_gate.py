@@ -11,9 +11,8 @@ import msgspec
 
 from agentloop._runtime._hooks import DEFERRED
 from agentloop._runtime._seam import Middleware, NextToolCall, ToolCall
-from agentloop._tools._execution import ToolExecution
 from agentloop._tools._threads import _is_async_callable, run_sync_in_worker
-from agentloop._tools._tool import ReturnBehavior, Tool
+from agentloop._tools._tool import Tool
 from agentloop._tools._toolset import Toolset
 from agentloop._values._context import ToolContext
 from agentloop._values._errors import (
@@ -23,12 +22,13 @@ from agentloop._values._errors import (
     ToolDeniedError,
 )
 from agentloop._values._messages import ChatMessage, ChatResponse
+from agentloop._values._records import ReturnBehavior, ToolExecution
 
 if TYPE_CHECKING:
     from agentloop._runtime._loop import Invocation, Listener
-from agentloop._features.approval._decisions import ApprovalRules, Defer, Denied, ToolApprovalRequest
-from agentloop._features.approval._format import PendingApproval, _decisions, _paused, _verify
 from agentloop._features.approval._records import _claim, _record
+from agentloop._values._approval import ApprovalRules, Defer, Denied, ToolApprovalRequest
+from agentloop._values._pending import PendingApproval, _decisions, _paused, _verify
 
 # -- the gate each invocation's calls pass ----------------------------------------------------------------
 

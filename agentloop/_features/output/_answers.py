@@ -17,8 +17,7 @@ import pydantic
 
 from agentloop._runtime._hooks import NOT_FOUND, RetryOutput
 from agentloop._runtime._seam import Middleware, ModelCall, NextModelCall
-from agentloop._tools._execution import ToolExecution
-from agentloop._tools._tool import ReturnBehavior, Tool
+from agentloop._tools._tool import Tool
 from agentloop._values._context import ToolContext
 from agentloop._values._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
 from agentloop._values._messages import (
@@ -31,6 +30,7 @@ from agentloop._values._messages import (
     ToolExecutionRequest,
     UserMessage,
 )
+from agentloop._values._records import ReturnBehavior, ToolExecution
 from agentloop._values._spec import ToolSpecification
 from agentloop.models._base import ModelEvent, supports_response_format
 

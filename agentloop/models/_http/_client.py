@@ -13,7 +13,6 @@ import httpx2
 import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from agentloop._runtime._observe import retry_listener
 from agentloop._values._errors import (
     AgentLoopError,
     BadResponseError,
@@ -23,6 +22,7 @@ from agentloop._values._errors import (
     ToolsNotSupportedError,
 )
 from agentloop._values._text import encode_json
+from agentloop.models._retries import retry_listener
 
 from .._secrets import check_header_values, scrub, scrub_exception, secret_forms, watch_http_logs
 from ._config import (

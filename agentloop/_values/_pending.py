@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
-from agentloop._tools._execution import ToolExecution
+from agentloop._values._approval import Decision, Denied, ToolApprovalRequest
 from agentloop._values._codec import (
     RecordedToolError,
     _from_stored,
@@ -24,10 +24,22 @@ from agentloop._values._errors import (
 )
 from agentloop._values._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
 from agentloop._values._options import CallOptions
+from agentloop._values._records import ToolExecution
 
-if TYPE_CHECKING:
-    from agentloop._runtime._loop import Invocation
-from agentloop._features.approval._decisions import Decision, Denied, ToolApprovalRequest
+
+class PausedInvocation(Protocol):
+    """What a paused round records of its invocation (the loop's `Invocation` has it): declared here, so the
+    stored format does not import the runtime."""
+
+    @property
+    def invocation_id(self) -> str: ...
+    @property
+    def memory_id(self) -> Any: ...
+    @property
+    def user_message(self) -> UserMessage: ...
+    @property
+    def call_options(self) -> CallOptions: ...
+
 
 _KIND = "pending_approval"
 _FORMAT = 2
@@ -237,7 +249,7 @@ def _execution_of(stored: _ToolExecution) -> ToolExecution:
 
 
 def _paused(
-    inv: Invocation,
+    inv: PausedInvocation,
     response: ChatResponse,
     round: int,
     waiting: list[ToolApprovalRequest],
