@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from ._runtime._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
-    from ._tools._execution import ToolRunner, should_return_immediately
+    from ._tools._execution import ExecutionOptions, ToolRunner, should_return_immediately
     from ._tools._schema import P
     from ._tools._tool import Tool, ToolExecutor
     from ._tools._toolset import (
@@ -131,7 +131,7 @@ _LAZY: dict[str, str] = {
         ],
         "._tools._toolset",
     ),
-    **dict.fromkeys(["ToolRunner", "should_return_immediately"], "._tools._execution"),
+    **dict.fromkeys(["ExecutionOptions", "ToolRunner", "should_return_immediately"], "._tools._execution"),
     "execute_tool_calls": "._runtime._one_response",
     **dict.fromkeys(
         [
@@ -192,6 +192,7 @@ __all__ = [
     "Defer",
     "Denied",
     "DocumentContent",
+    "ExecutionOptions",
     "FinishReason",
     "HallucinatedToolError",
     "IllegalConfigurationError",

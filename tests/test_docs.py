@@ -21,6 +21,7 @@ FENCE = re.compile(r"^```python( no-run)?\n(.*?)^```", flags=re.DOTALL | re.MULT
 PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 # What each page's snippets must print: proof that they ran, not just compiled.
 EXPECTED = {
+    "abc.md": ["True\nHELLO THERE", "True\n['first', 'FIRST', 'second', 'SECOND']", "model calls: 1"],
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "local-model.md": ["Paris"],
     "middleware.md": [

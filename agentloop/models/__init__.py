@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._bedrock import BedrockChatModel
     from ._fallback import FallbackChatModel
     from ._gemini import GeminiChatModel
+    from ._http._config import RetryPolicy, Timeouts
     from ._infer import infer_model
     from ._local import LocalChatModel, LocalModelWeightsError
     from ._openai import OpenAIChatModel
@@ -59,9 +60,11 @@ __all__ = [
     "ProviderModel",
     "RemoteModel",
     "ResponseComplete",
+    "RetryPolicy",
     "StructuredOutputModel",
     "TextDelta",
     "ThinkingDelta",
+    "Timeouts",
     "ToolCallComplete",
     "ToolCallDelta",
     "WrapperModel",
@@ -78,6 +81,8 @@ _LAZY = {
     "BedrockChatModel": "._bedrock",
     "LocalChatModel": "._local",
     "LocalModelWeightsError": "._local",
+    "RetryPolicy": "._http._config",
+    "Timeouts": "._http._config",
     "infer_model": "._infer",
     "strict_schema": "._strict",
 }

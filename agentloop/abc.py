@@ -1,0 +1,86 @@
+"""Every Protocol and base class an implementer writes against, in one place.
+
+Write a model, a memory or store, a tool source or runner, or a middleware by implementing what is listed
+here; agentloop checks capabilities structurally (`isinstance` against these runtime-checkable Protocols),
+so nothing needs to inherit from them except `Middleware` and `Observer`, which are base classes with
+pass-through hooks. The same objects stay importable where they were (`agentloop.models.ChatModel`,
+`agentloop.ChatMemory`, ...). docs/abc.md describes each and shows an implementation of the common ones.
+"""
+
+from __future__ import annotations
+
+from ._features.approval._records import StoreBackedMemory
+from ._memory._chat import (
+    ChatMemory,
+    ChatMemoryStore,
+    ExclusiveMemory,
+    FinalCommitMemory,
+    LeasingStore,
+    PendingApprovalStore,
+    VersionedChatMemoryStore,
+)
+from ._public import publish
+from ._runtime._observe import Observer
+from ._runtime._seam import (
+    CallContext,
+    InvocationCall,
+    Middleware,
+    ModelCall,
+    NextInvocation,
+    NextModelCall,
+    NextToolCall,
+    ToolCall,
+)
+from ._tools._execution import ReservingToolRunner, ToolRunner
+from ._tools._tool import ToolExecutor
+from ._tools._toolset import DynamicToolProvider, ToolProvider, ToolSource
+from ._values._convert import CarriesMedia
+from .models import (
+    ChatModel,
+    ClosableModel,
+    LocallyNamedModel,
+    ModelWithDefaults,
+    NamedModel,
+    ProviderModel,
+    RemoteModel,
+    StructuredOutputModel,
+    WrapperModel,
+)
+
+__all__ = [
+    "CallContext",
+    "CarriesMedia",
+    "ChatMemory",
+    "ChatMemoryStore",
+    "ChatModel",
+    "ClosableModel",
+    "DynamicToolProvider",
+    "ExclusiveMemory",
+    "FinalCommitMemory",
+    "InvocationCall",
+    "LeasingStore",
+    "LocallyNamedModel",
+    "Middleware",
+    "ModelCall",
+    "ModelWithDefaults",
+    "NamedModel",
+    "NextInvocation",
+    "NextModelCall",
+    "NextToolCall",
+    "Observer",
+    "PendingApprovalStore",
+    "ProviderModel",
+    "RemoteModel",
+    "ReservingToolRunner",
+    "StoreBackedMemory",
+    "StructuredOutputModel",
+    "ToolCall",
+    "ToolExecutor",
+    "ToolProvider",
+    "ToolRunner",
+    "ToolSource",
+    "VersionedChatMemoryStore",
+    "WrapperModel",
+]
+
+publish(globals(), __all__, __name__)
