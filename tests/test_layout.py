@@ -108,8 +108,8 @@ def test_stored_type_names_are_public_and_old_ones_read_as_today() -> None:
     assert b'"type":"agentloop.ToolDeniedError"' in written
     for old, today in [
         ("agentloop._errors.ToolDeniedError", "agentloop.ToolDeniedError"),
-        ("agentloop.mcp._results.MCPToolError", "agentloop.mcp.MCPToolError"),
-        ("agentloop.mcp._toolset.MCPServerError", "agentloop.mcp.MCPServerError"),
+        ("agentloop.mcp._results.MCPToolError", "agentloop.MCPToolError"),
+        ("agentloop.mcp._toolset.MCPServerError", "agentloop.MCPServerError"),
         ("ValueError", "ValueError"),
         ("someapp.errors.Boom", "someapp.errors.Boom"),
     ]:
@@ -137,3 +137,20 @@ def test_no_private_module_is_named_to_users() -> None:
         for match in _PRIVATE_NAME.finditer(line)
     ]
     assert not found, "\n".join(found)
+
+
+def test_every_public_error_is_defined_in_one_module_and_exported_at_the_top() -> None:
+    """Every exception a public package exports is an `AgentLoopError` (or a builtin) defined in the errors
+    module and importable as `agentloop.<Name>`, whichever package also re-exports it."""
+    errors = importlib.import_module("agentloop._values._errors")
+    for package in PUBLIC_PACKAGES:
+        try:
+            module = importlib.import_module(package)
+        except ImportError:
+            continue
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, BaseException):
+                assert issubclass(value, agentloop.AgentLoopError), f"{package}.{name}"
+                assert getattr(errors, name) is value, f"{package}.{name} is not defined in the errors module"
+                assert name in agentloop.__all__ and getattr(agentloop, name) is value, f"{package}.{name}"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from ._errors import AgentLoopError, ToolExecutionError
+from ._errors import CodecError, RecordedToolError
 from ._messages import ChatMessage, ChatRequest, ChatResponse, ToolExecutionRequest
 from ._spec import ToolSpecification
 from ._text import valid_value
@@ -36,33 +36,6 @@ __all__ = [
 
 FORMAT: Final = 1
 """The format this release writes. Readers accept it and every earlier one."""
-
-
-class CodecError(AgentLoopError):
-    """Data could not be read as agentloop's storage format (corrupt, not ours, or from a newer release)."""
-
-
-class RecordedToolError(ToolExecutionError):
-    """A tool execution's error read back from storage: the original class name and its message.
-
-    It is a record, so it compares by value (class name and message): an execution read back twice, or a
-    durable run's result returned again, equals the first (unlike live exceptions, which compare by
-    identity)."""
-
-    def __init__(self, message: str, *, error_type: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-
-    def __repr__(self) -> str:
-        return f"RecordedToolError({self.message!r}, error_type={self.error_type!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RecordedToolError:
-            return NotImplemented
-        return (self.error_type, self.message) == (other.error_type, other.message)
-
-    def __hash__(self) -> int:
-        return hash((RecordedToolError, self.error_type, self.message))
 
 
 class _Error(msgspec.Struct, frozen=True):
@@ -141,8 +114,12 @@ def stored_type_name(kind: type) -> str:
 
 
 _OLD_TYPE_NAMES = {
-    "agentloop.mcp._results.MCPToolError": "agentloop.mcp.MCPToolError",
-    "agentloop.mcp._toolset.MCPServerError": "agentloop.mcp.MCPServerError",
+    "agentloop.mcp._results.MCPToolError": "agentloop.MCPToolError",
+    "agentloop.mcp._toolset.MCPServerError": "agentloop.MCPServerError",
+    "agentloop.mcp.MCPToolError": "agentloop.MCPToolError",
+    "agentloop.mcp.MCPServerError": "agentloop.MCPServerError",
+    "agentloop.middleware._errors.UsageLimitExceeded": "agentloop.UsageLimitExceeded",
+    "agentloop.middleware._errors.GuardrailTripped": "agentloop.GuardrailTripped",
 }
 """Type names earlier releases stored for classes that now have a public path."""
 

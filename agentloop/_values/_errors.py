@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AgentLoopError",
     "ApprovalError",
@@ -10,9 +12,15 @@ __all__ = [
     "BadResponseError",
     "ChatMemoryConflictError",
     "ChatMemoryStoreError",
+    "CodecError",
+    "GuardrailTripped",
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
+    "LocalModelWeightsError",
+    "MCPServerError",
+    "MCPToolError",
+    "MissingExtraError",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
@@ -21,6 +29,7 @@ __all__ = [
     "NotFoundError",
     "OutputValidationError",
     "RateLimitError",
+    "RecordedToolError",
     "ResponseTruncatedError",
     "ServerError",
     "ToolArgumentsError",
@@ -28,6 +37,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRoundsExceededError",
     "ToolsNotSupportedError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -248,3 +258,85 @@ class BadResponseError(ModelError):
 class ResponseTruncatedError(ModelError):
     """The response hit the model's output token limit (finish reason LENGTH) in the middle of a tool call,
     so the call cannot run. Nothing of that response ran or was stored."""
+
+
+# -- raised by one part of agentloop (stores, MCP, the local model, built-in middleware) ------------------
+
+
+class CodecError(AgentLoopError):
+    """Data could not be read as agentloop's storage format (corrupt, not ours, or from a newer release)."""
+
+
+class RecordedToolError(ToolExecutionError):
+    """A tool execution's error read back from storage: the original class name and its message.
+
+    It is a record, so it compares by value (class name and message): an execution read back twice, or a
+    durable run's result returned again, equals the first (unlike live exceptions, which compare by
+    identity)."""
+
+    def __init__(self, message: str, *, error_type: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+    def __repr__(self) -> str:
+        return f"RecordedToolError({self.message!r}, error_type={self.error_type!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not RecordedToolError:
+            return NotImplemented
+        return (self.error_type, self.message) == (other.error_type, other.message)
+
+    def __hash__(self) -> int:
+        return hash((RecordedToolError, self.error_type, self.message))
+
+
+class MCPServerError(ToolExecutionError):
+    """The MCP server could not be reached, broke the connection, timed out, or answered with a protocol
+    error. `server` names it (its URL, command or in-process name)."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class MCPToolError(ToolExecutionError):
+    """An MCP tool answered with `isError`: its text goes to the model as the call's error result."""
+
+    def __init__(self, message: str, *, server: str, tool_name: str) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool_name = tool_name
+
+
+class LocalModelWeightsError(IllegalConfigurationError):
+    """The embedded model's weights are missing, incomplete, or not the file agentloop pins.
+
+    Nothing is loaded when this is raised; the message says how to fix it.
+    """
+
+
+class UsageLimitExceeded(AgentLoopError):
+    """An invocation reached a `UsageLimits` budget: `limit` names it ("max_requests", ...), `value` is its
+    setting and `used` what the invocation would have used. Nothing of the round in progress was stored."""
+
+    def __init__(self, message: str, *, limit: str, value: int, used: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.limit = limit
+        self.value = value
+        self.used = used
+
+
+class GuardrailTripped(AgentLoopError):
+    """A guardrail rejected the user's message (`InputGuardrail`) or the model's answer (`OutputGuardrail`):
+    `guardrail` is its name, `value` what its check returned. Nothing of the round in progress was stored."""
+
+    def __init__(self, message: str, *, guardrail: str, value: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.guardrail = guardrail
+        self.value = value
+
+
+class MissingExtraError(AgentLoopError, ImportError):
+    """An optional part of agentloop was used without its extra; the message says what to install."""

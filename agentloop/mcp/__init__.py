@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 
 from .._public import publish
-from .._values._errors import AgentLoopError
+from .._values._errors import MissingExtraError
 from ._names import local_name
 
 __all__ = [
@@ -26,10 +26,6 @@ __all__ = [
 ]
 
 _HINT = "pip install 'agentloop-runtime[mcp]'"
-
-
-class MissingExtraError(AgentLoopError, ImportError):
-    """An optional part of agentloop was used without its extra; the message says what to install."""
 
 
 def _check_sdk() -> None:

@@ -11,7 +11,7 @@ import mcp_types as types
 
 from .._values._content import IMAGE_MEDIA_TYPES, ImageContent
 from .._values._convert import result_to_text
-from .._values._errors import ToolExecutionError
+from .._values._errors import MCPToolError
 
 __all__ = ["MCPToolError", "MCPToolResult", "content_text", "result_of"]
 
@@ -37,15 +37,6 @@ class MCPToolResult:
             for block in self.content
             if isinstance(block, types.ImageContent) and block.mime_type in IMAGE_MEDIA_TYPES
         )
-
-
-class MCPToolError(ToolExecutionError):
-    """An MCP tool answered with `isError`: its text goes to the model as the call's error result."""
-
-    def __init__(self, message: str, *, server: str, tool_name: str) -> None:
-        super().__init__(message)
-        self.server = server
-        self.tool_name = tool_name
 
 
 def content_text(blocks: Sequence[object]) -> str:

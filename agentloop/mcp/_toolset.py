@@ -37,7 +37,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._tools._tool import Tool, check_timeout
 from .._tools._toolset import ToolProviderRequest, ToolProviderResult, Toolset
 from .._values._context import ToolContext
-from .._values._errors import IllegalConfigurationError, ToolArgumentsError, ToolExecutionError
+from .._values._errors import (
+    IllegalConfigurationError,
+    MCPServerError,
+    ToolArgumentsError,
+)
 from .._values._messages import ToolExecutionRequest
 from .._values._spec import ToolSpecification
 from ..models._base import ChatModel
@@ -60,15 +64,6 @@ _HTTP_TIMEOUT, _HTTP_READ_TIMEOUT = 30.0, 300.0
 defaults of the SDK's own HTTP client."""
 _CLOSE_GRACE = 5.0
 """Seconds the connection gets to close cleanly (HTTP DELETE, stdio process exit) before it is cancelled."""
-
-
-class MCPServerError(ToolExecutionError):
-    """The MCP server could not be reached, broke the connection, timed out, or answered with a protocol
-    error. `server` names it (its URL, command or in-process name)."""
-
-    def __init__(self, message: str, *, server: str) -> None:
-        super().__init__(message)
-        self.server = server
 
 
 class _ConnectionLost(Exception):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import msgspec
 
-from .._values._errors import IllegalConfigurationError
+from .._values._errors import LocalModelWeightsError
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -49,13 +49,6 @@ _PART_FILE = re.compile(r"(?:^|/)data/part(\d+)\.bin$")
 
 Progress = Callable[[str], None]
 """Receives one human-readable progress line (assembling, verifying, loading)."""
-
-
-class LocalModelWeightsError(IllegalConfigurationError):
-    """The embedded model's weights are missing, incomplete, or not the file agentloop pins.
-
-    Nothing is loaded when this is raised; the message says how to fix it.
-    """
 
 
 @dataclass(frozen=True, slots=True)
