@@ -1,8 +1,11 @@
-"""Records written by an older release still load: paused rounds, DBOS records, store rows.
+"""Stored formats pinned both ways: records written by an older release still load (paused rounds, DBOS
+records, store rows), and today's writer produces the `*-current.json` files byte for byte.
 
-The files in tests/golden/{approval,dbos,stores}/ were written by main at 587dd80, before the seam refactor
-(tests/golden/make_v1.py shows how). They are never edited: a format change adds an upgrade step, and these
-tests prove that a user's saved data survives it.
+The `*-v1` files in tests/golden/{approval,dbos,stores}/ were written by main at 587dd80, before the seam
+refactor (tests/golden/make_v1.py shows how). They are never edited: a format change adds an upgrade step, and
+these tests prove that a user's saved data survives it. The `*-current.json` files come from
+tests/golden_writer.py (fixed values: every message kind, every kind of tool error, a format-2 paused round
+with a call's own options, a DBOS result and decisions, a store row's body).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentloop import (
     Agent,
@@ -29,6 +34,7 @@ from agentloop import (
 from agentloop._values import _codec
 from agentloop.testing import ScriptedChatModel
 
+from .golden_writer import documents
 from .store_servers import redis_url  # noqa: F401 (fixture)
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -158,3 +164,64 @@ async def test_redis_rows_of_format_1_load(redis_url: str) -> None:  # noqa: F81
         if keys:
             client.delete(*keys)
         client.close()
+
+
+# -- today's writer, pinned byte for byte --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(documents()))
+def test_todays_writer_produces_the_current_golden_files(path: str) -> None:
+    """A change to what is stored shows here: bump the format, keep the old file, write the new one
+    (`python -m tests.golden_writer`)."""
+    assert documents()[path] == (GOLDEN / path).read_bytes()
+
+
+def test_the_current_golden_files_read_back_as_written() -> None:
+    from agentloop.dbos._agent import decode_result
+
+    from .golden_writer import executions, messages, response
+
+    assert list(_codec.decode((GOLDEN / "codec" / "messages-current.json").read_bytes())) == messages()
+    assert _codec.decode((GOLDEN / "codec" / "chat_response-current.json").read_bytes()) == response()
+    request = _codec.decode((GOLDEN / "codec" / "chat_request-current.json").read_bytes())
+    assert list(request.messages) == messages() and request.tool_specifications[0].name == "lookup"
+    read = _codec.decode((GOLDEN / "codec" / "tool_executions-current.json").read_bytes())
+    written = executions()
+    assert [e.request for e in read] == [e.request for e in written]
+    assert [e.result_object for e in read] == [e.result_object for e in written]
+    kinds = [getattr(e.error, "error_type", None) for e in read]
+    assert kinds == [
+        None,
+        None,
+        None,
+        "ValueError",
+        "agentloop.ToolDeniedError",
+        "agentloop.ToolArgumentsError",
+        "agentloop.ToolExecutionError",
+        "agentloop.HallucinatedToolError",
+        "agentloop.MCPToolError",
+        "agentloop.MCPServerError",
+        "someapp.errors.Boom",
+        "tests.golden_writer.AppError",
+    ]
+    body = (GOLDEN / "stores" / "round_body-current.json").read_bytes()
+    assert _codec.decode_messages(body) == messages()[1:]
+    pending = PendingApproval.from_json((GOLDEN / "approval" / "pending_approval-current.json").read_bytes())
+    assert pending.paused_with == ("tests.golden_writer.Answer", ("Audit",))
+    assert [r.call_id for r in pending.requests] == ["c_pay"]
+    assert isinstance({e.request.id: e for e in pending.executions}["c_del"].error, ToolDeniedError)
+    result = decode_result((GOLDEN / "dbos" / "result-current.json").read_bytes())
+    assert result.content == "done" and len(result.tool_executions) == len(written)
+    assert result.final_response == response()
+
+
+def test_every_golden_file_is_checked() -> None:
+    """Each stored document under tests/golden/ (old formats and today's) is read by a test (here, or the
+    codec's own in test_codec.py)."""
+    source = Path(__file__).read_text() + (Path(__file__).parent / "test_codec.py").read_text()
+    current = set(documents())
+    for path in sorted(GOLDEN.rglob("*")):
+        relative = path.relative_to(GOLDEN).as_posix()
+        if path.is_dir() or relative.startswith("schemas/") or path.suffix == ".py":
+            continue  # the schema goldens have their own test (test_schema.py)
+        assert relative in current or path.name in source, f"{relative} is not read by any test"
