@@ -11,6 +11,8 @@ The apps are plain ASGI: mount them in FastAPI or Starlette, or run them with uv
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._ag_ui import AG_UI_HEADERS, ag_ui_events
 from ._ag_ui_app import ag_ui_app
 from ._asgi import UIApp, UIRequest
@@ -30,3 +32,11 @@ __all__ = [
     "vercel_ai_app",
     "vercel_ai_events",
 ]
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)
