@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 from typing import TYPE_CHECKING
 
-from .._errors import AgentLoopError
+from .._values._errors import AgentLoopError
 from ._names import local_name
 
 __all__ = [

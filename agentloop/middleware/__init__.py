@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._seam import (
+from .._runtime._seam import (
     CallContext,
     InvocationCall,
     Middleware,
