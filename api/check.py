@@ -29,7 +29,9 @@ CHANGELOG = ROOT / "CHANGELOG.md"
 def public_api(search_path: Path = ROOT) -> griffe.Module:
     """A module tree holding exactly the public names, each under its public path (`agentloop.Agent`, not
     where it is defined), so that moving a private module is not a change and renaming a public name is."""
-    package = griffe.load("agentloop", search_paths=[str(search_path)], resolve_aliases=True)
+    package = griffe.load(
+        "agentloop", search_paths=[str(search_path)], try_relative_path=False, resolve_aliases=True
+    )
     root = griffe.Module("agentloop")
     for dotted in PUBLIC_MODULES:
         source = package if dotted == "agentloop" else package[dotted.removeprefix("agentloop.")]
@@ -71,9 +73,9 @@ def _shape(data: object) -> object:
     return data
 
 
-def announced() -> set[str]:
+def announced(changelog: Path = CHANGELOG) -> set[str]:
     """The object paths named in backticks under [Unreleased]'s Removed and Changed headings."""
-    text = CHANGELOG.read_text() if CHANGELOG.exists() else ""
+    text = changelog.read_text() if changelog.exists() else ""
     unreleased = re.search(r"^## \[Unreleased\]\n(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL)
     if unreleased is None:
         return set()
@@ -100,16 +102,28 @@ def _text(value: object) -> str:
     return getattr(value, "name", None) or str(value) if not isinstance(value, str) else value
 
 
+def recorded() -> griffe.Module:
+    """The public API as api/public-api.json recorded it."""
+    module: griffe.Module = json.loads(RECORD.read_text(), object_hook=griffe.json_decoder)
+    return module
+
+
+def compare(
+    current: griffe.Module, baseline: griffe.Module, changelog: Path = CHANGELOG
+) -> tuple[list[griffe.Breakage], list[griffe.Breakage]]:
+    """Every breaking change from `baseline` to `current`, and those of them `changelog` does not announce."""
+    paths = announced(changelog)
+    breaks = list(griffe.find_breaking_changes(baseline, current))
+    return breaks, [change for change in breaks if not is_announced(change.obj.path, paths)]
+
+
 def main(argv: list[str]) -> int:
     current = public_api()
     if argv[:1] == ["record"]:
         RECORD.write_text(json.dumps(_shape(json.loads(current.as_json())), indent=0, sort_keys=True) + "\n")
         print(f"recorded the public API in {RECORD.relative_to(ROOT)}")
         return 0
-    recorded = json.loads(RECORD.read_text(), object_hook=griffe.json_decoder)
-    paths = announced()
-    breaks = list(griffe.find_breaking_changes(recorded, current))
-    unannounced = [change for change in breaks if not is_announced(change.obj.path, paths)]
+    breaks, unannounced = compare(current, recorded())
     for change in breaks:
         mark = "announced" if change not in unannounced else "NOT ANNOUNCED"
         print(f"{mark}: {describe(change)}")
