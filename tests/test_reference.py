@@ -72,3 +72,14 @@ def test_the_site_has_an_entry_with_a_signature_for_every_public_name(site: Path
     assert "max_tool_rounds" in agent  # Agent's signature, with its parameters
     testing = (site / "reference" / "testing" / "index.html").read_text()
     assert "chunk_size" in testing and "delay" in testing  # FunctionChatModel's options
+
+
+def test_every_public_subpackage_is_known() -> None:
+    # A new public subpackage (say agentloop.a2a) needs its place in agentloop._hints.PUBLIC_MODULES (which
+    # the import hints, this reference and the API check read) and a page docs/reference/<name>.md.
+    packages = {
+        f"agentloop.{path.name}"
+        for path in (ROOT / "agentloop").iterdir()
+        if path.is_dir() and not path.name.startswith("_") and (path / "__init__.py").exists()
+    }
+    assert packages == set(PUBLIC_MODULES) - {"agentloop"}
