@@ -52,6 +52,7 @@ EXPECTED = {
         "sent 3 chunks; the invocation was stopped and waited for",
         "customer 42: Ada, tier gold",
     ],
+    "serving.md": ["'Adding.\\n\\n2 + 3 = 5.' stop", "Streamed|,| word| by| word|.|"],
     "tools.md": [
         "add",
         "get_weather",

@@ -366,3 +366,20 @@ def test_openai_app_options_are_checked() -> None:
     with pytest.raises(IllegalConfigurationError, match="Agent"):
         openai_app(object())  # type: ignore[arg-type]
     assert openai_app(Agent(ScriptedChatModel([]), name="helper")).model_name == "helper"
+
+
+@tool("Sends an email", requires_approval=True)
+def send_email(to: str) -> str:
+    return f"sent to {to}"
+
+
+def test_a_run_paused_for_approval_says_the_api_cannot_carry_it() -> None:
+    ask = AiMessage(None, [ToolExecutionRequest("c1", "send_email", '{"to": "ada@example.com"}')])
+    model = ScriptedChatModel([ask, ask])
+    with serving(openai_app(Agent(model, tools=[send_email]), model_name="m")) as url:
+        with pytest.raises(openai.InternalServerError) as plain:
+            client(url).chat.completions.create(model="m", messages=[{"role": "user", "content": "mail"}])
+        events = list(client(url).responses.create(model="m", input="mail", stream=True))
+    assert "approval" in plain.value.message and "vercel_ai_app" in plain.value.message
+    assert events[-1].type == "response.failed"
+    assert "approval" in events[-1].response.error.message  # type: ignore[union-attr]
