@@ -224,3 +224,48 @@ async def test_llamacpp_cassette_replays_offline() -> None:
     assert len([e for e in events if isinstance(e, TextDelta)]) > 3  # streamed piece by piece, as recorded
     assert text_of(events).count(",") >= 2
     assert cassette.all_played
+
+
+async def test_gemini_and_bedrock_keys_are_redacted_and_binary_streams_replay(tmp_path: Path) -> None:
+    from agentloop.models import GeminiChatModel
+    from agentloop.testing import FakeBedrockServer, FakeGeminiServer
+    from tests.provider_helpers import bedrock_model
+
+    gemini_key = "AIza" + secrets.token_hex(16)
+    request = ChatRequest([UserMessage("Hi")])
+    path = tmp_path / "gemini.yaml"
+    async with FakeGeminiServer(["Ciao a tutti."]) as server:
+        cassette = Cassette(path)
+        async with GeminiChatModel(
+            "gemini-2.5-flash",
+            base_url=server.base_url,
+            api_key=gemini_key,
+            http_client=cassette.http_client(),
+        ) as model:
+            live = await collect(model, request)
+        url = server.base_url
+    async with GeminiChatModel(
+        "gemini-2.5-flash", base_url=url, api_key="other", http_client=Cassette(path).http_client()
+    ) as model:
+        assert await collect(model, request) == live
+    headers = yaml.safe_load(path.read_text())["exchanges"][0]["request"]["headers"]
+    assert gemini_key not in path.read_text() and headers["x-goog-api-key"] == "REDACTED"
+
+    path = tmp_path / "bedrock.yaml"
+    with FakeBedrockServer(["Hello from Bedrock."]) as server:  # an AWS event stream: binary frames
+        cassette = Cassette(path)
+        async with bedrock_model(
+            server, "anthropic.claude-3-haiku", http_client=cassette.http_client()
+        ) as model:
+            live = await collect(model, request)
+        access_key = server.access_key
+    async with bedrock_model(
+        server, "anthropic.claude-3-haiku", http_client=Cassette(path).http_client()
+    ) as model:
+        assert await collect(model, request) == live
+    assert text_of(live) == "Hello from Bedrock."
+    recorded = yaml.safe_load(path.read_text())["exchanges"][0]
+    assert (
+        access_key not in path.read_text() and recorded["request"]["headers"]["authorization"] == "REDACTED"
+    )
+    assert any(isinstance(chunk, dict) and "base64" in chunk for chunk in recorded["response"]["chunks"])

@@ -383,3 +383,18 @@ def test_a_run_paused_for_approval_says_the_api_cannot_carry_it() -> None:
     assert "approval" in plain.value.message and "vercel_ai_app" in plain.value.message
     assert events[-1].type == "response.failed"
     assert "approval" in events[-1].response.error.message  # type: ignore[union-attr]
+
+
+async def test_mounted_under_a_prefix_in_starlette() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    app = Starlette(
+        routes=[Mount("/openai", app=openai_app(Agent(ScriptedChatModel(["mounted"])), model_name="m"))]
+    )
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app))
+    sdk = openai.AsyncOpenAI(base_url="http://app/openai/v1", api_key="x", http_client=http, max_retries=0)
+    async with sdk:
+        answer = await sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        models = await sdk.models.list()
+    assert answer.choices[0].message.content == "mounted" and [m.id for m in models.data] == ["m"]
