@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx2
 import msgspec
 
-from .._values._errors import AgentLoopError, IllegalConfigurationError
+from .. import AgentLoopError, IllegalConfigurationError
 
 __all__ = ["Cassette", "CassetteError"]
 
