@@ -7,6 +7,7 @@ shape. See docs/serving.md for what is read from a request and why.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 from collections.abc import Iterable
@@ -56,7 +57,7 @@ def _keys(api_keys: str | Iterable[str] | None) -> tuple[bytes, ...] | None:
             "openai_app(api_keys=...): give the accepted bearer keys as non-empty strings (or None to accept "
             "every request)"
         )
-    return tuple(k.encode() for k in keys)
+    return tuple(hashlib.sha256(k.encode()).digest() for k in keys)
 
 
 class OpenAIApp:
@@ -64,6 +65,7 @@ class OpenAIApp:
     `model_name` is the one model id it lists and accepts."""
 
     def __init__(self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str) -> None:
+        """`keys`: the SHA-256 digests of the accepted bearer keys (None: no check)."""
         self.agent = agent
         self.model_name = model_name
         self._keys = keys
@@ -87,9 +89,10 @@ class OpenAIApp:
         given = headers_of(scope).get("authorization", "")
         scheme, _, token = given.partition(" ")
         presented = token.strip().encode() if scheme.lower() == "bearer" else b""
+        digest = hashlib.sha256(presented).digest()  # equal lengths: the time says nothing of the key's
         matched = False
         for key in self._keys:  # every key compared, each in constant time
-            matched |= hmac.compare_digest(presented, key)
+            matched |= hmac.compare_digest(digest, key)
         if not matched:
             raise OpenAIError(
                 401,
@@ -134,8 +137,11 @@ class OpenAIApp:
         stream = self._start(scope, asked)
         chat = path == "/chat/completions"
         if asked.stream:
-            events = chat_chunks(stream, self.model_name, asked.include_usage) if chat else None
-            await stream_sse(receive, send, SSE_HEADERS, events or response_events(stream, self.model_name))
+            if chat:
+                events = chat_chunks(stream, self.model_name, asked.include_usage)
+            else:
+                events = response_events(stream, self.model_name)
+            await stream_sse(receive, send, SSE_HEADERS, events)
             return
         answer = await _until_disconnected(receive, stream)
         if answer is None:
