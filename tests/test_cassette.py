@@ -269,3 +269,30 @@ async def test_gemini_and_bedrock_keys_are_redacted_and_binary_streams_replay(tm
         access_key not in path.read_text() and recorded["request"]["headers"]["authorization"] == "REDACTED"
     )
     assert any(isinstance(chunk, dict) and "base64" in chunk for chunk in recorded["response"]["chunks"])
+
+
+async def test_concurrent_requests_replay_whatever_order_they_arrive_in(tmp_path: Path) -> None:
+    import anyio
+
+    path = tmp_path / "parallel.yaml"
+    questions = [ChatRequest([UserMessage(f"Question {n}")]) for n in range(3)]
+    async with FakeOpenAIServer([f"Answer to Question {n}" for n in range(3)]) as server:
+        async with OpenAIChatModel(
+            "gpt-4o-mini", base_url=server.base_url, api_key=KEY, http_client=Cassette(path).http_client()
+        ) as model:
+            for question in questions:
+                await model.chat(question)
+        url = server.base_url
+    replay = Cassette(path)
+    answers: dict[int, str | None] = {}
+    async with OpenAIChatModel(
+        "gpt-4o-mini", base_url=url, api_key=KEY, http_client=replay.http_client()
+    ) as model:
+
+        async def ask(n: int) -> None:
+            answers[n] = (await model.chat(questions[n])).text
+
+        async with anyio.create_task_group() as group:
+            for n in reversed(range(3)):
+                group.start_soon(ask, n)
+    assert answers == {n: f"Answer to Question {n}" for n in range(3)} and replay.all_played

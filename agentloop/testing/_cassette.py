@@ -152,8 +152,8 @@ class Cassette:
     `mode="once"` (default): replay when the file exists, else record it. `"record"`: always call the
     real server and write the file anew. `"replay"`: never touch the network; the file must exist.
     Give `cassette.http_client()` to a model (`OpenAIChatModel(..., http_client=cassette.http_client())`)
-    or an SDK. Requests are answered in recorded order, matched on method, path, query and JSON body (not
-    on host or port); a request that does not match raises `CassetteError` saying how it differs. PyYAML
+    or an SDK. Each request gets the first unplayed recorded exchange that matches it on method, path, query
+    and JSON body (not host or port); none matching raises `CassetteError` saying how it differs. PyYAML
     is needed (the `testing` extra).
     """
 
@@ -166,7 +166,8 @@ class Cassette:
         self.mode: Literal["record", "replay"] = mode
         self._lock = threading.Lock()
         self._exchanges: list[dict[str, Any]] = []
-        self._played = 0
+        self._played: set[int] = set()
+        self._requests = 0
         if self.mode == "replay":
             self._exchanges = _load(self.path)
 
@@ -183,7 +184,7 @@ class Cassette:
     @property
     def all_played(self) -> bool:
         """True once every recorded exchange was replayed (a test can assert that nothing was skipped)."""
-        return self._played == len(self._exchanges)
+        return len(self._played) == len(self._exchanges)
 
     def http_client(self, **options: Any) -> httpx2.AsyncClient:
         """An `httpx2.AsyncClient` whose requests go through the cassette (`options` are the client's own;
@@ -205,24 +206,27 @@ class Cassette:
     # -- replay ----------------------------------------------------------------------------------------
 
     def _answer(self, method: str, url: str, body: bytes) -> dict[str, Any]:
+        """The first unplayed exchange whose request matches (concurrent requests may arrive in another
+        order than recorded); else `CassetteError` with how the request differs from the next unplayed."""
         url = _redact_url(url, [])  # compared as recorded; never a key in a message
         with self._lock:
-            number = self._played + 1
-            what = f"request #{number} ({method} {_target(url)})"
-            if self._played >= len(self._exchanges):
+            self._requests += 1
+            what = f"request #{self._requests} ({method} {_target(url)})"
+            waiting = [n for n in range(len(self._exchanges)) if n not in self._played]
+            if not waiting:
                 raise CassetteError(
                     f"{what}: the cassette {self.path} holds {len(self._exchanges)} exchanges, all played. "
                     "Re-record it (mode='record') if the test now makes more requests."
                 )
-            recorded = self._exchanges[self._played]["request"]
-            difference = _mismatch(recorded, method, url, body)
-            if difference is not None:
-                raise CassetteError(
-                    f"{what} does not match recorded exchange #{number} of {self.path}: {difference}. "
-                    "Re-record the cassette (mode='record') if the change is intended."
-                )
-            self._played += 1
-            return self._exchanges[number - 1]
+            for n in waiting:
+                if _mismatch(self._exchanges[n]["request"], method, url, body) is None:
+                    self._played.add(n)
+                    return self._exchanges[n]
+            difference = _mismatch(self._exchanges[waiting[0]]["request"], method, url, body)
+            raise CassetteError(
+                f"{what} does not match recorded exchange #{waiting[0] + 1} of {self.path}: {difference}. "
+                "Re-record the cassette (mode='record') if the change is intended."
+            )
 
 
 def _mismatch(recorded: Mapping[str, Any], method: str, url: str, body: bytes) -> str | None:
