@@ -183,7 +183,8 @@ def test_memory_id_from_the_header_or_user_and_only_the_new_message_is_read() ->
     assert "X-Memory-Id" in missing.value.message and len(model.requests) == 3
 
 
-def test_bearer_keys_are_checked_and_never_echoed() -> None:
+def test_bearer_keys_are_checked_and_never_echoed(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG")
     with serving(openai_app(Agent(ScriptedChatModel(["ok"])), api_keys=["k-1", "k-2"])) as url:
         with pytest.raises(openai.AuthenticationError) as wrong:
             client(url, "sk-wrong-secret").models.list()
@@ -196,6 +197,7 @@ def test_bearer_keys_are_checked_and_never_echoed() -> None:
     assert wrong.value.code == "invalid_api_key"
     assert no_key.status_code == 401 and "didn't provide" in no_key.json()["error"]["message"]
     assert answer.choices[0].message.content == "ok"
+    assert "sk-wrong-secret" not in caplog.text and "k-1" not in caplog.text
 
 
 def test_refusals_name_the_field_in_openais_error_shape() -> None:
