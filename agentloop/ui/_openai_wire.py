@@ -17,7 +17,7 @@ import msgspec
 from .. import FinishReason, PartialResponse, Result, TokenStream, TokenUsage
 from ._record import error_text
 
-__all__ = ["chat_chunks", "chat_completion", "response_events", "response_object", "run_text"]
+__all__ = ["RunFailed", "chat_chunks", "chat_completion", "finished_response", "response_events", "run_text"]
 
 _encode = msgspec.json.Encoder().encode
 
