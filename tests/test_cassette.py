@@ -296,3 +296,27 @@ async def test_concurrent_requests_replay_whatever_order_they_arrive_in(tmp_path
             for n in reversed(range(3)):
                 group.start_soon(ask, n)
     assert answers == {n: f"Answer to Question {n}" for n in range(3)} and replay.all_played
+
+
+async def test_the_official_openai_sdk_records_and_replays_through_it(tmp_path: Path) -> None:
+    import openai
+
+    path = tmp_path / "sdk.yaml"
+    async with FakeOpenAIServer(["Hello through the SDK."]) as server:
+        sdk = openai.AsyncOpenAI(
+            base_url=server.base_url, api_key=KEY, http_client=Cassette(path).http_client()
+        )
+        async with sdk:
+            stream = await sdk.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], stream=True
+            )
+            live = [chunk.choices[0].delta.content async for chunk in stream if chunk.choices]
+        url = server.base_url
+    replay = Cassette(path)
+    async with openai.AsyncOpenAI(base_url=url, api_key="sk-other", http_client=replay.http_client()) as sdk:
+        stream = await sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
+        again = [chunk.choices[0].delta.content async for chunk in stream if chunk.choices]
+    assert again == live and "".join(c or "" for c in live) == "Hello through the SDK." and replay.all_played
+    assert KEY not in path.read_text()
