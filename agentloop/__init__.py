@@ -27,6 +27,7 @@ from ._values._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,
+    CassetteError,
     ChatMemoryConflictError,
     ChatMemoryStoreError,
     CodecError,
@@ -188,6 +189,7 @@ __all__ = [
     "BadResponseError",
     "BeforeToolExecution",
     "CallContext",
+    "CassetteError",
     "ChatMemory",
     "ChatMemoryConflictError",
     "ChatMemoryStore",
@@ -291,7 +293,9 @@ publish(globals(), __all__, __name__)
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
+        from ._hints import missing_name
+
+        raise missing_name(__name__, name)
     value = publish_one(getattr(importlib.import_module(module, __name__), name), __name__)
     globals()[name] = value
     return value

@@ -9,6 +9,8 @@ pass-through hooks. The same objects stay importable where they were (`agentloop
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._features.approval._records import StoreBackedMemory
 from ._memory._chat import (
     ChatMemory,
@@ -84,3 +86,11 @@ __all__ = [
 ]
 
 publish(globals(), __all__, __name__)
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from ._hints import missing_name
+
+        raise missing_name(__name__, name)

@@ -10,6 +10,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BadResponseError",
+    "CassetteError",
     "ChatMemoryConflictError",
     "ChatMemoryStoreError",
     "CodecError",
@@ -340,3 +341,8 @@ class GuardrailTripped(AgentLoopError):
 
 class MissingExtraError(AgentLoopError, ImportError):
     """An optional part of agentloop was used without its extra; the message says what to install."""
+
+
+class CassetteError(AgentLoopError):
+    """A cassette cannot answer a request: the request differs from the recording (the message says which
+    request and how), every recorded exchange was played, or the file is missing or not a cassette."""

@@ -3,6 +3,8 @@ as DBOS workflows, with model calls, tool calls and memory commits as steps. See
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._public import publish
 
 try:
@@ -31,3 +33,11 @@ __all__ = [
 ]
 
 publish(globals(), __all__, __name__)
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)

@@ -9,6 +9,7 @@ module:object`).
 from __future__ import annotations
 
 import importlib.metadata
+from typing import TYPE_CHECKING
 
 from .._public import publish
 from .._values._errors import MissingExtraError
@@ -49,3 +50,11 @@ from ._server import serve, server_from  # noqa: E402
 from ._toolset import MCPServerError, MCPToolset  # noqa: E402
 
 publish(globals(), __all__, __name__)
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)

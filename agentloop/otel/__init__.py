@@ -8,6 +8,8 @@ SDK and its exporters. Message content is recorded only when asked (`capture_con
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._public import publish
 
 try:
@@ -24,3 +26,11 @@ from ._instrumentation import CONVENTIONS_VERSION, Instrumentation, capture_from
 __all__ = ["CONVENTIONS_VERSION", "Instrumentation", "capture_from_environment", "instrument", "uninstrument"]
 
 publish(globals(), __all__, __name__)
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)

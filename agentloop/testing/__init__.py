@@ -3,7 +3,8 @@
 `ScriptedChatModel` replays answers you script, `FunctionChatModel` answers with your function, `TestModel`
 calls every tool with generated arguments. `FakeOpenAIServer`, `FakeOpenAIResponsesServer`,
 `FakeAnthropicServer`, `FakeGeminiServer` and `FakeBedrockServer` speak the providers' HTTP protocols on
-127.0.0.1, for testing the real provider clients; they load on first use.
+127.0.0.1, for testing the real provider clients; they load on first use. `Cassette` records a real
+provider's HTTP exchanges once and replays them offline (the `testing` extra, for PyYAML).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .._public import publish, publish_one
+from .._values._errors import CassetteError
 from ._examples import example_arguments
 from ._function import FunctionChatModel
 from ._scripted import ScriptedChatModel
 from ._test_model import TestModel
 
 if TYPE_CHECKING:
+    from ._cassette import Cassette
     from ._fake_anthropic import FakeAnthropicServer
     from ._fake_bedrock import FakeBedrockServer
     from ._fake_gemini import FakeGeminiServer
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from ._fake_server import FakeServer, RecordedRequest, Reply
 
 __all__ = [
+    "Cassette",
+    "CassetteError",
     "FakeAnthropicServer",
     "FakeBedrockServer",
     "FakeGeminiServer",
@@ -41,6 +46,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Cassette": "._cassette",
     "FakeOpenAIServer": "._fake_openai",
     "FakeOpenAIResponsesServer": "._fake_responses",
     "FakeAnthropicServer": "._fake_anthropic",
@@ -58,7 +64,9 @@ publish(globals(), __all__, __name__)
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'agentloop.testing' has no attribute {name!r}")
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)
     value = publish_one(getattr(importlib.import_module(module, __name__), name), __name__)
     globals()[name] = value
     return value
