@@ -3,15 +3,11 @@
 Messages, errors and `ToolSpecification` load with the package; everything else (the tool layer, the
 runtime) loads on first use, so `import agentloop` stays cheap.
 
-The package's folders follow its layers (each imports only the ones above it; docs/architecture.md):
-- the core, `agentloop/_*.py`: messages, errors and tool specifications (`_messages`, `_errors`, `_spec`,
-  `_events`); the tool layer (`_tool`, `_decorator`, `_threads`, `_schema`, `_arguments`, `_toolset`,
-  `_execution`); memory (`_memory`, `_codec`); the loop and its front ends (`_loop`, `_agent`, `_stream`,
-  `_result`, `_sync`, `_observe`);
-- features on the seam around the loop, `agentloop/_features/`: `output` (structured output), `approval`;
-- providers, `agentloop/models/`: the `ChatModel` protocol (`_base`), the shared HTTP base (`_http/`), one
-  module per provider, fallback and local models;
-- integrations, optional extras imported lazily: `stores`, `mcp`, `otel`, `dbos`, `testing`.
+The package's folders are its layers, each importing only the ones below it (checked by import-linter;
+docs/architecture.md): `_values/` (messages, events, results, errors, stored records) at the bottom, then
+`_tools/`, `models/`, `_memory/`, `_runtime/` (the loop, the seam), the features (`_features/`,
+`middleware/`), `_api/` (`Agent`), the integrations imported lazily (`stores`, `mcp`, `otel`, `dbos`, `ui`,
+`testing`) and `abc` (every Protocol an implementer writes against).
 """
 
 from __future__ import annotations

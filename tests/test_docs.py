@@ -21,6 +21,7 @@ FENCE = re.compile(r"^```python( no-run)?\n(.*?)^```", flags=re.DOTALL | re.MULT
 PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 # What each page's snippets must print: proof that they ran, not just compiled.
 EXPECTED = {
+    "architecture.md": ["5. ['add#0 round 1: ok', 'add#1 round 1: failed']"],
     "abc.md": ["True\nHELLO THERE", "True\n['first', 'FIRST', 'second', 'SECOND']", "model calls: 1"],
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "guide-streaming.md": [
