@@ -47,7 +47,8 @@ from agentloop.models import (
     ToolCallComplete,
     ToolCallDelta,
 )
-from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff, default_threads
+from agentloop.models._local import _CHECK_EVERY, LocalChatModel, _Handoff
+from agentloop.models._local_threads import default_threads
 from agentloop.models._local_tools import (
     _ANSWER_TAIL,
     _MUST_CALL,
@@ -304,10 +305,12 @@ def test_construction_is_cheap_and_validates() -> None:
 def test_default_threads_leave_out_the_cores_other_processes_keep_busy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentloop.models import _local
+    from agentloop.models import _local_threads
 
-    monkeypatch.setattr(_local, "_physical_cores", lambda cpus: 4)
-    monkeypatch.setattr(_local, "cpu_sample", lambda cpus=None: None)  # no /proc/stat: the load average only
+    monkeypatch.setattr(_local_threads, "_physical_cores", lambda cpus: 4)
+    monkeypatch.setattr(
+        _local_threads, "cpu_sample", lambda cpus=None: None
+    )  # no /proc/stat: the load average only
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     for load, threads in ((0.0, 4), (4.2, 4), (5.6, 2), (7.4, 1), (30.0, 1)):
         monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
@@ -321,7 +324,7 @@ def test_default_threads_leave_out_the_cores_other_processes_keep_busy(
 
 
 def test_threads_follow_the_measured_busy_cores_unless_the_load_average_says_busy() -> None:
-    from agentloop.models._local import threads_for
+    from agentloop.models._local_threads import threads_for
 
     # 2 cores: the load average lags (0.8 a minute after a job ended) while the CPUs were measured idle.
     assert threads_for(2, 2, 0.8, 0.05) == 2
@@ -340,7 +343,7 @@ def test_threads_follow_the_measured_busy_cores_unless_the_load_average_says_bus
 
 
 def test_busy_cores_are_measured_from_cpu_counters_less_the_measuring_thread() -> None:
-    from agentloop.models._local import _CLOCK_TICKS, CpuSample, busy_elsewhere
+    from agentloop.models._local_threads import _CLOCK_TICKS, CpuSample, busy_elsewhere
 
     second = _CLOCK_TICKS  # ticks in one second on one CPU
     before = CpuSample(busy=0, total=0, own=1.0, at=100.0)
@@ -355,7 +358,7 @@ def test_busy_cores_are_measured_from_cpu_counters_less_the_measuring_thread() -
 def test_another_busy_thread_of_this_process_counts_as_busy() -> None:
     # Two models in one process: the second one loading must see the first one's generation as busy cores
     # (it used to leave this whole process's CPU time out, and both took every core: 10x slower each).
-    from agentloop.models._local import busy_elsewhere, cpu_sample
+    from agentloop.models._local_threads import busy_elsewhere, cpu_sample
 
     if cpu_sample() is None:
         pytest.skip("no /proc/stat on this system: the load average decides alone")
@@ -380,7 +383,7 @@ def test_another_busy_thread_of_this_process_counts_as_busy() -> None:
 
 
 def test_cpu_samples_read_this_machine() -> None:
-    from agentloop.models._local import cpu_sample
+    from agentloop.models._local_threads import cpu_sample
 
     if not Path("/proc/stat").exists():
         assert cpu_sample() is None
@@ -391,7 +394,7 @@ def test_cpu_samples_read_this_machine() -> None:
 
 
 def test_physical_cores_count_hyperthreads_once() -> None:
-    from agentloop.models._local import _physical_cores
+    from agentloop.models._local_threads import _physical_cores
 
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     assert 1 <= _physical_cores(cpus) <= len(cpus)
