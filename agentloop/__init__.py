@@ -107,10 +107,14 @@ if TYPE_CHECKING:
         ToolSource,
         tool_specifications_from,
     )
+    from .models._base import TokenCount
+    from .models._counting import count_tokens
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
+    "count_tokens": ".models._counting",
+    "TokenCount": ".models._base",
     "P": "._schema",
     **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tool"),
     **dict.fromkeys(["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._seam"),
@@ -225,6 +229,7 @@ __all__ = [
     "StreamEvent",
     "SystemMessage",
     "TextContent",
+    "TokenCount",
     "TokenStream",
     "TokenUsage",
     "Tool",
@@ -252,6 +257,7 @@ __all__ = [
     "UserInput",
     "UserMessage",
     "VersionedChatMemoryStore",
+    "count_tokens",
     "execute_tool_calls",
     "instrument",
     "should_return_immediately",

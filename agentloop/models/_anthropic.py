@@ -30,7 +30,15 @@ from agentloop._messages import (
 )
 from agentloop._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from ._base import (
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    TokenCount,
+    ToolCallComplete,
+    ToolCallDelta,
+)
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
@@ -55,6 +63,8 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 _PROVIDER = "anthropic"
 _PATH = "/v1/messages"
+_COUNT_PATH = "/v1/messages/count_tokens"
+_COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
 _OVERLOADED = (529,)  # Anthropic's "overloaded": retried like a 503
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type"})
 _RESERVED = frozenset({"messages", "system", "tools", "tool_choice", "stream"})
@@ -102,6 +112,10 @@ class _Message(msgspec.Struct):
     usage: _Usage | None = None
 
 
+class _Count(msgspec.Struct, gc=False):
+    input_tokens: int
+
+
 class _MessageStart(msgspec.Struct):
     message: _Message
 
@@ -142,6 +156,7 @@ class _Typed(msgspec.Struct, gc=False):
 
 
 _message_decoder = msgspec.json.Decoder(_Message)
+_count_decoder = msgspec.json.Decoder(_Count)
 _start_decoder = msgspec.json.Decoder(_MessageStart)
 _block_start_decoder = msgspec.json.Decoder(_BlockStart)
 _block_delta_decoder = msgspec.json.Decoder(_BlockDelta)
@@ -308,6 +323,15 @@ class AnthropicChatModel(HTTPChatModel):
                     "the event stream ended before message_stop (the response is incomplete)",
                     request_id=events.request_id,
                 )
+
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, as Anthropic's `POST /v1/messages/count_tokens` counts them
+        (system prompt, messages, tools): exact."""
+        with self._errors():
+            sent = self.build_body(request, stream=False)
+            body = self._http.encode({k: v for k, v in sent.items() if k in _COUNTED})
+            answer = await self._http.request_json(_COUNT_PATH, body, _count_decoder)
+            return TokenCount(tokens=answer.input_tokens, exact=True)
 
     # -- request ---------------------------------------------------------------------------------------------
 

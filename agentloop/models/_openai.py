@@ -38,7 +38,16 @@ from agentloop._messages import (
 )
 from agentloop._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from ._base import (
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    TokenCount,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+from ._counting import openai_count
 from ._http import RetryPolicy, Timeouts
 from ._http._client import AsyncHTTPClient
 from ._http._provider import HTTPChatModel, retry_policy
@@ -421,6 +430,12 @@ class OpenAIChatModel(HTTPChatModel):
                 f"parameter {name!r} cannot be set through parameters: it comes from the ChatRequest "
                 "(messages, tool_specifications, tool_choice) or from chat() / stream()"
             )
+
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, counted with tiktoken (extra `tokens`) as OpenAI counts chat
+        messages; an estimate (`exact=False`) without the extra or for a model tiktoken does not know."""
+        body = self.build_body(request, stream=False)
+        return await openai_count(self.model, request, body["messages"], body.get("tools") or [])
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""

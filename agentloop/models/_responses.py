@@ -45,7 +45,16 @@ from agentloop._messages import (
 )
 from agentloop._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from ._base import (
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    TokenCount,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+from ._counting import openai_count
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
@@ -462,6 +471,14 @@ class OpenAIResponsesModel(HTTPChatModel):
                 f"parameter {name!r} cannot be set through parameters: it comes from the ChatRequest "
                 "(messages, tool_specifications, tool_choice, response_format) or from chat() / stream()"
             )
+
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, counted with tiktoken (extra `tokens`) as OpenAI counts messages;
+        an estimate (`exact=False`) without the extra or for a model tiktoken does not know."""
+        body = self.build_body(request, stream=False)
+        instructions = body.get("instructions")
+        items = ([{"role": "system", "content": instructions}] if instructions else []) + body["input"]
+        return await openai_count(self.model, request, items, body.get("tools") or [])
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
