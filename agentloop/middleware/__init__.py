@@ -1,9 +1,10 @@
-"""Built-in middleware (see docs/middleware.md): limits, guardrails, tool retries.
+"""Built-in middleware (see docs/middleware.md, docs/context.md): limits, guardrails, tool retries, context.
 
 `UsageLimits` stops an invocation that would exceed a budget of model requests, tool calls or tokens;
 `InputGuardrail` / `OutputGuardrail` stop one whose message or answer a check of yours rejects; `ToolRetry`
-runs a failed tool call again. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before
-anything of its current round reaches memory, and the error names the limit or guardrail and its value.
+runs a failed tool call again; `Compaction` keeps a long conversation under a token budget by summarising
+its older part. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before anything of
+its current round reaches memory, and the error names the limit or guardrail and its value.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .._seam import (
     NextToolCall,
     ToolCall,
 )
+from ._compaction import Compaction
 from ._errors import GuardrailTripped, UsageLimitExceeded
 from ._guardrails import InputGuardrail, OutputGuardrail
 from ._limits import UsageLimits
@@ -25,6 +27,7 @@ from ._retry import ToolRetry
 
 __all__ = [
     "CallContext",
+    "Compaction",
     "GuardrailTripped",
     "InputGuardrail",
     "InvocationCall",
