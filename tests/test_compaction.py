@@ -22,7 +22,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop.middleware import Compaction
+from agentloop.middleware import ClearToolResults, Compaction
 from agentloop.stores import SQLiteChatMemoryStore
 from agentloop.testing import FunctionChatModel
 
@@ -198,3 +198,43 @@ def test_bad_configuration_is_refused() -> None:
         Compaction(1000, keep_last=0)
     with pytest.raises(IllegalConfigurationError, match="instructions"):
         Compaction(1000, instructions=" ")
+
+
+# -- ClearToolResults ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_older_tool_results_are_cleared_in_what_is_sent_only(streaming: bool) -> None:
+    sent: list[ChatRequest] = []
+    store = InMemoryChatMemoryStore()
+    agent = Agent(
+        main_model(sent),
+        tools=[lookup],
+        memory=MessageWindowChatMemory.provider(1000, store=store),
+        middleware=[ClearToolResults(keep_last=2, min_tokens=50)],
+    )
+    await converse(agent, 15, streaming)  # 5 lookups of ~70 tokens each
+    last = sent[-1]
+    results = [m for m in last.messages if isinstance(m, ToolExecutionResultMessage)]
+    assert len(results) == 5
+    assert all("was cleared to save context" in r.text for r in results[:3])
+    assert all(r.text.startswith("record k: value") for r in results[3:])
+    assert_valid_for_provider(list(last.messages))
+    stored = [m for m in await store.get_messages("m") if isinstance(m, ToolExecutionResultMessage)]
+    assert all(r.text.startswith("record k: value") for r in stored)  # memory keeps them whole
+
+
+async def test_small_results_are_not_cleared() -> None:
+    sent: list[ChatRequest] = []
+    agent = Agent(
+        main_model(sent),
+        tools=[lookup],
+        memory=MessageWindowChatMemory.provider(1000),
+        middleware=[ClearToolResults(keep_last=0, min_tokens=10_000)],
+    )
+    await converse(agent, 7, streaming=False)
+    assert not any(
+        "cleared" in m.text for r in sent for m in r.messages if isinstance(m, ToolExecutionResultMessage)
+    )
+    with pytest.raises(IllegalConfigurationError, match="keep_last"):
+        ClearToolResults(keep_last=-1)

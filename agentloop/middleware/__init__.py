@@ -3,8 +3,9 @@
 `UsageLimits` stops an invocation that would exceed a budget of model requests, tool calls or tokens;
 `InputGuardrail` / `OutputGuardrail` stop one whose message or answer a check of yours rejects; `ToolRetry`
 runs a failed tool call again; `Compaction` keeps a long conversation under a token budget by summarising
-its older part. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before anything of
-its current round reaches memory, and the error names the limit or guardrail and its value.
+its older part; `ClearToolResults` sends older tool results as placeholders. A stopped invocation raises
+(`UsageLimitExceeded`, `GuardrailTripped`) before anything of its current round reaches memory, and the error
+names the limit or guardrail and its value.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._seam import (
     NextToolCall,
     ToolCall,
 )
+from ._clearing import ClearToolResults
 from ._compaction import Compaction
 from ._errors import GuardrailTripped, UsageLimitExceeded
 from ._guardrails import InputGuardrail, OutputGuardrail
@@ -27,6 +29,7 @@ from ._retry import ToolRetry
 
 __all__ = [
     "CallContext",
+    "ClearToolResults",
     "Compaction",
     "GuardrailTripped",
     "InputGuardrail",

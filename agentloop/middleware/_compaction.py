@@ -27,6 +27,7 @@ from .._messages import (
 )
 from .._seam import Middleware, ModelCall, NextModelCall
 from ..models._counting import count_tokens
+from ._checks import check_count
 
 __all__ = ["STATE_KEY", "SUMMARY_HEADER", "Compaction"]
 
@@ -65,17 +66,14 @@ class Compaction(Middleware):
         summarizer: Any = None,
         instructions: str | None = None,
     ) -> None:
-        for name, value in (("max_tokens", max_tokens), ("keep_last", keep_last)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise IllegalConfigurationError(f"Compaction({name}=...) must be an int >= 1, got {value!r}")
         if instructions is not None and (not isinstance(instructions, str) or not instructions.strip()):
             raise IllegalConfigurationError("Compaction(instructions=...) must be a non-empty string")
         if isinstance(summarizer, str):
             from ..models._infer import infer_model
 
             summarizer = infer_model(summarizer)
-        self.max_tokens = max_tokens
-        self.keep_last = keep_last
+        self.max_tokens = check_count("Compaction", "max_tokens", max_tokens, 1)
+        self.keep_last = check_count("Compaction", "keep_last", keep_last, 1)
         self.summarizer = summarizer
         self.instructions = instructions or DEFAULT_INSTRUCTIONS
 

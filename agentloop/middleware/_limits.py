@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import IllegalConfigurationError
 from .._messages import ChatResponse
 from .._seam import (
     InvocationCall,
@@ -17,6 +16,7 @@ from .._seam import (
     ToolCall,
 )
 from ..models._counting import count_tokens
+from ._checks import check_count
 from ._errors import UsageLimitExceeded
 
 __all__ = ["UsageLimits"]
@@ -63,11 +63,8 @@ class UsageLimits(Middleware):
             ("max_total_tokens", max_total_tokens),
             ("max_request_tokens", max_request_tokens),
         ):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise IllegalConfigurationError(f"UsageLimits({name}=...) must be an int >= 0, got {value!r}")
-            self.limits[name] = value
+            if value is not None:
+                self.limits[name] = check_count("UsageLimits", name, value, 0)
         self._used: dict[str, _Used] = {}
 
     def __repr__(self) -> str:
