@@ -40,6 +40,7 @@ from ._features.output import (
     OutputValidator,
     structured_output,
 )
+from ._features.results import ResultShelf
 from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, WindowProvider, exclusive_access
@@ -60,7 +61,7 @@ from ._seam import CallContext, InvocationCall, Middleware, Seam, check_middlewa
 from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import close_at_exit, run_sync
-from ._tool import ReturnBehavior, Tool
+from ._tool import ReturnBehavior, Tool, check_result_limit
 from ._toolset import ToolProvider, is_dynamic, resolve_tools
 from .models import ChatModel
 from .models._base import model_name_of, provider_of
@@ -116,7 +117,9 @@ class Agent(Generic[OutputT]):
     `ToolExecuted` events in call order instead of completion order.
 
     `middleware`: `Middleware` around every model call, tool call and invocation, outermost first (a call's
-    own `middleware=` runs inside these); see docs/middleware.md.
+    own `middleware=` runs inside these); see docs/middleware.md. `tool_result_limit` (tokens): a longer
+    tool result is kept aside and the model gets its beginning and a `read_tool_result` tool (a tool's own
+    `@tool(result_limit=...)` wins); see docs/context.md.
 
     `instrument`: True traces this agent with OpenTelemetry (`agentloop-runtime[otel]`), an
     `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
@@ -159,6 +162,7 @@ class Agent(Generic[OutputT]):
         output_validator: OutputValidator | None = None,
         output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
         middleware: Sequence[Middleware] | None = None,
+        tool_result_limit: int | None = None,
     ) -> None:
         if isinstance(model, str):
             from .models import infer_model
@@ -206,6 +210,8 @@ class Agent(Generic[OutputT]):
         # The seam of a call without middleware of its own: (its observer, the agent's middleware, the seam).
         self._seam: tuple[Observer | None, tuple[Middleware, ...], Seam] | None = None
         self._memories: dict[Any, ChatMemory] = {}
+        self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
+        self._shelf = ResultShelf(self.tool_result_limit)
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -573,6 +579,8 @@ class Agent(Generic[OutputT]):
         )
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
+        if self._shelf.applies(toolset):  # long results kept aside: the model may read on
+            toolset = resolve_tools([toolset, [self._shelf.reader]])
         run = _Run(
             user_message,
             memory_id,
@@ -629,7 +637,7 @@ class Agent(Generic[OutputT]):
                 checkpoint=approval,
                 agent_name=self.name,
                 output=run.output,
-                seam=run.seam.with_features(_features(run.output, approval)),
+                seam=run.seam.with_features(_features(run.output, approval, self._shelf, run.toolset)),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=dynamic and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
@@ -765,13 +773,17 @@ def _with_instructions(message: SystemMessage | None, output: OutputRun | None) 
     return message if output is None else output.system_message(message)
 
 
-def _features(output: OutputRun | None, gate: ApprovalGate | None) -> list[Middleware]:
+def _features(
+    output: OutputRun | None, gate: ApprovalGate | None, shelf: ResultShelf, tools: Any
+) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
     features: list[Middleware] = []
     if output is not None and output.shapes_requests:
         features.append(output)
     if gate is not None:
         features.append(gate)
+    if tools is not None and shelf.applies(tools):
+        features.append(shelf)
     return features
 
 

@@ -27,7 +27,7 @@ async def invoke(agent: Agent, message: str, streaming: bool, **options: Any) ->
     async with agent.stream(message, **options) as stream:
         async for _ in stream:
             pass
-        return await stream.result()
+        return stream.result
 
 
 @pytest.mark.parametrize("streaming", [False, True])
