@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     )
     from ._execution import ToolExecution, ToolRunner, should_return_immediately
     from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
+    from ._features.search import ToolSearch
     from ._memory import (
         ChatMemory,
         ChatMemoryStore,
@@ -114,6 +115,7 @@ __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "count_tokens": ".models._counting",
+    "ToolSearch": "._features.search",
     "TokenCount": ".models._base",
     "P": "._schema",
     **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tool"),
@@ -251,6 +253,7 @@ __all__ = [
     "ToolProviderResult",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSearch",
     "ToolSource",
     "ToolSpecification",
     "ToolsNotSupportedError",

@@ -41,6 +41,7 @@ from ._features.output import (
     structured_output,
 )
 from ._features.results import ResultShelf
+from ._features.search import search_filters
 from ._history import checked_history
 from ._loop import Invocation, Listener, run_invocation
 from ._memory import ChatMemory, WindowProvider, exclusive_access
@@ -782,8 +783,10 @@ def _features(
         features.append(output)
     if gate is not None:
         features.append(gate)
-    if tools is not None and shelf.applies(tools):
-        features.append(shelf)
+    if tools is not None:
+        features += search_filters(tools)  # each ToolSearch shows only what its searches found
+        if shelf.applies(tools):
+            features.append(shelf)
     return features
 
 
