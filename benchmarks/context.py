@@ -27,25 +27,27 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentloop import (  # noqa: E402
+import itertools
+
+from agentloop import (
     Agent,
     AiMessage,
     ChatMessage,
     ChatRequest,
     MessageWindowChatMemory,
+    TokenCount,
     Tool,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     ToolSearch,
     ToolSpecification,
-    TokenCount,
     UserMessage,
     count_tokens,
     tool,
 )
-from agentloop.middleware import ClearToolResults, Compaction  # noqa: E402
-from agentloop.models import OpenAIChatModel  # noqa: E402
-from agentloop.testing import FunctionChatModel  # noqa: E402
+from agentloop.middleware import ClearToolResults, Compaction
+from agentloop.models import OpenAIChatModel
+from agentloop.testing import FunctionChatModel
 
 COUNTER = OpenAIChatModel("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="unused")  # counts, never calls
 SYSTEM = "You are a support agent for an online shop. Be precise and cite order ids."
@@ -132,7 +134,7 @@ async def conversation(setting: str, turns: int = 200) -> dict[str, Any]:
     for n in range(turns):
         await agent.chat(_turn(n), memory_id="c")
     sent = [await _tokens(r) for r in requests]
-    prefixes = [await _prefix_tokens(a, b) for a, b in zip(requests, requests[1:], strict=False)]
+    prefixes = [await _prefix_tokens(a, b) for a, b in itertools.pairwise(requests)]
     shares = [p / t for p, t in zip(prefixes, sent[1:], strict=True)]
     return {
         "setting": setting,
@@ -223,6 +225,9 @@ REAL = [
         "reserve a conference room at 3pm",
     ),
 ]
+
+
+_STRING = {"type": "string"}
 
 
 def _tools_300() -> list[Tool]:
