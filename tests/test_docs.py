@@ -21,6 +21,18 @@ FENCE = re.compile(r"^```python( no-run)?\n(.*?)^```", flags=re.DOTALL | re.MULT
 PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 # What each page's snippets must print: proof that they ran, not just compiled.
 EXPECTED = {
+    "context.md": [
+        "TokenCount(tokens=9, exact=True)",
+        "anthropic",
+        "stopped: max_request_tokens True",
+        "The user is Ada; she is planning a trip to Lisbon.",
+        "6 messages sent; 16 kept in memory",
+        "read_file call (255 tokens) was cleared",
+        "first 200 are shown",
+        "['convert_currency']",
+        "created Dentist",
+        "['search_tools'], ['search_tools', 'create_calendar_event']",
+    ],
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "local-model.md": ["Paris"],
     "middleware.md": [
