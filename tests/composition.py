@@ -27,10 +27,12 @@ from agentloop import (
     ToolCall,
     ToolExecution,
     ToolExecutionRequest,
+    ToolSearch,
     tool,
 )
+from agentloop.middleware import ClearToolResults, Compaction
 from agentloop.models import FallbackChatModel, ModelEvent
-from agentloop.testing import ScriptedChatModel
+from agentloop.testing import FunctionChatModel, ScriptedChatModel
 
 FEATURES = (
     "output_tool",
@@ -45,6 +47,9 @@ FEATURES = (
     "fallback",
     "mcp",
     "middleware",
+    "compaction",
+    "clear_results",
+    "tool_search",
 )
 OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
 SUM = 5
@@ -138,7 +143,12 @@ class Scenario:
             final = '{"total": 5}'
         else:
             final = "The sum is 5."
-        return [final] if resumed else [call, final]
+        if resumed:
+            return [final]
+        if "tool_search" in self.features:  # the tool is found first
+            search = ToolExecutionRequest("call_0", "search_tools", '{"query": "add two numbers"}')
+            return [AiMessage(None, [search]), call, final]
+        return [call, final]
 
     def model(self, *, resumed: bool = False) -> Any:
         scripted = ScriptedChatModel(self.answers(resumed=resumed))
@@ -184,10 +194,20 @@ class Scenario:
         mode = self.output_mode
         if mode is not None:
             options["output_mode"] = mode
+        middleware: list[Middleware] = []
         if "middleware" in self.features:
-            options["middleware"] = [self.recorder]
+            middleware.append(self.recorder)
+        if "compaction" in self.features:  # a budget of 1 token: every call that can compact does
+            summarizer = FunctionChatModel(lambda messages, tools: "The user asked for 2 + 3.")
+            middleware.append(Compaction(1, keep_last=1, summarizer=summarizer))
+        if "clear_results" in self.features:
+            middleware.append(ClearToolResults(keep_last=0, min_tokens=0))
+        if middleware:
+            options["middleware"] = middleware
         if tools is None:
             tools = [] if "mcp" in self.features else [add if self.gated else add_freely]
+        if "tool_search" in self.features:
+            tools = [ToolSearch(tools)]
         return Agent(self.model(resumed=resumed), name=name, tools=tools, **options)
 
     def call_options(self) -> dict[str, Any]:
