@@ -182,7 +182,7 @@ async def test_a_conversation_within_budget_is_sent_unchanged() -> None:
 
 def test_the_stored_summary_format_is_golden() -> None:
     # Written once (tests/golden/context/): a store row holding a summary must stay readable as one.
-    from agentloop import _codec
+    from agentloop._values import _codec
     from agentloop.middleware._compaction import latest_summary
 
     messages = _codec.decode((GOLDEN / "compaction-v1.json").read_bytes(), "messages")

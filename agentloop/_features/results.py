@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 import msgspec
 
-from .._decorator import tool
-from .._execution import ToolExecution
-from .._seam import Middleware, NextToolCall, ToolCall
-from .._tool import Tool
-from .._toolset import resolve_tools
+from .._runtime._seam import Middleware, NextToolCall, ToolCall
+from .._tools._decorator import tool
+from .._tools._execution import ToolExecution
+from .._tools._tool import Tool
+from .._tools._toolset import resolve_tools
 
 __all__ = ["READER_NAME", "ResultShelf"]
 

@@ -10,7 +10,7 @@ names the limit or guardrail and its value.
 
 from __future__ import annotations
 
-from .._seam import (
+from .._runtime._seam import (
     CallContext,
     InvocationCall,
     Middleware,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import IllegalConfigurationError
+from .._values._errors import IllegalConfigurationError
 
 __all__ = ["check_count"]
 

@@ -7,8 +7,8 @@ import math
 
 import msgspec
 
-from .._messages import ChatMessage, ChatResponse, ToolExecutionResultMessage
-from .._seam import Middleware, ModelCall, NextModelCall
+from .._runtime._seam import Middleware, ModelCall, NextModelCall
+from .._values._messages import ChatMessage, ChatResponse, ToolExecutionResultMessage
 from ._checks import check_count
 
 __all__ = ["ClearToolResults"]

@@ -15,8 +15,9 @@ from typing import Any
 
 import msgspec
 
-from .._errors import IllegalConfigurationError
-from .._messages import (
+from .._runtime._seam import Middleware, ModelCall, NextModelCall
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,
@@ -25,7 +26,6 @@ from .._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from .._seam import Middleware, ModelCall, NextModelCall
 from ..models._counting import count_tokens
 from ._checks import check_count
 

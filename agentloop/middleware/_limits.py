@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._messages import ChatResponse
-from .._seam import (
+from .._runtime._seam import (
     InvocationCall,
     Middleware,
     ModelCall,
@@ -15,6 +14,7 @@ from .._seam import (
     NextToolCall,
     ToolCall,
 )
+from .._values._messages import ChatResponse
 from ..models._counting import count_tokens
 from ._checks import check_count
 from ._errors import UsageLimitExceeded

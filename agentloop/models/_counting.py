@@ -14,9 +14,9 @@ from typing import Any
 import anyio.to_thread
 import msgspec
 
-from .._content import TextContent
-from .._errors import IllegalConfigurationError
-from .._messages import (
+from .._values._content import TextContent
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,

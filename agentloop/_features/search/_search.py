@@ -9,13 +9,13 @@ from typing import Any
 
 import msgspec
 
-from ..._context import ToolContext
-from ..._errors import IllegalConfigurationError
-from ..._messages import ChatResponse, ToolExecutionRequest
-from ..._seam import Middleware, ModelCall, NextModelCall
-from ..._spec import ToolSpecification
-from ..._tool import Tool
-from ..._toolset import resolve_tools
+from ..._runtime._seam import Middleware, ModelCall, NextModelCall
+from ..._tools._tool import Tool
+from ..._tools._toolset import resolve_tools
+from ..._values._context import ToolContext
+from ..._values._errors import IllegalConfigurationError
+from ..._values._messages import ChatResponse, ToolExecutionRequest
+from ..._values._spec import ToolSpecification
 from ._bm25 import BM25, terms
 
 __all__ = ["SearchTool", "ToolSearch", "search_filters"]

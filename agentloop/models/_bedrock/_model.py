@@ -16,8 +16,8 @@ import anyio
 import httpx2
 import msgspec
 
-from agentloop._errors import IllegalConfigurationError, ModelError
-from agentloop._messages import ChatRequest, ChatResponse
+from agentloop._values._errors import IllegalConfigurationError, ModelError
+from agentloop._values._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete, TokenCount
 from .._eventstream import EventStreamMessage

@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from agentloop._errors import IllegalConfigurationError, ModelError
-from agentloop._messages import ChatRequest, ChatResponse
+from agentloop._values._errors import IllegalConfigurationError, ModelError
+from agentloop._values._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete, TokenCount
 from .._http import RetryPolicy, Timeouts
