@@ -93,7 +93,11 @@ class ToolSearch:
             self._found.popitem(last=False)
         known.extend(n for n in found if n not in known)
         lines = [f"- {n}: {_first_line(self._specs[n].description)}" for n in found]
-        return "These tools are now available to call:\n" + "\n".join(lines)
+        return (
+            "These tools are now available to call:\n"
+            + "\n".join(lines)
+            + "\nCall the one that does the task now, with its arguments; search again only if none fits."
+        )
 
     def visible(self, specs: Sequence[ToolSpecification], invocation_id: str) -> list[ToolSpecification]:
         """`specs` without the tools not found yet, then those found, in the order they were found."""
