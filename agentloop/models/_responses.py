@@ -51,6 +51,7 @@ from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
 from ._openai import openai_connection
 from ._strict import strict_schema
+from ._unknown import ignore_unknown, kind_of, known_items
 from ._wire import check_tool_offered, check_tools_for_choice, unanswered_result
 
 __all__ = ["STATE_KEY", "OpenAIResponsesModel"]
@@ -77,8 +78,8 @@ class _Item(msgspec.Struct, gc=False):
     call_id: str | None = None
     name: str | None = None
     arguments: str | None = None
-    # message
-    content: list[_Part] | None = None
+    # message (its parts of a kind agentloop knows are read by `_parts`)
+    content: list[msgspec.Raw] | None = None
     # reasoning
     summary: list[_Part] | None = None
     encrypted_content: str | None = None
@@ -109,7 +110,7 @@ class _Response(msgspec.Struct, gc=False):
     id: str | None = None
     model: str | None = None
     status: str | None = None
-    output: list[_Item] | None = None
+    output: list[msgspec.Raw] | None = None  # the items agentloop knows are read by `_items`
     usage: _Usage | None = None
     incomplete_details: _Incomplete | None = None
     error: Any = None
@@ -119,7 +120,7 @@ class _Event(msgspec.Struct, gc=False):
     type: str = ""
     delta: str | None = None
     output_index: int | None = None
-    item: _Item | None = None
+    item: msgspec.Raw = msgspec.Raw()  # read by `_items` when its kind is known
     response: _Response | None = None
     # the `error` event
     code: Any = None
@@ -128,6 +129,42 @@ class _Event(msgspec.Struct, gc=False):
 
 _RESPONSE = msgspec.json.Decoder(_Response)
 _EVENT = msgspec.json.Decoder(_Event)
+_ITEM = msgspec.json.Decoder(_Item)
+_PART = msgspec.json.Decoder(_Part)
+_ITEMS = {"message": _ITEM, "function_call": _ITEM, "reasoning": _ITEM}
+_PARTS = {"output_text": _PART, "refusal": _PART}
+# Streamed events agentloop reads; every other kind is skipped unread (an unknown one noted once).
+_EVENTS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.function_call_arguments.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_part.added",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+        "response.incomplete",
+        "response.failed",
+        "error",
+    }
+)
+# Documented events whose content agentloop takes from the others: skipped without a note.
+_UNUSED_EVENTS = frozenset(
+    {
+        "response.created",
+        "response.in_progress",
+        "response.queued",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.done",
+        "response.output_text.annotation.added",
+        "response.refusal.done",
+        "response.function_call_arguments.done",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.done",
+    }
+)
 _ITEM_FIELDS = ("type", "id", "summary", "encrypted_content", "status")
 
 
@@ -150,6 +187,11 @@ def _finish(response: _Response, has_calls: bool) -> FinishReason:
         reason = response.incomplete_details.reason if response.incomplete_details else None
         return FinishReason.CONTENT_FILTER if reason == "content_filter" else FinishReason.LENGTH
     return FinishReason.TOOL_EXECUTION if has_calls else FinishReason.STOP
+
+
+def _items(raws: Sequence[msgspec.Raw]) -> list[_Item]:
+    """The output items of a kind agentloop knows (message, function_call, reasoning); others are skipped."""
+    return known_items(raws, _ITEMS, STATE_KEY, "an output item")
 
 
 def _reasoning_state(item: _Item) -> dict[str, Any]:
@@ -181,7 +223,7 @@ class _Answer:
         if kind == "message":
             self.order.append({"type": "message", "id": item.id})
             if not streamed:
-                for part in item.content or ():
+                for part in known_items(item.content or (), _PARTS, STATE_KEY, "a message content part"):
                     piece = part.text if part.type == "output_text" else part.refusal
                     if piece:
                         self.text.append(piece)
@@ -524,7 +566,7 @@ class OpenAIResponsesModel(HTTPChatModel):
             raise self._http.error_from_payload({"error": response.error or {}}, request_id=request_id)
         if answer is None:
             answer = _Answer()
-            for item in response.output or ():
+            for item in _items(response.output or ()):
                 answer.add(item, streamed=False)
         message = answer.message()
         return ChatResponse(
@@ -556,12 +598,18 @@ class OpenAIResponsesModel(HTTPChatModel):
                 for event in batch:
                     data = event.data
                     try:
+                        kind = kind_of(data)
+                        if kind not in _EVENTS:
+                            if kind not in _UNUSED_EVENTS:
+                                ignore_unknown(STATE_KEY, "a streamed event", kind)
+                            continue
                         decoded = _EVENT.decode(data)
+                        items = _items((decoded.item,)) if decoded.item else ()
                     except (msgspec.DecodeError, RecursionError) as exc:
                         raise self._http.bad_response(
                             f"unreadable stream event ({exc}): {data[:200]!r}", request_id=events.request_id
                         ) from None
-                    kind = decoded.type
+                    item = items[0] if items else None
                     if kind == "response.output_text.delta" or kind == "response.refusal.delta":
                         if decoded.delta:
                             streamed.add(decoded.output_index)
@@ -581,12 +629,10 @@ class OpenAIResponsesModel(HTTPChatModel):
                             answer.thinking.append("\n\n")
                             yield ThinkingDelta("\n\n")
                     elif kind == "response.output_item.added":
-                        item = decoded.item
                         if item is not None and item.type == "function_call":
                             position = positions[decoded.output_index or 0] = len(positions)
                             yield ToolCallDelta(position, item.call_id, item.name, item.arguments or "")
                     elif kind == "response.output_item.done":
-                        item = decoded.item
                         if item is not None:
                             texts, thoughts = len(text), len(answer.thinking)
                             call = answer.add(item, streamed=decoded.output_index in streamed)
