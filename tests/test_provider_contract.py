@@ -789,3 +789,65 @@ async def test_what_a_provider_does_not_know_is_ignored_and_logged_once(
     for kind in streamed_kinds if streaming else chat_kinds:
         assert len([n for n in notes if kind in n]) >= 1, (kind, notes)
     assert len(notes) == len(set(notes))  # the second answer logged nothing new
+
+
+# -- history rules, checked before sending -------------------------------------------------------------------
+
+TOOL_ROUND = [
+    UserMessage("Weather and time in Paris?"),
+    AiMessage("Let me check.", CALLS),
+    ToolExecutionResultMessage("call_a", "get_weather", "18°C"),
+    ToolExecutionResultMessage("call_b", "get_time", "noon"),
+    AiMessage("18°C at noon."),
+    UserMessage("Thanks. And tomorrow?"),
+]
+
+
+@streaming
+async def test_tool_rounds_in_the_history_of_a_request_without_tools_are_accepted(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    """Bedrock and Anthropic take tool blocks only with tools declared: the rounds go as text, in order."""
+    server.add("Probably sunny.")
+    async with provider.connect(server) as model:
+        response = await _call(model, ChatRequest(TOOL_ROUND), streaming)
+    assert response.text == "Probably sunny."  # the fake checked the request as the API does
+    sent = server.requests[0].body.decode()
+    for seen in ("Let me check.", "get_weather", "Paris, France", "18°C", "get_time", "noon", "tomorrow"):
+        assert seen in sent, seen
+    assert sent.index("get_weather") < sent.index("18") < sent.index("tomorrow")
+
+
+@streaming
+async def test_a_history_that_starts_with_the_assistant(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    """Bedrock requires the user to speak first: refused before sending, saying how to fix it; the others
+    take it."""
+    server.add("Fine.").add("Fine.")
+    history = [AiMessage("Hi! How can I help?"), UserMessage("Just saying hello.")]
+    async with provider.connect(server) as model:
+        if provider.name == "bedrock":
+            with pytest.raises(BadRequestError, match="start with a user message; start message_history"):
+                await _call(model, ChatRequest(history), streaming)
+            assert server.requests == []
+        else:
+            assert (await _call(model, ChatRequest(history), streaming)).text == "Fine."
+
+
+@streaming
+async def test_a_history_that_starts_with_tool_calls(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    """Gemini needs a user turn before a function call turn, Bedrock a user turn first: both refuse before
+    sending; the others take it."""
+    server.add("Fine.")
+    history = [*TOOL_ROUND[1:4], UserMessage("And tomorrow?")]
+    async with provider.connect(server) as model:
+        request = ChatRequest(history, [WEATHER, TIME])
+        if provider.name in ("bedrock", "gemini"):
+            with pytest.raises(BadRequestError, match="UserMessage"):
+                await _call(model, request, streaming)
+            assert server.requests == []
+        else:
+            assert (await _call(model, request, streaming)).text == "Fine."

@@ -613,3 +613,55 @@ async def test_docs_snippets_run() -> None:
     assert "'result': '2 + 3 = 5.'" in lines[5]
     assert lines[6] == "['Delete /tmp/x', 'Hello Ada.']"
     assert lines[7].startswith("['start', 'start-step', 'text-start'")
+
+
+async def test_a_page_history_with_tool_parts_reaches_bedrock_from_an_agent_without_tools(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Converse takes tool blocks only with a toolConfig: the page's earlier tool round goes as text, so an
+    agent without tools answers from a page that shows one (both apps, over the fake Bedrock server)."""
+    pytest.importorskip("botocore")
+    from agentloop.testing import FakeBedrockServer
+    from tests.provider_helpers import bedrock_model
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    call = {
+        "type": "dynamic-tool",
+        "toolName": "add",
+        "toolCallId": "t1",
+        "state": "output-available",
+        "input": {"a": 1, "b": 2},
+        "output": 3,
+    }
+    vercel_body = {"messages": [ui("user", text("1 + 2?")), ui("assistant", call), ui("user", text("Sure?"))]}
+    ag_body = {
+        "threadId": "t",
+        "runId": "r",
+        "messages": [
+            {"id": "1", "role": "user", "content": "1 + 2?"},
+            {
+                "id": "2",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a":1,"b":2}'},
+                    }
+                ],
+            },
+            {"id": "3", "role": "tool", "toolCallId": "t1", "content": "3"},
+            {"id": "4", "role": "user", "content": "Sure?"},
+        ],
+    }
+    with FakeBedrockServer(["Yes, 3."] * 2) as server:
+        async with bedrock_model(server, "anthropic.claude-3-5-haiku-20241022-v1:0", max_retries=0) as model:
+            agent = Agent(model)
+            vercel = await Exchange(vercel_body).run(vercel_ai_app(agent))
+            ag = await Exchange(ag_body).run(ag_ui_app(agent))
+        sent = [r.body.decode() for r in server.requests]
+    assert vercel.status == ag.status == 200
+    assert not any(c != "[DONE]" and c["type"] == "error" for c in vercel.chunks())
+    assert "RUN_ERROR" not in b"".join(ag.frames).decode()
+    assert len(sent) == 2 and all("toolUse" not in body and "[called tool add" in body for body in sent)

@@ -31,6 +31,7 @@ from agentloop._messages import (
 from agentloop._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from ._history_rules import has_tool_rounds, tool_rounds_as_text
 from ._http import RetryPolicy, Timeouts
 from ._http._provider import HTTPChatModel, retry_policy
 from ._media import web_url
@@ -330,7 +331,10 @@ class AnthropicChatModel(HTTPChatModel):
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
-        system, messages = self._messages(request.messages)
+        history = request.messages
+        if not request.tool_specifications and has_tool_rounds(history):
+            history = tool_rounds_as_text(history)  # the API takes tool blocks only with tools defined
+        system, messages = self._messages(history)
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.defaults}
         if system:
             body["system"] = system
