@@ -502,6 +502,9 @@ async def test_requests_the_apps_refuse() -> None:
     assert get.status == 405 and get.headers["allow"] == "POST"
     not_user = await Exchange({"messages": [ui("system", text("x"))]}).run(app)
     assert not_user.status == 400 and "last message" in not_user.json()["message"]
+    empty = {"type": "file", "url": "data:image/png;base64,", "mediaType": "image/png"}
+    refused = await Exchange({"messages": [ui("user", text("look"), empty)]}).run(app)
+    assert refused.status == 400 and "data is empty (0 bytes)" in refused.json()["message"]
     ag = ag_ui_app(Agent(ScriptedChatModel(["x"])))
     missing = await Exchange({"messages": []}).run(ag)
     assert missing.status == 400 and "threadId" in missing.json()["message"]
@@ -513,6 +516,10 @@ async def test_requests_the_apps_refuse() -> None:
         (spreadsheet, "cannot go to the model"),
         (audio, "audio cannot go to the model"),
         ({"type": "image", "source": {}}, "needs a source"),
+        (
+            {"type": "image", "source": {"type": "data", "value": "", "mimeType": "image/png"}},
+            "data is empty",
+        ),
     ):
         body = {
             "threadId": "t",
