@@ -339,6 +339,41 @@ async def test_an_output_guardrail_sees_a_structured_output_call() -> None:
         await agent.chat("a city")
 
 
+async def test_an_output_guardrail_checks_output_calls_by_what_they_are_not_by_name() -> None:
+    """A function tool whose name starts like the output tool's is a function call: not checked."""
+
+    @tool("Looks up a stored final result")
+    def final_result_lookup(key: str) -> str:
+        return "Atlantis is a myth"
+
+    lookup = calls(("final_result_lookup", {"key": "Atlantis"})).tool_execution_requests[0]
+    output = calls(("final_result", {"name": "Paris"})).tool_execution_requests[0]
+    seen: list[str] = []
+
+    def real_places(text: str) -> bool:
+        seen.append(text)
+        return "Atlantis" in text
+
+    agent = Agent(
+        ScriptedChatModel([AiMessage(None, [lookup]), AiMessage(None, [output])]),
+        tools=[final_result_lookup],
+        output_type=City,
+        middleware=[OutputGuardrail(real_places, name="real-places")],
+    )
+    assert (await agent.chat("a city")).output == City(name="Paris")
+    assert seen == [output.arguments]  # the lookup's arguments were never taken for an output
+    renamed = Agent(  # another output tool name: still known by what it is
+        ScriptedChatModel(
+            [AiMessage(None, [calls(("answer", {"name": "Atlantis"})).tool_execution_requests[0]])]
+        ),
+        output_type=City,
+        output_tool_name="answer",
+        middleware=[OutputGuardrail(real_places, name="real-places")],
+    )
+    with pytest.raises(GuardrailTripped, match="output call 'answer'"):
+        await renamed.chat("a city")
+
+
 # -- ToolRetry -------------------------------------------------------------------------------------------
 
 

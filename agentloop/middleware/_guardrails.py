@@ -60,15 +60,8 @@ class OutputGuardrail(_Guardrail):
         if not ai.tool_execution_requests:
             await self._check(ai.text or "", "the model's answer")
             return response
-        output_tool = _output_tool_name(call)
+        output_tools = call.context.output_tools  # by what they are: a function tool's name is no sign
         for request in ai.tool_execution_requests:
-            if output_tool is not None and request.name.startswith(output_tool):
+            if request.name in output_tools:
                 await self._check(request.arguments, f"the output call {request.name!r}")
         return response
-
-
-def _output_tool_name(call: ModelCall) -> str | None:
-    """The name output tools start with (`final_result` unless the agent chose another)."""
-    agent = call.context.agent
-    name = agent.output_tool_name if agent is not None else None
-    return name if isinstance(name, str) else None
