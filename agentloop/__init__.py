@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolRetrying,
     )
     from ._execution import ToolExecution, ToolRunner, should_return_immediately
     from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
@@ -155,6 +156,7 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolRetrying",
         ],
         "._events",
     ),
@@ -244,6 +246,7 @@ __all__ = [
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",
+    "ToolRetrying",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSource",

@@ -43,6 +43,7 @@ from ._events import (
     PartialToolCall,
     StreamEvent,
     ToolExecuted,
+    ToolRetrying,
 )
 from ._execution import ToolExecution, current_asyncio_task
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
@@ -116,6 +117,10 @@ class TokenStream(Generic[OutputT]):
     def before_tool_execution(self, callback: Callback[BeforeToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(event)` just before a tool call runs."""
         return self._add(BeforeToolExecution, callback)
+
+    def on_tool_retrying(self, callback: Callback[ToolRetrying]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when `ToolRetry` runs a failed tool call again (attempt 2 on)."""
+        return self._add(ToolRetrying, callback)
 
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""

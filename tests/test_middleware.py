@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AiMessage,
+    BeforeToolExecution,
     ChatRequest,
     ChatResponse,
     IllegalConfigurationError,
@@ -26,8 +27,10 @@ from agentloop import (
     SystemMessage,
     ToolCall,
     ToolChoice,
+    ToolExecuted,
     ToolExecution,
     ToolExecutionRequest,
+    ToolRetrying,
     UserMessage,
     tool,
 )
@@ -393,6 +396,33 @@ async def test_tool_retry_runs_a_failed_call_again() -> None:
     )
     result = await agent.chat("go")
     assert result.tool_executions[0].result == "ok" and len(attempts) == 3
+
+
+async def test_a_retried_call_is_started_once_and_its_attempts_are_events_of_their_own() -> None:
+    attempts: list[int] = []
+
+    @tool
+    def flaky() -> str:
+        """Fails twice, then works."""
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionError("try again")
+        return "ok"
+
+    agent = Agent(
+        ScriptedChatModel([calls(("flaky", {})), "done"]), tools=[flaky], middleware=[ToolRetry(wait=0)]
+    )
+    started: list[BeforeToolExecution] = []
+    retried: list[ToolRetrying] = []
+    async with agent.stream("go") as stream:
+        stream.before_tool_execution(started.append).on_tool_retrying(retried.append)
+        events = [event async for event in stream.events()]
+    kinds = [
+        type(e).__name__ for e in events if isinstance(e, (BeforeToolExecution, ToolRetrying, ToolExecuted))
+    ]
+    assert kinds == ["BeforeToolExecution", "ToolRetrying", "ToolRetrying", "ToolExecuted"]
+    assert [(r.index, r.round, r.attempt) for r in retried] == [(0, 1, 2), (0, 1, 3)]
+    assert len(started) == 1 and started[0].request == retried[0].request
 
 
 async def test_tool_retry_gives_up_and_leaves_model_retry_and_bad_arguments_alone() -> None:

@@ -672,3 +672,23 @@ async def test_a_page_history_with_tool_parts_reaches_bedrock_from_an_agent_with
     assert not any(c != "[DONE]" and c["type"] == "error" for c in vercel.chunks())
     assert "RUN_ERROR" not in b"".join(ag.frames).decode()
     assert len(sent) == 2 and all("toolUse" not in body and "[called tool add" in body for body in sent)
+
+
+async def test_a_retried_tool_call_is_one_tool_input_on_the_page() -> None:
+    from agentloop.middleware import ToolRetry
+
+    attempts: list[int] = []
+
+    @tool("Fails once, then works")
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 2:
+            raise ConnectionError("try again")
+        return "ok"
+
+    model = ScriptedChatModel([AiMessage(None, [request("c1", "flaky", {})]), "done"])
+    app = vercel_ai_app(Agent(model, tools=[flaky], middleware=[ToolRetry(wait=0)]))
+    chunks = [c for c in (await Exchange(chat("go")).run(app)).chunks() if c != "[DONE]"]
+    types = [c["type"] for c in chunks]
+    assert len(attempts) == 2
+    assert types.count("tool-input-available") == 1 and types.count("tool-output-available") == 1
