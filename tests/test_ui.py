@@ -489,7 +489,13 @@ async def test_answers_that_do_not_fit_the_paused_run_are_refused_and_run_nothin
     body = answer_to(paused.chunks(), True)
     approval = body["messages"][-1]["parts"][0]["approval"]
     token = approval["id"].rpartition(".")[0]
-    for bad_id, status in ((f"{token}.7", 400), ("not-an-id", 400)):
+    for bad_id, status in (
+        (f"{token}.7", 400),
+        ("not-an-id", 400),
+        (f"{token}.²", 400),  # isdigit() says yes, int() raises: was a 500
+        (f"{token}.٣", 400),  # an Arabic-Indic 3: int() reads it as 3
+        (f"{token}.-0", 400),
+    ):
         approval["id"] = bad_id
         refused = await Exchange(body).run(app)
         assert refused.status == status and refused.json()["type"] == "BadRequest"
@@ -536,6 +542,10 @@ async def test_requests_the_apps_refuse() -> None:
     }
     refused = await Exchange(bad_resume).run(ag)
     assert refused.status == 400 and "approved" in refused.json()["message"]
+    for forged in ("x.²", "x.٣", "x.", ".0", "x.1234567"):  # malformed interrupt ids: 4xx, never a 500
+        answer = {"interruptId": forged, "status": "resolved", "payload": {"approved": True}}
+        refused = await Exchange({**bad_resume, "resume": [answer]}).run(ag)
+        assert 400 <= refused.status < 500, (forged, refused.status)
 
 
 async def test_an_agent_with_memory_needs_to_know_whose_conversation_it_is() -> None:

@@ -23,6 +23,7 @@ from agentloop._errors import (
     ServerError,
     ToolsNotSupportedError,
 )
+from agentloop._text import whole_number
 
 from .._secrets import scrub, scrub_exception
 from ._config import _MAX_ERROR_TEXT
@@ -281,8 +282,9 @@ def _payload_error(
     error_type = details.type or details.code
     cls: type[ModelError] = ModelError
     status: int | None = None
-    if details.code and details.code.isdigit():
-        status = int(details.code)
+    coded = whole_number(details.code, 3) if details.code else None
+    if coded is not None:
+        status = coded
         cls = _class_for_status(status)
     elif error_type:
         lowered = error_type.lower()
