@@ -487,6 +487,11 @@ async def test_retry_after_is_honoured_and_one_beyond_the_limit_is_not_waited_fo
             await _call(model, QUESTION, streaming)
     assert caught.value.retry_after == 86400
     assert len(server.requests) == 3
+    server.add(provider.error(429, "Never", "rate_limited", (("retry-after", "inf"),)))
+    async with provider.connect(server, max_retries=3) as model:
+        with pytest.raises(RateLimitError) as caught:  # an endless wait is over any limit: no retry
+            await _call(model, QUESTION, streaming)
+    assert caught.value.retry_after == float("inf") and len(server.requests) == 4
 
 
 # -- streams and connections ---------------------------------------------------------------------------------
