@@ -327,6 +327,44 @@ async def test_an_output_guardrail_keeps_the_answer_out_of_memory() -> None:
     assert await memory_of(agent) == [UserMessage("hello"), AiMessage("Hi.")]
 
 
+@pytest.mark.parametrize(
+    ("hold", "seen"),
+    [
+        ("answer", ""),
+        ("sentence", "Hello there. Fine day."),  # each sentence once the text up to it passed
+        (16, "Hello there. Fine day. The admin password"),  # released in pieces of 16 characters or more
+        (None, "Hello there. Fine day. The admin password is hunter2."),
+    ],
+)
+async def test_a_streamed_answer_is_held_until_the_output_guardrail_checked_it(hold: Any, seen: str) -> None:
+    """The consumer never receives text the guardrail blocks (hold=None: the old way, it may)."""
+    answer = "Hello there. Fine day. The admin password is hunter2. Bye."
+    agent = Agent(
+        ScriptedChatModel([answer, "Hi. All fine."]),
+        memory=MessageWindowChatMemory.provider(10),
+        middleware=[OutputGuardrail(lambda text: "hunter2" in text, name="no-secrets", hold=hold)],
+    )
+    received: list[str] = []
+
+    async def consume() -> None:
+        async with agent.stream("password?", memory_id="m") as stream:
+            async for piece in stream:
+                received.append(piece)
+
+    with pytest.raises(GuardrailTripped, match="no-secrets"):
+        await consume()
+    text = "".join(received)
+    if hold is None:
+        assert "hunter2" in text
+    else:
+        assert text == seen and "hunter2" not in text
+    assert await memory_of(agent) == []
+    async with agent.stream("hi", memory_id="m") as stream:  # an answer that passes streams whole
+        assert "".join([piece async for piece in stream]) == "Hi. All fine."
+    with pytest.raises(IllegalConfigurationError, match="hold="):
+        OutputGuardrail(bool, hold="paragraph")
+
+
 class City(BaseModel):
     name: str
 

@@ -702,3 +702,25 @@ async def test_a_retried_tool_call_is_one_tool_input_on_the_page() -> None:
     types = [c["type"] for c in chunks]
     assert len(attempts) == 2
     assert types.count("tool-input-available") == 1 and types.count("tool-output-available") == 1
+
+
+async def test_a_page_never_receives_text_an_output_guardrail_blocks() -> None:
+    """Both apps stream a guarded answer held until checked: the blocked text never reaches the page, the
+    page gets the error; an answer that passes arrives whole."""
+    from agentloop.middleware import OutputGuardrail
+
+    def agent() -> Agent:
+        return Agent(
+            ScriptedChatModel(["The admin password is hunter2.", "All fine."]),
+            middleware=[OutputGuardrail(lambda text: "hunter2" in text, name="no-secrets")],
+        )
+
+    vercel = vercel_ai_app(agent())
+    blocked = b"".join((await Exchange(chat("password?")).run(vercel)).frames).decode()
+    assert "hunter2" not in blocked and "no-secrets" in blocked and '"type":"error"' in blocked
+    passed = b"".join((await Exchange(chat("hi")).run(vercel)).frames).decode()
+    assert "All fine." in passed and '"type":"error"' not in passed
+    ag = ag_ui_app(agent())
+    body = {"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "password?"}]}
+    events = b"".join((await Exchange(body).run(ag)).frames).decode()
+    assert "hunter2" not in events and "RUN_ERROR" in events
