@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentloop._errors import IllegalConfigurationError
-from agentloop._text import whole_number
+from agentloop._values._errors import IllegalConfigurationError
+from agentloop._values._text import whole_number
 from agentloop.stores._rows import Damaged, stored_int
 from agentloop.ui._record import split_approval_id
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from .._errors import AgentLoopError
-from .._text import whole_number
+from .._values._errors import AgentLoopError
+from .._values._text import whole_number
 from ._names import local_name
 
 __all__ = [

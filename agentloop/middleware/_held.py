@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from .._messages import ChatRequest, ChatResponse
+from .._values._messages import ChatRequest, ChatResponse
 from ..models import ModelEvent, ResponseComplete, TextDelta
 
 __all__ = ["HeldStream", "Hold"]

@@ -18,9 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentloop._content import TextContent
-from agentloop._errors import BadRequestError
-from agentloop._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
+from agentloop._values._content import TextContent
+from agentloop._values._errors import BadRequestError
+from agentloop._values._messages import (
+    AiMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolExecutionResultMessage,
+    UserMessage,
+)
 
 __all__ = ["calls_follow_the_user", "first_turn_is_user", "has_tool_rounds", "tool_rounds_as_text"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._codec import CodecError, decode_messages
-from .._errors import ChatMemoryStoreError
-from .._messages import ChatMessage
-from .._text import whole_number
+from .._values._codec import CodecError, decode_messages
+from .._values._errors import ChatMemoryStoreError
+from .._values._messages import ChatMessage
+from .._values._text import whole_number
 
 __all__ = ["Damaged", "memory_key", "messages_of", "stored_float", "stored_int"]
 

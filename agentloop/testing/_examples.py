@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from agentloop._text import whole_number
+from agentloop._values._text import whole_number
 
 __all__ = ["example_arguments"]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .. import AgentLoopError
-from .._text import whole_number
+from .._values._text import whole_number
 from ._runs import PausedRuns, new_run_token
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._threads import THREADS_PER_TOOL, TOOL_THREADS, busy_threads
-from agentloop._tool import Tool
+from agentloop._tools._threads import THREADS_PER_TOOL, TOOL_THREADS, busy_threads
+from agentloop._tools._tool import Tool
 from agentloop.middleware import GuardrailTripped, OutputGuardrail, ToolRetry
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer

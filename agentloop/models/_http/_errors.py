@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import msgspec
 
-from agentloop._errors import (
+from agentloop._values._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,
@@ -23,7 +23,7 @@ from agentloop._errors import (
     ServerError,
     ToolsNotSupportedError,
 )
-from agentloop._text import whole_number
+from agentloop._values._text import whole_number
 
 from .._secrets import scrub, scrub_exception
 from ._config import _MAX_ERROR_TEXT
