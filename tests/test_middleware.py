@@ -418,8 +418,8 @@ async def test_an_output_guardrail_checks_output_calls_by_what_they_are_not_by_n
 # -- ToolRetry -------------------------------------------------------------------------------------------
 
 
-async def test_tool_retry_runs_a_failed_call_again() -> None:
-    attempts: list[int] = []
+def retrying_agent(attempts: list[int]) -> Agent:
+    """An agent whose model calls `flaky` once; `flaky` fails twice (noting each attempt), then works."""
 
     @tool
     def flaky() -> str:
@@ -429,27 +429,20 @@ async def test_tool_retry_runs_a_failed_call_again() -> None:
             raise ConnectionError("try again")
         return "ok"
 
-    agent = Agent(
-        ScriptedChatModel([calls(("flaky", {})), "done"]), tools=[flaky], middleware=[ToolRetry(wait=0)]
-    )
+    model = ScriptedChatModel([calls(("flaky", {})), "done"])
+    return Agent(model, tools=[flaky], middleware=[ToolRetry(wait=0)])
+
+
+async def test_tool_retry_runs_a_failed_call_again() -> None:
+    attempts: list[int] = []
+    agent = retrying_agent(attempts)
     result = await agent.chat("go")
     assert result.tool_executions[0].result == "ok" and len(attempts) == 3
 
 
 async def test_a_retried_call_is_started_once_and_its_attempts_are_events_of_their_own() -> None:
     attempts: list[int] = []
-
-    @tool
-    def flaky() -> str:
-        """Fails twice, then works."""
-        attempts.append(1)
-        if len(attempts) < 3:
-            raise ConnectionError("try again")
-        return "ok"
-
-    agent = Agent(
-        ScriptedChatModel([calls(("flaky", {})), "done"]), tools=[flaky], middleware=[ToolRetry(wait=0)]
-    )
+    agent = retrying_agent(attempts)
     started: list[BeforeToolExecution] = []
     retried: list[ToolRetrying] = []
     async with agent.stream("go") as stream:

@@ -24,9 +24,10 @@ from agentloop import (
 )
 from agentloop._tools._threads import THREADS_PER_TOOL, TOOL_THREADS, busy_threads
 from agentloop._tools._tool import Tool
-from agentloop.middleware import GuardrailTripped, OutputGuardrail, ToolRetry
+from agentloop.middleware import GuardrailTripped, OutputGuardrail
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer
+from tests.test_middleware import retrying_agent
 from tests.test_provider_contract import NEWER
 
 from ._support import Fault, invoke, running_tasks, seed_messages
@@ -127,18 +128,7 @@ async def test_a_retried_tool_call_is_one_call_to_its_observers(fault: Fault) ->
         mode="stream",
     )
     before = running_tasks()
-    attempts: list[int] = []
-
-    @tool
-    def flaky() -> str:
-        """Fails twice, then works."""
-        attempts.append(1)
-        if len(attempts) < 3:
-            raise ConnectionError("try again")
-        return "ok"
-
-    call = AiMessage(None, [ToolExecutionRequest("c1", "flaky", "{}")])
-    agent = Agent(ScriptedChatModel([call, "done"]), tools=[flaky], middleware=[ToolRetry(wait=0)])
+    agent = retrying_agent([])
     async with agent.stream("go") as stream:
         kinds = [type(e).__name__ async for e in stream.events()]
     assert [k for k in kinds if k in ("BeforeToolExecution", "ToolRetrying", "ToolExecuted")] == [
