@@ -51,24 +51,20 @@ class HeldStream:
                 text.append(event.text)
                 boundary = self._boundary("".join(text), released)
                 if boundary is not None:
-                    whole = "".join(text)
-                    await self._check(whole[:boundary])
-                    pending = "".join(held)
-                    cut = boundary - released  # release up to the boundary, keep the rest held
-                    if cut > 0:
-                        yield TextDelta(pending[:cut])
-                    held = [pending[cut:]] if pending[cut:] else []
+                    await self._check("".join(text)[:boundary])
+                    released_now, held = _split(held, boundary - released)
+                    for piece in released_now:  # the pieces as the model sent them (the last one cut)
+                        yield TextDelta(piece)
                     released = boundary
                 continue
             if isinstance(event, ResponseComplete):
                 answer = event.response.ai_message
-                rest = "".join(held)
                 if not answer.tool_execution_requests:
-                    whole = "".join(text)
-                    await self._check(whole)
+                    await self._check("".join(text))
                     self.checked = answer.text
-                if rest:
-                    yield TextDelta(rest)
+                for piece in held:
+                    yield TextDelta(piece)
+                held = []
             yield event
 
     def _boundary(self, text: str, released: int) -> int | None:
@@ -82,3 +78,18 @@ class HeldStream:
         if isinstance(hold, int) and len(text) - released >= hold:
             return len(text)
         return None
+
+
+def _split(pieces: list[str], count: int) -> tuple[list[str], list[str]]:
+    """`pieces` cut after `count` characters: (the pieces before, the pieces after), a piece cut in two
+    when the cut falls inside it."""
+    before: list[str] = []
+    for n, piece in enumerate(pieces):
+        if count <= 0:
+            return before, pieces[n:]
+        if len(piece) <= count:
+            before.append(piece)
+            count -= len(piece)
+            continue
+        return [*before, piece[:count]], [piece[count:], *pieces[n + 1 :]]
+    return before, []
