@@ -30,15 +30,15 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._history_rules import has_tool_rounds, tool_rounds_as_text
-from ._http import RetryPolicy, Timeouts
-from ._http._provider import HTTPChatModel, retry_policy
-from ._media import web_url
-from ._secrets import clean_api_key
-from ._strict import strict_schema
-from ._unknown import ignore_unknown, kind_of, known_items
-from ._wire import (
+from .._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from .._history_rules import has_tool_rounds, tool_rounds_as_text
+from .._http import RetryPolicy, Timeouts
+from .._http._provider import HTTPChatModel, retry_policy
+from .._media import web_url
+from .._secrets import clean_api_key
+from .._strict import strict_schema
+from .._unknown import ignore_unknown, kind_of, known_items
+from .._wire import (
     add_turn,
     arguments_object,
     check_tool_offered,

@@ -38,15 +38,15 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import RetryPolicy, Timeouts
-from ._http._client import AsyncHTTPClient
-from ._http._provider import HTTPChatModel, retry_policy
-from ._media import media_of_results_note, web_url
-from ._secrets import clean_api_key
-from ._strict import strict_schema
-from ._unknown import ignore_unknown, known_items
-from ._wire import check_tool_offered, check_tools_for_choice, unanswered_result
+from .._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from .._http import RetryPolicy, Timeouts
+from .._http._client import AsyncHTTPClient
+from .._http._provider import HTTPChatModel, retry_policy
+from .._media import media_of_results_note, web_url
+from .._secrets import clean_api_key
+from .._strict import strict_schema
+from .._unknown import ignore_unknown, known_items
+from .._wire import check_tool_offered, check_tools_for_choice, unanswered_result
 
 __all__ = ["OpenAIChatModel"]
 
