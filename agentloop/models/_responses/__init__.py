@@ -1,7 +1,8 @@
 """`OpenAIResponsesModel`: OpenAI's Responses API (`POST {base_url}/responses`).
 
-Only the mapping lives in this package (`_request` the body, `_shapes` the decoded answer, `_response` the
-`ChatResponse`, `_model` the class, its calls and its stream); HTTP, retries and error mapping are `.._http`'s.
+Only the mapping lives in this package (`_request` the body, `_shapes` the decoded answer, `_response`
+the `ChatResponse`, `_model` the class, its calls and its stream); HTTP, retries and error mapping are
+`.._http`'s.
 
 Mapping decisions:
 - System messages go out as `instructions`; user and assistant turns as `input` items; a tool call as a
