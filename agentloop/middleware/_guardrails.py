@@ -71,7 +71,7 @@ class OutputGuardrail(_Guardrail):
 
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         held = None
-        if self.hold is not None:
+        if self.hold is not None and call.model is not None:
             held = HeldStream(call.model, self.hold, lambda text: self._check(text, "the model's answer"))
             call = call.replace(model=held)
         response = await call_next(call)
