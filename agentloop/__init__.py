@@ -106,6 +106,7 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolRetrying,
     )
     from ._values._result import Result
     from .models._base import TokenCount
@@ -163,6 +164,7 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolRetrying",
         ],
         "._values._events",
     ),
@@ -253,6 +255,7 @@ __all__ = [
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",
+    "ToolRetrying",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSearch",
