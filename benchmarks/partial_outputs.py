@@ -9,7 +9,9 @@ reports, generated code, extracted text), answered as the output tool's argument
 
 - `text`: the same characters answered as plain text, read with `async for text in stream` (the floor);
 - `outputs()`: every partial output and the final one, read as fast as they come;
-- `events()`: every event, `PartialOutput` included.
+- `events()`: every event, `PartialOutput` included;
+- web UI: the Vercel AI SDK stream (`vercel_ai_events`) of the structured run, against the same for the
+  text run (its `data-output` parts carry the partial outputs).
 
 "per chunk" is the CPU from the first item to the end, divided by the chunks (the stream's setup, the same
 for any size, left out); "stream" is the whole stream's CPU from asking for its first item. The targets are
@@ -30,6 +32,7 @@ import pydantic
 
 from agentloop import Agent, AiMessage, ToolExecutionRequest
 from agentloop.testing import ScriptedChatModel
+from agentloop.ui import vercel_ai_events
 
 CHUNK = 8
 
@@ -100,6 +103,19 @@ async def _events(wire: dict[str, object]) -> tuple[float, float, int]:
     return whole, streaming, seen
 
 
+async def _web(wire: dict[str, object]) -> tuple[float, float, int]:
+    model = ScriptedChatModel([_tool_answer(wire)], chunk_size=CHUNK)
+    frames = vercel_ai_events(Agent(model, output_type=Report).stream("report"))
+    whole, streaming, seen, _ = await _read(frames)
+    return whole, streaming, seen
+
+
+async def _web_text(wire: dict[str, object]) -> tuple[float, float, int]:
+    frames = vercel_ai_events(Agent(ScriptedChatModel([json.dumps(wire)], chunk_size=CHUNK)).stream("report"))
+    whole, streaming, seen, _ = await _read(frames)
+    return whole, streaming, seen
+
+
 def _cpu(run: Run, wire: dict[str, object], repeat: int) -> tuple[float, float, int]:
     """The best of `repeat` runs: whole stream's CPU, CPU from its first item on, items seen."""
     runs = [asyncio.run(run(wire)) for _ in range(repeat)]  # type: ignore[arg-type]
@@ -114,19 +130,23 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(
         "| document | chunks | text: stream | outputs(): stream | outputs() / text | text: us/chunk "
-        "| outputs(): us/chunk | outputs() seen | events(): stream |"
+        "| outputs(): us/chunk | outputs() seen | events(): stream | web UI: text | web UI: output "
+        "| web UI: output / text |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kb in (int(s) for s in args.sizes.split(",")):
         wire = document(kb * 1000)
         chunks = -(-len(json.dumps(wire)) // CHUNK)
         text, text_streaming, _ = _cpu(_text, wire, args.repeat)
         outputs, streaming, seen = _cpu(_outputs, wire, args.repeat)
         events, _, _ = _cpu(_events, wire, args.repeat)
+        web_text, _, _ = _cpu(_web_text, wire, args.repeat)
+        web, _, _ = _cpu(_web, wire, args.repeat)
         print(
             f"| {kb} KB | {chunks:,} | {text:.3f} s | {outputs:.3f} s | {outputs / text:.2f}x "
             f"| {text_streaming / chunks * 1e6:.1f} | {streaming / chunks * 1e6:.1f} | {seen:,} "
-            f"| {events:.3f} s |"
+            f"| {events:.3f} s | {web_text:.3f} s | {web:.3f} s | {web / web_text:.2f}x |",
+            flush=True,
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 

@@ -182,3 +182,22 @@ async def test_partials_start_again_with_each_attempt() -> None:
             assert_extends(earlier, later)
     assert [e.output.name for e in partials if e.attempt == 2][-1] == "Ada King"
     assert events[-1].result.output == Person.model_validate(good)  # type: ignore[union-attr]
+
+
+async def test_the_web_ui_stream_of_a_long_output_grows_and_ends_whole() -> None:
+    from agentloop.ui import vercel_ai_events
+
+    wire = report(150_000)
+    agent = Agent(ScriptedChatModel([tool_answer(wire)], chunk_size=8), output_type=Report)
+    frames = [frame async for frame in vercel_ai_events(agent.stream("report"))]
+    data = [
+        json.loads(frame[len("data: ") :])["data"]
+        for frame in frames
+        if frame.startswith('data: {"type":"data-output"')
+    ]
+    chunks = len(tool_answer(wire).tool_execution_requests[0].arguments) // 8
+    # The page's output part grows (each one replaces the last), a bounded number of times, then is whole.
+    assert 20 < len(data) < chunks // 10
+    assert data[-1] == Report.model_validate(wire).model_dump()
+    bodies = [d["body"] for d in data if "body" in d]
+    assert bodies and all(later.startswith(earlier) for earlier, later in itertools.pairwise(bodies))
