@@ -105,6 +105,7 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolRetrying,
     )
     from ._values._result import Result
 
@@ -157,6 +158,7 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolRetrying",
         ],
         "._values._events",
     ),
@@ -246,6 +248,7 @@ __all__ = [
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",
+    "ToolRetrying",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSource",
@@ -267,7 +270,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
+        from ._hints import missing_name
+
+        raise missing_name(__name__, name)
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

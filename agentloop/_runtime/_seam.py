@@ -44,12 +44,15 @@ _R = TypeVar("_R")
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Whose call it is: the agent, this invocation's id, its memory id and the `context=` mapping."""
+    """Whose call it is: the agent, this invocation's id, its memory id and the `context=` mapping; and the
+    names of this invocation's output tools (structured output in the tool mode; empty otherwise), which
+    tell an output call from a function call by what it is, whatever the names look like."""
 
     agent: Any
     invocation_id: str
     memory_id: Any
     context: Mapping[str, Any]
+    output_tools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +102,14 @@ class InvocationCall:
 
 
 NextModelCall = Callable[[ModelCall], Awaitable[ChatResponse]]
+"""`call_next` of `Middleware.wrap_model_call`: runs the rest of the chain (the inner middleware, then the
+model) on a call and returns its response; call it zero, one or several times."""
 NextToolCall = Callable[[ToolCall], Awaitable["ToolExecution"]]
+"""`call_next` of `Middleware.wrap_tool_call`: runs the rest of the chain and the tool on a call and returns
+its `ToolExecution` (a failed tool is an execution with `has_failed`, not an exception)."""
 NextInvocation = Callable[[InvocationCall], Awaitable["Result[Any]"]]
+"""`call_next` of `Middleware.wrap_invocation`: runs the rest of the chain and the whole invocation (every
+model call and tool round) and returns its `Result`."""
 
 
 class Middleware:

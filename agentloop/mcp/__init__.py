@@ -9,8 +9,10 @@ module:object`).
 from __future__ import annotations
 
 import importlib.metadata
+from typing import TYPE_CHECKING
 
 from .._values._errors import AgentLoopError
+from .._values._text import whole_number
 from ._names import local_name
 
 __all__ = [
@@ -41,7 +43,7 @@ def _check_sdk() -> None:
     except importlib.metadata.PackageNotFoundError:
         return  # importable but not installed as a distribution (a source checkout): trust it
     major = version.split(".", 1)[0]
-    if not major.isdigit() or int(major) < 2:
+    if (whole_number(major) or 0) < 2:
         raise MissingExtraError(f"agentloop.mcp needs mcp 2.x, found mcp {version}: {_HINT}")
 
 
@@ -50,3 +52,11 @@ _check_sdk()
 from ._results import MCPToolError, MCPToolResult  # noqa: E402
 from ._server import serve, server_from  # noqa: E402
 from ._toolset import MCPServerError, MCPToolset  # noqa: E402
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)
