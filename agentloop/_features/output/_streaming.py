@@ -113,12 +113,9 @@ class _Watch:
         self._grown += size
         if not parser.feed(piece) or parser.done:  # the whole value comes with the final result
             return
-        if self._grown * SHARE < self._size:
-            now = time.monotonic()
-            if now - self._built_at < INTERVAL:
-                return  # not grown enough yet: the next chunks bring it along
-        else:
-            now = time.monotonic()
+        now = time.monotonic()
+        if self._grown * SHARE < self._size and now - self._built_at < INTERVAL:
+            return  # not grown enough yet: the next chunks bring it along
         self._grown, self._built_at = 0, now
         tracker = self._tracker
         assert tracker is not None and self._typed is not None
