@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from .._errors import AgentLoopError, RunControlError
-from .._messages import UserMessage
+from .._values._errors import AgentLoopError, RunControlError
+from .._values._messages import UserMessage
 from ..stores import decode, encode
 
 __all__ = ["RunCommand", "decode_command", "encode_command"]

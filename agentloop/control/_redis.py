@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import anyio
 
 from .._backend import running_on_asyncio
-from .._errors import RunControlError
+from .._values._errors import RunControlError
 from ._base import Inbox, check_target
 from ._command import RunCommand, decode_command, encode_command
 

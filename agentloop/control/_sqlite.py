@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .._errors import RunControlError
+from .._values._errors import RunControlError
 from ._base import Inbox, check_target
 from ._command import RunCommand, decode_command, encode_command
 
