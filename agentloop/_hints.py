@@ -27,6 +27,7 @@ PUBLIC_MODULES = (
     "agentloop.dbos",
     "agentloop.testing",
     "agentloop.ui",
+    "agentloop.control",
 )
 
 
