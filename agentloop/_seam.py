@@ -114,7 +114,19 @@ class Middleware:
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
+
+    A tool call never starts before every `wrap_model_call` around its response has returned that response,
+    so a middleware may still reject or replace it. That costs eager tools (calls starting while the model
+    streams): a middleware whose `wrap_model_call` never changes nor rejects a response once the model gave
+    it (it may change the request, or raise before calling the model) declares `allows_eager_tools = True`
+    to keep them.
     """
+
+    allows_eager_tools: bool = False
+    """True: this `wrap_model_call` returns the response `call_next` gave, as it is (tracing, shaping the
+    request, a budget of requests), so tool calls may start while the model still streams. Read from the
+    instance, so a middleware may decide by its configuration (a property). Without a `wrap_model_call` of
+    its own it does not matter."""
 
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         return await call_next(call)
@@ -179,22 +191,29 @@ class Seam:
     invocation: _Chain[InvocationCall, Result[Any]] | None = None
     features_tool: _Chain[ToolCall, ToolExecution] | None = None
     """The built-in features' `wrap_tool_call` hooks (approval), run before tracing and the user's."""
+    eager_tools: bool = True
+    """False when a `wrap_model_call` in the model chain may reject or replace a response (it does not
+    declare `allows_eager_tools`): its tool calls then start only once the whole chain returned it."""
+    tool_middleware: tuple[str, ...] = ()
+    """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
     @classmethod
     def of(cls, middleware: Sequence[Middleware]) -> Seam:
         if not middleware:
             return NO_MIDDLEWARE
         base = Middleware
-        model = [m.wrap_model_call for m in middleware if type(m).wrap_model_call is not base.wrap_model_call]
-        tool = [m.wrap_tool_call for m in middleware if type(m).wrap_tool_call is not base.wrap_tool_call]
+        modelling = [m for m in middleware if type(m).wrap_model_call is not base.wrap_model_call]
+        tooling = [m for m in middleware if type(m).wrap_tool_call is not base.wrap_tool_call]
         invocation = [
             m.wrap_invocation for m in middleware if type(m).wrap_invocation is not base.wrap_invocation
         ]
         return cls(
             tuple(middleware),
-            _Chain(model) if model else None,
-            _Chain(tool) if tool else None,
+            _Chain([m.wrap_model_call for m in modelling]) if modelling else None,
+            _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             _Chain(invocation) if invocation else None,
+            eager_tools=all(m.allows_eager_tools for m in modelling),
+            tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
     def with_features(self, features: Sequence[Middleware]) -> Seam:
@@ -205,17 +224,20 @@ class Seam:
         if not features:
             return self
         base = Middleware
+        modelling = [m for m in features if type(m).wrap_model_call is not base.wrap_model_call]
         model: list[Callable[[ModelCall, NextModelCall], Awaitable[ChatResponse]]] = [
-            m.wrap_model_call for m in features if type(m).wrap_model_call is not base.wrap_model_call
+            m.wrap_model_call for m in modelling
         ]
-        tool = [m.wrap_tool_call for m in features if type(m).wrap_tool_call is not base.wrap_tool_call]
+        tooling = [m for m in features if type(m).wrap_tool_call is not base.wrap_tool_call]
         model += self.model.hooks if self.model is not None else ()
         return Seam(
             self.middleware,
             _Chain(model) if model else None,
             self.tool,
             self.invocation,
-            _Chain(tool) if tool else None,
+            _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
+            eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
+            tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
     def names(self) -> list[str]:

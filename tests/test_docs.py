@@ -29,6 +29,7 @@ EXPECTED = {
         "['My card is [card]']",
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
+        '{"add":"3"} 2',
     ],
     "models.md": [
         "echo: Hi",

@@ -122,6 +122,9 @@ class OutputRun(Middleware):
         """Whether `request()` changes the requests (tool and native modes): the run is middleware then."""
         return self.schema is not None and self.mode != "prompted"
 
+    allows_eager_tools = True
+    """Its `wrap_model_call` shapes the request only; the answer is judged after the round (`answer()`)."""
+
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
         return await call_next(call.replace(request=self.request(call.request)))
