@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     from ._one_response import execute_tool_calls
     from ._result import Result
     from ._schema import P
-    from ._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
+    from ._seam import Answer, CallContext, InvocationCall, Middleware, ModelCall, ToolCall
     from ._stream import TokenStream
     from ._tool import ReturnBehavior, Tool, ToolExecutor
     from ._toolset import (
@@ -113,7 +113,9 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "P": "._schema",
     **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tool"),
-    **dict.fromkeys(["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._seam"),
+    **dict.fromkeys(
+        ["Answer", "CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._seam"
+    ),
     **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._context"),
     **dict.fromkeys(["tool", "tool_specification_from"], "._decorator"),
     **dict.fromkeys(
@@ -168,6 +170,7 @@ __all__ = [
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "Answer",
     "ApprovalError",
     "ApprovalRequired",
     "AuthenticationError",

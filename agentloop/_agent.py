@@ -629,7 +629,9 @@ class Agent(Generic[OutputT]):
                 checkpoint=approval,
                 agent_name=self.name,
                 output=run.output,
-                seam=run.seam.with_features(_features(run.output, approval)),
+                seam=run.seam.with_features(
+                    _features(run.output, approval), checks=[run.output] if run.output is not None else ()
+                ),
                 call_context=CallContext(self, run.invocation_id, memory_id, run.context),
                 dynamic_tools=dynamic and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,

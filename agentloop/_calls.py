@@ -16,7 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ._context import ToolContext
-from ._errors import BadResponseError, IllegalConfigurationError
+from ._errors import BadResponseError, IllegalConfigurationError, ResponseTruncatedError
 from ._events import BeforeToolExecution, ToolExecuted
 from ._execution import ToolExecution, execute_tool_call, rejected_call
 from ._hooks import DEFERRED
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._loop import Listener
     from ._seam import Seam
 
-__all__ = ["CallSite", "Calls"]
+__all__ = ["CallSite", "Calls", "refuse_cut_calls"]
 
 
 class CallSite(Protocol):
@@ -290,3 +290,18 @@ def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionReques
     return (
         request if request.id == call_id else ToolExecutionRequest(call_id, request.name, request.arguments)
     )
+
+
+def refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
+    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
+    round must not be stored: a cut call sent back makes providers reject every later request)."""
+    for index, request in enumerate(requests):
+        if not is_whole_object(request.arguments):
+            raise ResponseTruncatedError(
+                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
+                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
+                "it cannot run and nothing of this response was stored (calls that started early while it "
+                "streamed were cancelled; their side effects up to then may have happened). Raise the "
+                "model's max_tokens (e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool "
+                "arguments."
+            )

@@ -4,9 +4,8 @@ Features change an invocation through `Middleware` (`_seam.py`): approval asks, 
 `wrap_tool_call` (`agentloop/_features/approval/`). Two decisions stay with the loop, because they decide
 what memory receives and a middleware sees one call, never the round around it:
 - `OutputHook` (structured output, `agentloop/_features/output/`; its `wrap_model_call` shapes each
-  request): the stream watched for partial outputs (a middleware sees the whole response, not its events),
-  and the answer judged before it is committed (an output being corrected is stored with the valid one, or
-  never; the invalid answer and its correction are in `Result.intermediate_responses` and the usage);
+  request, its `on_answer` judges a text answer like any middleware's): the stream watched for partial
+  outputs (a middleware sees the whole response, not its events), and a round's output call found;
 - `Checkpoint` (approval's saved rounds): a round with a `DEFERRED` call commits nothing and is saved; an
   invocation may go on from a saved round.
 The loop (`_loop.py`, `_calls.py`) knows only these declarations, never the features' modules.
@@ -19,35 +18,22 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._execution import ToolExecution
-from ._messages import AiMessage, ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
+from ._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
 from ._tool import ReturnBehavior
 
 if TYPE_CHECKING:
-    from ._context import ToolContext
     from ._loop import Invocation, Listener
     from ._toolset import Toolset
     from .models import ModelEvent
 
-__all__ = ["DEFERRED", "NOT_FOUND", "Checkpoint", "OutputHook", "RetryOutput", "SavedRound"]
+__all__ = ["DEFERRED", "NOT_FOUND", "Checkpoint", "OutputHook", "SavedRound"]
 
 NOT_FOUND: Any = object()
 """`OutputHook.found()` when the round holds no valid output."""
 
 
-class RetryOutput(Exception):
-    """The answer was not a valid output and retries remain: `message` asks the model to correct it."""
-
-    def __init__(self, message: UserMessage) -> None:
-        super().__init__(message.text)
-        self.message = message
-
-
 class OutputHook(Protocol):
     """Structured output of one invocation, as the loop uses it."""
-
-    async def answer(self, message: AiMessage, context: ToolContext) -> Any:
-        """The output a final answer holds; raises `RetryOutput` to ask the model for a correction."""
-        ...
 
     def found(self, executions: Sequence[ToolExecution]) -> Any:
         """The output a round's output-tool call gave, or `NOT_FOUND`."""

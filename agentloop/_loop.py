@@ -6,12 +6,12 @@ loop:
              the request), then the user's; streamed when someone listens (structured output watches it
              for partial outputs), tool calls may start while it streams. A resumed invocation's first
              response is its saved round's (the Checkpoint claims it; calls that had finished are kept)
-  no tool calls -> check the answer (structured output may ask for a correction), commit it, finish
+  no tool calls -> the seam's `on_answer` hooks check it (ModelRetry: a correction, go on), commit, finish
   round += 1, at most max_tool_rounds
   run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
   some call DEFERRED (waits for a person) -> the Checkpoint saves the round, nothing is committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
-  a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
+  a valid output call (checked by `on_answer` before the commit), or immediate return -> finish
 
 The loop knows features only through the seam (`Invocation.seam`: tracing too) and declared Protocols:
 `OutputHook` and `Checkpoint` (`_hooks.py`: what gets committed), `ReservingToolRunner`, the durable clock
@@ -28,10 +28,10 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
-from ._calls import Calls
+from ._calls import Calls, refuse_cut_calls
 from ._conforms import conforms
 from ._context import ToolContext
-from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
+from ._errors import BadResponseError, ModelRetry, ToolRoundsExceededError
 from ._events import (
     IntermediateResponse,
     ModelProgress,
@@ -41,7 +41,8 @@ from ._events import (
     StreamEvent,
 )
 from ._execution import ExecutionOptions, ToolExecution, should_return_immediately
-from ._hooks import NOT_FOUND, Checkpoint, OutputHook, RetryOutput
+from ._history import split_history
+from ._hooks import NOT_FOUND, Checkpoint, OutputHook
 from ._memory import ChatMemory, FinalCommitMemory
 from ._messages import (
     ChatMessage,
@@ -52,12 +53,11 @@ from ._messages import (
     TokenUsage,
     ToolExecutionRequest,
     UserMessage,
-    is_whole_object,
 )
 from ._observe import log_model_call
 from ._options import NO_OPTIONS, CallOptions
 from ._result import Result
-from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
+from ._seam import NO_MIDDLEWARE, Answer, CallContext, ModelCall, Seam
 from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .models import (
     ChatModel,
@@ -144,11 +144,12 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
+    corrected = False  # an answer was sent back for correction: the messages wait for a valid one
     resumed = inv.checkpoint.restart if inv.checkpoint is not None else None
     if resumed is not None:  # a saved round goes on: its calls run first, then the loop as usual
         unsaved, round = list(resumed.messages), resumed.round - 1
         if inv.memory is None:  # the state carried the history too: for the model, not for new_messages
-            history, unsaved = _split_history(unsaved, resumed.user_message)
+            history, unsaved = split_history(unsaved, resumed.user_message)
     while True:
         if inv.dynamic_tools and round > 0:
             toolset = await _tools(inv, history + unsaved)
@@ -166,7 +167,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
             ai = response.ai_message
             if ai.tool_execution_requests:
                 if response.finish_reason is FinishReason.LENGTH:
-                    _refuse_cut_calls(ai.tool_execution_requests)
+                    refuse_cut_calls(ai.tool_execution_requests)
                 if not may_run_tools:
                     raise ToolRoundsExceededError(
                         f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
@@ -184,14 +185,13 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                 calls.discard()
         usage = response.token_usage if usage is None else usage + response.token_usage
         if not ai.tool_execution_requests:
-            output: Any = ai.text
-            if inv.output is not None:
-                try:
-                    output = await inv.output.answer(ai, _context(inv, round))
-                except RetryOutput as retry:  # not a valid output: the model gets a correction
-                    intermediate.append(response)
-                    unsaved += [ai, retry.message]
-                    continue
+            try:
+                output: Any = await _answer(inv, response, ai.text, round)
+            except ModelRetry as retry:  # not a valid answer: the model gets a correction
+                intermediate.append(response)
+                unsaved += [ai, UserMessage(retry.message)]
+                corrected = True
+                continue
             await _commit(inv.memory, [*unsaved, ai], final=True)
             added += [*unsaved, ai]
             finish = response.finish_reason
@@ -213,7 +213,14 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         output = NOT_FOUND if inv.output is None else inv.output.found(round_executions)
         behaviours = [e.return_behavior for e in round_executions]
         immediate = should_return_immediately(behaviours, any(e.has_failed for e in round_executions))
-        if output is NOT_FOUND and not immediate and inv.output is not None and inv.output.retrying:
+        corrected = corrected or (inv.output is not None and inv.output.retrying)
+        if output is not NOT_FOUND:
+            try:
+                output = await _answer(inv, response, output, round)
+            except ModelRetry as retry:  # the output call's value is not accepted: a correction
+                unsaved, output, corrected = [*messages, UserMessage(retry.message)], NOT_FOUND, True
+                continue
+        if output is NOT_FOUND and not immediate and corrected:
             unsaved = messages  # an output being corrected: stored with the valid one, or never
             continue
         await _commit(inv.memory, messages)
@@ -262,15 +269,16 @@ async def _model_call(
     return response
 
 
-def _split_history(
-    messages: list[ChatMessage], user_message: UserMessage
-) -> tuple[list[ChatMessage], list[ChatMessage]]:
-    """A memory-less paused state's messages as (the history before the invocation, the invocation's own):
-    the invocation's part starts at its user message, the last one equal to it."""
-    for start in range(len(messages) - 1, -1, -1):
-        if messages[start] == user_message:
-            return messages[:start], messages[start:]
-    return [], messages
+async def _answer(inv: Invocation, response: ChatResponse, output: Any, round: int) -> Any:
+    """The output of the answer ending the invocation, through the middleware's `on_answer` hooks (each
+    gets what the one before returned); `ModelRetry` from one asks the model for a correction."""
+    hooks = inv.seam.answer
+    if hooks:
+        answer = Answer(response, output, round, _context(inv, round))
+        for hook in hooks:
+            answer = answer.replace(output=await hook(answer))
+        output = answer.output
+    return output
 
 
 async def _stream_model(
@@ -311,21 +319,6 @@ async def _stream_model(
     if response is None:
         raise BadResponseError("The model's stream ended without a final response")
     return response
-
-
-def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
-    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
-    round must not be stored: a cut call sent back makes providers reject every later request)."""
-    for index, request in enumerate(requests):
-        if not is_whole_object(request.arguments):
-            raise ResponseTruncatedError(
-                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
-                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
-                "it cannot run and nothing of this response was stored (calls that started early while it "
-                "streamed were cancelled; their side effects up to then may have happened). Raise the "
-                "model's max_tokens (e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool "
-                "arguments."
-            )
 
 
 async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:

@@ -20,12 +20,13 @@ from typing import Any, Generic, TypeVar
 from ._context import ToolContext
 from ._errors import IllegalConfigurationError
 from ._execution import ToolExecution
-from ._messages import ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
+from ._messages import AiMessage, ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
 from ._result import Result
 from ._tool import Tool
 
 __all__ = [
     "NO_MIDDLEWARE",
+    "Answer",
     "CallContext",
     "InvocationCall",
     "Middleware",
@@ -98,6 +99,28 @@ class InvocationCall:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The answer about to end an invocation, as `Middleware.on_answer` sees it: the model's `response`
+    (its `ai_message` is plain text, or holds the output tool call that gave the output), the `output` so
+    far (the text, or the value structured output made of it), the model call's `round`, and `context`
+    (the `ToolContext` of the invocation: its ids, `context=` mapping and deadline)."""
+
+    response: ChatResponse
+    output: Any
+    round: int
+    context: ToolContext
+
+    @property
+    def message(self) -> AiMessage:
+        """The model's message that holds the answer."""
+        return self.response.ai_message
+
+    def replace(self, **changes: Any) -> Answer:
+        """A copy with `changes` (e.g. `answer.replace(output=...)`)."""
+        return dataclasses.replace(self, **changes)
+
+
 NextModelCall = Callable[[ModelCall], Awaitable[ChatResponse]]
 NextToolCall = Callable[[ToolCall], Awaitable["ToolExecution"]]
 NextInvocation = Callable[[InvocationCall], Awaitable["Result[Any]"]]
@@ -111,6 +134,9 @@ class Middleware:
     - `wrap_tool_call(call, call_next) -> ToolExecution`: around one tool call (each runs in its own task,
       concurrently with the response's other calls).
     - `wrap_invocation(call, call_next) -> Result`: around one whole invocation.
+    - `on_answer(answer) -> output`: the answer about to end the invocation (a text answer, or the value of
+      an output tool call), before anything of it is stored. Return the output (`answer.output`, or another
+      value); raise `ModelRetry(message)` to send `message` to the model as a correction and go on.
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
@@ -137,6 +163,9 @@ class Middleware:
     async def wrap_invocation(self, call: InvocationCall, call_next: NextInvocation) -> Result[Any]:
         return await call_next(call)
 
+    async def on_answer(self, answer: Answer) -> Any:
+        return answer.output
+
 
 def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
     """`middleware=` as a tuple of `Middleware`, or an error naming what was wrong."""
@@ -152,7 +181,7 @@ def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
         if not isinstance(item, Middleware):
             raise IllegalConfigurationError(
                 f"{what}: {item!r} is not an agentloop.Middleware (subclass it and override wrap_model_call, "
-                "wrap_tool_call or wrap_invocation)"
+                "wrap_tool_call, wrap_invocation or on_answer)"
             )
     return tuple(middleware)
 
@@ -194,6 +223,8 @@ class Seam:
     eager_tools: bool = True
     """False when a `wrap_model_call` in the model chain may reject or replace a response (it does not
     declare `allows_eager_tools`): its tool calls then start only once the whole chain returned it."""
+    answer: tuple[Callable[[Answer], Awaitable[Any]], ...] = ()
+    """The `on_answer` hooks, in order: each gets the output the one before returned."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -213,15 +244,17 @@ class Seam:
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             _Chain(invocation) if invocation else None,
             eager_tools=all(m.allows_eager_tools for m in modelling),
+            answer=_answer_hooks(middleware),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
-    def with_features(self, features: Sequence[Middleware]) -> Seam:
+    def with_features(self, features: Sequence[Middleware], *, checks: Sequence[Middleware] = ()) -> Seam:
         """This seam with the built-in features' middleware (structured output, approval) outside the user's:
         their model hooks come first in the model chain (a user's `wrap_model_call` sees the request as the
         output shaped it); their tool hooks form `features_tool`, so a call they deny or defer reaches
-        neither tracing nor the user's `wrap_tool_call`."""
-        if not features:
+        neither tracing nor the user's `wrap_tool_call`. `checks` (structured output) only judge answers:
+        their `on_answer` runs before the user's, which see the output they made."""
+        if not features and not checks:
             return self
         base = Middleware
         modelling = [m for m in features if type(m).wrap_model_call is not base.wrap_model_call]
@@ -237,12 +270,17 @@ class Seam:
             self.invocation,
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
+            answer=(*_answer_hooks(checks), *self.answer),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""
         return [type(m).__qualname__ for m in self.middleware]
+
+
+def _answer_hooks(middleware: Sequence[Middleware]) -> tuple[Callable[[Answer], Awaitable[Any]], ...]:
+    return tuple(m.on_answer for m in middleware if type(m).on_answer is not Middleware.on_answer)
 
 
 NO_MIDDLEWARE = Seam()

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AiMessage,
+    Answer,
     ChatRequest,
     ChatResponse,
     Defer,
@@ -83,6 +84,10 @@ class Recorder(Middleware):
     async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
         self.log.append(f"tool:{call.request.name}")
         return await call_next(call)
+
+    async def on_answer(self, answer: Answer) -> Any:
+        self.log.append(f"answer:{type(answer.output).__name__}")
+        return answer.output
 
 
 class Down:
@@ -193,6 +198,11 @@ class Scenario:
     def call_options(self) -> dict[str, Any]:
         """The call's own options: the output type is given per call, so it must travel with a pause."""
         return {"output_type": Sum} if self.output_mode is not None else {}
+
+    @property
+    def answer_logged(self) -> str:
+        """What the recorder's `on_answer` logs of the final output (the value structured output made)."""
+        return "answer:Sum" if self.output_mode is not None else "answer:str"
 
     def check_result(self, result: Any) -> None:
         if self.output_mode is not None:

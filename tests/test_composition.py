@@ -206,6 +206,7 @@ async def test_a_pair_of_features_composes(
         assert log[0] == "invocation" and "model" in log
         if not scenario.pauses:
             assert f"tool:{scenario.tool_name}" in log
+            assert log[-1] == scenario.answer_logged and log.count(scenario.answer_logged) == 1
 
 
 # -- DBOS pairs ---------------------------------------------------------------------------------------------
@@ -291,3 +292,4 @@ async def test_a_pair_with_dbos_composes(
         assert any(n.startswith("invoke_agent") for n in scenario.telemetry.names())
     if "middleware" in pair:
         assert "model" in scenario.recorder.log and f"tool:{scenario.tool_name}" in scenario.recorder.log
+        assert scenario.recorder.log[-1] == scenario.answer_logged

@@ -29,6 +29,7 @@ EXPECTED = {
         "['My card is [card]']",
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
+        "city='Rome' celsius=21.0 1",
         '{"add":"3"} 2',
     ],
     "models.md": [

@@ -18,7 +18,7 @@ import pydantic
 from agentloop._context import ToolContext
 from agentloop._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
 from agentloop._execution import ToolExecution
-from agentloop._hooks import NOT_FOUND, RetryOutput
+from agentloop._hooks import NOT_FOUND
 from agentloop._messages import (
     AiMessage,
     ChatRequest,
@@ -27,9 +27,8 @@ from agentloop._messages import (
     SystemMessage,
     ToolChoice,
     ToolExecutionRequest,
-    UserMessage,
 )
-from agentloop._seam import Middleware, ModelCall, NextModelCall
+from agentloop._seam import Answer, Middleware, ModelCall, NextModelCall
 from agentloop._spec import ToolSpecification
 from agentloop._tool import ReturnBehavior, Tool
 from agentloop.models._base import ModelEvent, supports_response_format
@@ -138,9 +137,12 @@ class OutputRun(Middleware):
 
     # -- judging the answer -------------------------------------------------------------------------
 
-    async def answer(self, message: AiMessage, context: ToolContext) -> Any:
-        """The output of an answer without tool calls; raises `RetryOutput` (a correction for the model)
-        or, once retries ran out, `OutputValidationError`."""
+    async def on_answer(self, answer: Answer) -> Any:
+        """The output of an answer without tool calls; raises `ModelRetry` (a correction for the model) or,
+        once retries ran out, `OutputValidationError`. An output call's value was judged when it ran."""
+        message, context = answer.message, answer.context
+        if message.tool_execution_requests:
+            return answer.output
         if self.schema is None:  # plain text, checked by the output validator
             return await self._check_text(message, context)
         if self.mode == "tool":
@@ -179,7 +181,7 @@ class OutputRun(Middleware):
         self._failures += 1
         if self._failures > self.retries:
             raise _exhausted(self.retries, output, errors)
-        raise RetryOutput(UserMessage(correction))
+        raise ModelRetry(correction)
 
     def found(self, executions: Sequence[ToolExecution]) -> Any:
         """The output of a tool round (its first valid output call), or `NOT_FOUND`; raises
