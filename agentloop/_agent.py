@@ -637,13 +637,13 @@ class Agent(Generic[OutputT]):
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
                 history=run.history,
+                price_source=None
+                if self._pricing is None
+                else (self._pricing, self._provider, self._model_name),
             )
             result = await run_invocation(invocation, run.emit)
-        if self._pricing is None:
-            return result
-        load_prices(self._pricing)
-        # The Result was made for this call alone: setting the field in place spares a copy of it.
-        object.__setattr__(result, "price_source", (self._pricing, self._provider, self._model_name))
+        if self._pricing is not None:
+            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
 
     # -- memory -------------------------------------------------------------------------------------------

@@ -120,6 +120,8 @@ class Invocation:
     """The call's own `output_type` and `middleware`: a paused round keeps them."""
     history: Sequence[ChatMessage] = ()
     """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
+    price_source: Any = None
+    """What `Result.cost()` prices the responses with (the agent's `pricing=`), carried into the Result."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
@@ -365,6 +367,7 @@ def _result(
         invocation_id=inv.invocation_id,
         output=output,
         pending=pending,
+        price_source=inv.price_source,
     )
 
 
