@@ -12,17 +12,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 import anyio
-import msgspec
-import pydantic_core
 
+from ._agent_tool import agent_tool
 from ._conforms import conforms
 from ._context import ToolContext, new_invocation_id
 from ._errors import (
     ApprovalError,
     IllegalConfigurationError,
     InvocationTimeoutError,
-    ToolArgumentsError,
-    ToolExecutionError,
 )
 from ._execution import (
     DEFAULT_MAX_CALLS,
@@ -57,7 +54,6 @@ from ._options import NO_OPTIONS, CallOptions
 from ._pricing import PricingLike, load_prices, resolve_pricing
 from ._result import Result
 from ._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
-from ._spec import ToolSpecification
 from ._stream import TokenStream
 from ._sync import close_at_exit, run_sync
 from ._tool import ReturnBehavior, Tool
@@ -697,42 +693,12 @@ class Agent(Generic[OutputT]):
         tool_name = name or self.name
         if not tool_name:
             raise IllegalConfigurationError("Give the agent a name (Agent(name=...) or as_tool(name=...))")
-        specification = ToolSpecification(
-            name=tool_name,
-            description=description or self.description,
-            parameters={
-                "type": "object",
-                "properties": {"request": {"type": "string", "description": "The request, passed on as is"}},
-                "required": ["request"],
-            },
-        )
 
-        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[Any]:
-            try:
-                arguments = msgspec.json.decode(request.arguments or "{}")
-            except (msgspec.DecodeError, RecursionError) as error:  # RecursionError: nesting too deep
-                raise ToolArgumentsError(f"Invalid JSON arguments for tool '{tool_name}': {error}") from None
-            text = arguments.get("request") if isinstance(arguments, dict) else None
-            if not isinstance(text, str):
-                raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
-            remaining = ctx.remaining_time()
+        async def invoke(text: str, ctx: ToolContext) -> Result[Any]:
             own_id = _STATELESS if memory_id is None else memory_id(ctx)
-            result = await self._invoke(text, own_id, ctx.context, None, remaining, None)
-            if result.pending is not None:  # nobody could resume it from inside another agent's round
-                waiting = ", ".join(r.tool_name for r in result.pending.requests)
-                raise ToolExecutionError(
-                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
-                    "used as a tool cannot pause; give it an approval_handler"
-                )
-            return result
+            return await self._invoke(text, own_id, ctx.context, None, ctx.remaining_time(), None)
 
-        return Tool(
-            specification,
-            run,
-            return_behavior=return_behavior,
-            timeout=timeout,
-            result_converter=_agent_answer,
-        )
+        return agent_tool(tool_name, description or self.description, invoke, return_behavior, timeout)
 
     def __agentloop_tools__(self) -> list[Tool]:
         """An agent given in another agent's `tools=` becomes a tool through `as_tool()`."""
@@ -775,18 +741,6 @@ def _features(output: OutputRun | None, gate: ApprovalGate | None) -> list[Middl
     if gate is not None:
         features.append(gate)
     return features
-
-
-def _agent_answer(result: Any) -> str:
-    """What the calling model sees of an agent-tool's Result: its answer (a structured output as JSON), or
-    its tools' results."""
-    if isinstance(result, Result):
-        if result.output is not result.content and result.output is not None:
-            return pydantic_core.to_json(result.output).decode()
-        if result.content is not None:
-            return str(result.content)
-        return msgspec.json.encode([e.result for e in result.tool_executions]).decode()
-    return str(result)
 
 
 @dataclass(frozen=True, slots=True)
