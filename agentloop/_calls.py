@@ -231,7 +231,13 @@ class Calls:
                 return await self._execute(call.request, index, on_start)
 
             work = chain(call or self._tool_call(request, index), innermost)
-        execution = await work
+        execution: object = await work
+        if not isinstance(execution, ToolExecution):
+            raise IllegalConfigurationError(
+                f"A wrap_tool_call middleware ({', '.join(inv.seam.tool_middleware)}) returned "
+                f"{execution!r} for tool call {request.id!r}; return the ToolExecution that "
+                "`await call_next(call)` gave (or one you built for this call)"
+            )
         log_tool_call(execution)
         return execution
 

@@ -31,7 +31,7 @@ import msgspec
 from ._calls import Calls, refuse_cut_calls
 from ._conforms import conforms
 from ._context import ToolContext
-from ._errors import BadResponseError, ModelRetry, ToolRoundsExceededError
+from ._errors import BadResponseError, IllegalConfigurationError, ModelRetry, ToolRoundsExceededError
 from ._events import (
     IntermediateResponse,
     ModelProgress,
@@ -264,7 +264,13 @@ async def _model_call(
         return await _stream_model(model, call.request, round, emit, typed, calls, inv.output)
 
     assert inv.call_context is not None
-    response = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
+    response: object = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
+    if not isinstance(response, ChatResponse):
+        names = ", ".join(type(m).__qualname__ for m in inv.seam.middleware)
+        raise IllegalConfigurationError(
+            f"A wrap_model_call middleware ({names}) returned {response!r}; return the ChatResponse that "
+            "`await call_next(call)` gave (or one you built, e.g. ChatResponse(AiMessage('...')))"
+        )
     text = response.ai_message.text
     if emit is not None and not streamed and text:
         await emit(PartialResponse(text, round))

@@ -242,3 +242,31 @@ async def test_a_tool_middleware_may_change_a_calls_arguments() -> None:
     model = ScriptedChatModel([calls(("add", {"a": 1, "b": 2}, "c1")), "6."])
     result = await agent_of(model, [add], [Double()]).chat("1+2?", memory_id="m")
     assert result.tool_executions[0].result == "6" and result.tool_executions[0].request.id == "c1"
+
+
+class ReturnsNothing(Middleware):
+    """Forgets to return what `call_next` gave."""
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        await call_next(call)
+        return None  # type: ignore[return-value]
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
+        await call_next(call)
+        return None  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("hook", ["wrap_model_call", "wrap_tool_call"])
+async def test_a_hook_that_returns_no_response_or_execution_is_named(hook: str, streaming: bool) -> None:
+    forgetful = type("Forgetful", (ReturnsNothing,), {})
+    if hook == "wrap_model_call":
+        forgetful.wrap_tool_call = Middleware.wrap_tool_call  # type: ignore[method-assign]
+        expected = r"A wrap_model_call middleware \(Forgetful\) returned None; return the ChatResponse"
+    else:
+        forgetful.wrap_model_call = Middleware.wrap_model_call  # type: ignore[method-assign]
+        expected = r"A wrap_tool_call middleware \(Forgetful\) returned None for tool call 'c1'; return the"
+    agent = agent_of(ScriptedChatModel([calls(("add", {"a": 1, "b": 2}, "c1")), "3."]), [add], [forgetful()])
+    with pytest.raises(IllegalConfigurationError, match=expected):
+        await invoke(agent, "1+2?", streaming, memory_id="m")
+    assert await memory_of(agent) == []
