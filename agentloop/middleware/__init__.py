@@ -8,7 +8,7 @@ anything of its current round reaches memory, and the error names the limit or g
 
 from __future__ import annotations
 
-from .._seam import (
+from .._runtime._seam import (
     CallContext,
     InvocationCall,
     Middleware,

@@ -13,12 +13,12 @@ from typing import Any
 import msgspec
 import pydantic_core
 
-from ._context import ToolContext
-from ._errors import ToolArgumentsError, ToolExecutionError
-from ._messages import ToolExecutionRequest
-from ._result import Result
-from ._spec import ToolSpecification
-from ._tool import ReturnBehavior, Tool
+from .._tools._tool import ReturnBehavior, Tool
+from .._values._context import ToolContext
+from .._values._errors import ToolArgumentsError, ToolExecutionError
+from .._values._messages import ToolExecutionRequest
+from .._values._result import Result
+from .._values._spec import ToolSpecification
 
 __all__ = ["agent_tool"]
 
