@@ -143,3 +143,23 @@ async def test_structured_outputs_own_retries_still_end_in_output_validation_err
     agent = Agent(ScriptedChatModel(["{}", "{}"]), output_type=City, output_mode="native", output_retries=1)
     with pytest.raises(OutputValidationError):
         await agent.chat("Which city?")
+
+
+class Fails(Middleware):
+    async def on_answer(self, answer: Answer) -> Any:
+        raise ValueError(f"refused {answer.output!r}")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("mode", ["text", "tool"])
+async def test_a_failing_answer_hook_stores_nothing_of_the_round(mode: str, streaming: bool) -> None:
+    city = '{"name": "Oslo", "population": 700000}'
+    answer: Any = (
+        AiMessage(None, [ToolExecutionRequest("o1", "final_result", city)]) if mode == "tool" else "Oslo"
+    )
+    options: dict[str, Any] = {"output_type": City} if mode == "tool" else {}
+    memory = MessageWindowChatMemory.provider(20)
+    agent = Agent(ScriptedChatModel([answer]), memory=memory, middleware=[Fails()], **options)
+    with pytest.raises(ValueError, match="refused"):
+        await invoke(agent, "Which city?", streaming, memory_id="m")
+    assert await memory_of(agent) == []

@@ -26,6 +26,7 @@ from agentloop import (
     MessageWindowChatMemory,
     Middleware,
     ModelCall,
+    Observer,
     TokenUsage,
     ToolCall,
     ToolExecution,
@@ -156,7 +157,18 @@ class Declared(Middleware):
         return await call_next(call)
 
 
-@pytest.mark.parametrize("middleware", [Declared, lambda: UsageLimits(max_requests=5, max_tool_calls=5)])
+class Traces(Observer):
+    """An observer (as tracing is): it declares `allows_eager_tools` by being one."""
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        return await call_next(call)
+
+
+@pytest.mark.parametrize(
+    "middleware",
+    [Declared, Traces, lambda: UsageLimits(max_requests=5, max_tool_calls=5)],
+    ids=["declared", "observer", "usage-limits-without-tokens"],
+)
 async def test_middleware_that_declares_it_keeps_the_eager_start(middleware: Any) -> None:
     model = WaitsForTheTool()  # its stream ends only once the tool started: only an eager start finishes
 
