@@ -77,9 +77,19 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
+    from ._runtime._hooks import DEFERRED
     from ._runtime._observe import Observer, instrument, uninstrument
     from ._runtime._one_response import execute_tool_calls
-    from ._runtime._seam import Answer, CallContext, InvocationCall, Middleware, ModelCall, ToolCall
+    from ._runtime._seam import (
+        Answer,
+        CallContext,
+        HeldRound,
+        InvocationCall,
+        Middleware,
+        ModelCall,
+        SavedRound,
+        ToolCall,
+    )
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
     from ._tools._execution import ToolExecution, ToolRunner, should_return_immediately
@@ -112,9 +122,20 @@ __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "P": "._tools._schema",
+    "DEFERRED": "._runtime._hooks",
     **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
-        ["Answer", "CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._runtime._seam"
+        [
+            "Answer",
+            "CallContext",
+            "HeldRound",
+            "InvocationCall",
+            "Middleware",
+            "ModelCall",
+            "SavedRound",
+            "ToolCall",
+        ],
+        "._runtime._seam",
     ),
     **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._values._context"),
     **dict.fromkeys(["tool", "tool_specification_from"], "._tools._decorator"),
@@ -167,6 +188,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "DEFERRED",
     "Agent",
     "AgentLoopError",
     "AiMessage",
@@ -192,6 +214,7 @@ __all__ = [
     "DocumentContent",
     "FinishReason",
     "HallucinatedToolError",
+    "HeldRound",
     "IllegalConfigurationError",
     "ImageContent",
     "InMemoryChatMemoryStore",
@@ -223,6 +246,7 @@ __all__ = [
     "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
+    "SavedRound",
     "ServerError",
     "StoredMemory",
     "StreamEvent",

@@ -622,7 +622,6 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                checkpoint=approval,
                 agent_name=self.name,
                 output=run.output,
                 seam=run.seam.with_features(

@@ -5,16 +5,16 @@ loop:
   response = the model call through the seam: `wrap_model_call` of the features (structured output shapes
              the request), then the user's; streamed when someone listens (structured output watches it
              for partial outputs), tool calls may start while it streams. A resumed invocation's first
-             response is its saved round's (the Checkpoint claims it; calls that had finished are kept)
+             response is its saved round's (an `on_resume` hook gives it; calls that had finished are kept)
   no tool calls -> the seam's `on_answer` hooks check it (ModelRetry: a correction, go on), commit, finish
   round += 1, at most max_tool_rounds
   run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
-  some call DEFERRED (waits for a person) -> the Checkpoint saves the round, nothing is committed, finish
+  some call DEFERRED (waits for a person) -> an `on_hold` hook saves the round, nothing committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   a valid output call (checked by `on_answer` before the commit), or immediate return -> finish
 
 The loop knows features only through the seam (`Invocation.seam`: tracing too) and declared Protocols:
-`OutputHook` and `Checkpoint` (`_hooks.py`: what gets committed), `ReservingToolRunner`, the durable clock
+`OutputHook` (`_hooks.py`: a round's output call, partial outputs), `ReservingToolRunner`, the durable clock
 and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ from ..models import (
     ToolCallDelta,
 )
 from ._calls import Calls, refuse_cut_calls
-from ._hooks import NOT_FOUND, Checkpoint, OutputHook
+from ._hooks import NOT_FOUND, OutputHook
 from ._observe import log_model_call
-from ._seam import NO_MIDDLEWARE, Answer, CallContext, ModelCall, Seam
+from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, ModelCall, Seam
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -107,8 +107,6 @@ class Invocation:
     deadline: float | None
     eager_tools: bool
     ordered_events: bool = False
-    checkpoint: Checkpoint | None = None
-    """Saves a round with a deferred call, and goes on from a saved one (approval); None: none can wait."""
     agent_name: str | None = None
     output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
     seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
@@ -147,7 +145,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
     corrected = False  # an answer was sent back for correction: the messages wait for a valid one
-    resumed = inv.checkpoint.restart if inv.checkpoint is not None else None
+    assert inv.call_context is not None
+    resumed = await inv.seam.resumed(inv.call_context) if inv.seam.resume else None
     if resumed is not None:  # a saved round goes on: its calls run first, then the loop as usual
         unsaved, round = list(resumed.messages), resumed.round - 1
         if inv.memory is None:  # the state carried the history too: for the model, not for new_messages
@@ -160,9 +159,8 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         async with anyio.create_task_group() as task_group:
             calls = Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
             if resumed is not None:  # the saved response, claimed: its calls that did not finish run now
-                assert inv.checkpoint is not None
                 calls.keep(resumed.executions)
-                response, resumed = await inv.checkpoint.claim(toolset, inv), None
+                response, resumed = await resumed.claim(toolset, inv.memory), None
             else:
                 response = await _model_call(inv, request, round, emit, typed, calls)
             log_model_call(inv, response, round)
@@ -204,10 +202,13 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         round_executions = calls.executions()
         executions += round_executions
         intermediate.append(response)
-        if calls.waiting:  # a deferred call waits for a person: the round is saved, nothing committed
-            assert inv.checkpoint is not None
+        if calls.waiting:  # a deferred call waits (for a person): the round is held, nothing committed
             carried = unsaved if inv.memory is not None else history + unsaved
-            pending = await inv.checkpoint.save(inv, response, round, round_executions, carried, typed)
+            held = HeldRound(
+                response, round, tuple(round_executions), tuple(carried), inv.user_message,
+                inv.call_context, inv.memory, inv.call_options, typed,
+            )  # fmt: skip
+            pending = await inv.seam.held(held)
             finish = FinishReason.APPROVAL_REQUIRED
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
@@ -278,15 +279,10 @@ async def _model_call(
 
 
 async def _answer(inv: Invocation, response: ChatResponse, output: Any, round: int) -> Any:
-    """The output of the answer ending the invocation, through the middleware's `on_answer` hooks (each
-    gets what the one before returned); `ModelRetry` from one asks the model for a correction."""
-    hooks = inv.seam.answer
-    if hooks:
-        answer = Answer(response, output, round, _context(inv, round))
-        for hook in hooks:
-            answer = answer.replace(output=await hook(answer))
-        output = answer.output
-    return output
+    """The output of the answer ending the invocation, through the seam's `on_answer` hooks."""
+    if not inv.seam.answer:
+        return output
+    return await inv.seam.answered(Answer(response, output, round, _context(inv, round)))
 
 
 async def _stream_model(

@@ -15,19 +15,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._tools._execution import ToolExecution
 from .._tools._tool import Tool
 from .._values._context import ToolContext
 from .._values._errors import IllegalConfigurationError
-from .._values._messages import AiMessage, ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
+from .._values._messages import (
+    AiMessage,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    ToolExecutionRequest,
+    UserMessage,
+)
 from .._values._result import Result
 
 __all__ = [
     "NO_MIDDLEWARE",
     "Answer",
     "CallContext",
+    "HeldRound",
     "InvocationCall",
     "Middleware",
     "ModelCall",
@@ -121,6 +129,50 @@ class Answer:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class HeldRound:
+    """A round in which some call waits (its `wrap_tool_call` returned `DEFERRED`): nothing of it is
+    committed, and `Middleware.on_hold` saves what going on later needs. `response` holds the round's
+    calls, `round` counts from 1, `finished` are its calls that ran, `messages` what memory has not
+    received yet (with the history before them when the invocation has no memory), `memory` the
+    invocation's memory (None without), `call_options` the call's own options (opaque: what a resume runs
+    under), `announce(event)` streams an event to the consumer (None when nobody listens)."""
+
+    response: ChatResponse
+    round: int
+    finished: tuple[ToolExecution, ...]
+    messages: tuple[ChatMessage, ...]
+    user_message: UserMessage
+    context: CallContext
+    memory: Any
+    call_options: Any
+    announce: Callable[[Any], Awaitable[None]] | None
+
+
+class SavedRound(Protocol):
+    """A held round that an invocation goes on from (`Middleware.on_resume`): its calls that finished are
+    kept, the others run, then the loop goes on as usual."""
+
+    @property
+    def messages(self) -> tuple[ChatMessage, ...]: ...
+
+    @property
+    def round(self) -> int: ...
+
+    @property
+    def user_message(self) -> UserMessage: ...
+
+    @property
+    def executions(self) -> tuple[ToolExecution, ...]:
+        """The round's calls that finished before it was held: kept, never run again."""
+        ...
+
+    async def claim(self, tools: Any, memory: Any) -> ChatResponse:
+        """Takes the saved round (once) and gives back its response, to run as if the model just sent it;
+        `tools` is the invocation's toolset (`name in tools`)."""
+        ...
+
+
 NextModelCall = Callable[[ModelCall], Awaitable[ChatResponse]]
 NextToolCall = Callable[[ToolCall], Awaitable["ToolExecution"]]
 NextInvocation = Callable[[InvocationCall], Awaitable["Result[Any]"]]
@@ -134,6 +186,10 @@ class Middleware:
     - `wrap_tool_call(call, call_next) -> ToolExecution`: around one tool call (each runs in its own task,
       concurrently with the response's other calls).
     - `wrap_invocation(call, call_next) -> Result`: around one whole invocation.
+    - `on_hold(held) -> saved state` / `on_resume(context) -> SavedRound`: a round in which a call of
+      yours waits (your `wrap_tool_call` returned `DEFERRED`) is held, not committed: save it and return
+      what the caller goes on with (`Result.pending`); a later invocation goes on from it when your
+      `on_resume` returns it. Both return None when the round is not yours.
     - `on_answer(answer) -> output`: the answer about to end the invocation (a text answer, or the value of
       an output tool call), before anything of it is stored. Return the output (`answer.output`, or another
       value); raise `ModelRetry(message)` to send `message` to the model as a correction and go on.
@@ -165,6 +221,12 @@ class Middleware:
 
     async def on_answer(self, answer: Answer) -> Any:
         return answer.output
+
+    async def on_hold(self, held: HeldRound) -> Any:
+        return None
+
+    async def on_resume(self, context: CallContext) -> SavedRound | None:
+        return None
 
 
 def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
@@ -225,6 +287,10 @@ class Seam:
     declare `allows_eager_tools`): its tool calls then start only once the whole chain returned it."""
     answer: tuple[Callable[[Answer], Awaitable[Any]], ...] = ()
     """The `on_answer` hooks, in order: each gets the output the one before returned."""
+    hold: tuple[Callable[[HeldRound], Awaitable[Any]], ...] = ()
+    """The `on_hold` hooks: the first that returns something saved the round."""
+    resume: tuple[Callable[[CallContext], Awaitable[SavedRound | None]], ...] = ()
+    """The `on_resume` hooks: the first that returns a saved round is gone on from."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -245,6 +311,8 @@ class Seam:
             _Chain(invocation) if invocation else None,
             eager_tools=all(m.allows_eager_tools for m in modelling),
             answer=_answer_hooks(middleware),
+            hold=_hooks(middleware, "on_hold"),
+            resume=_hooks(middleware, "on_resume"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
@@ -271,12 +339,46 @@ class Seam:
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
             answer=(*_answer_hooks(checks), *self.answer),
+            hold=(*_hooks(features, "on_hold"), *self.hold),
+            resume=(*_hooks(features, "on_resume"), *self.resume),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
+        )
+
+    async def answered(self, answer: Answer) -> Any:
+        """The output of the answer ending the invocation, through the `on_answer` hooks in order (each
+        gets what the one before returned); `ModelRetry` from one asks the model for a correction."""
+        for hook in self.answer:
+            answer = answer.replace(output=await hook(answer))
+        return answer.output
+
+    async def resumed(self, context: CallContext) -> SavedRound | None:
+        """The saved round this invocation goes on from: the first `on_resume` hook's, if any gives one."""
+        for hook in self.resume:
+            saved = await hook(context)
+            if saved is not None:
+                return saved
+        return None
+
+    async def held(self, held: HeldRound) -> Any:
+        """A round whose call waits, saved by the first `on_hold` hook that takes it (`Result.pending`)."""
+        for hook in self.hold:
+            saved = await hook(held)
+            if saved is not None:
+                return saved
+        raise IllegalConfigurationError(
+            f"A call of round {held.round} returned DEFERRED (it waits), but no middleware saved the round: "
+            "give the middleware whose wrap_tool_call returns DEFERRED an on_hold hook"
         )
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""
         return [type(m).__qualname__ for m in self.middleware]
+
+
+def _hooks(middleware: Sequence[Middleware], name: str) -> tuple[Any, ...]:
+    """The bound `name` hooks of the middleware that override it, in order."""
+    base = getattr(Middleware, name)
+    return tuple(getattr(m, name) for m in middleware if getattr(type(m), name) is not base)
 
 
 def _answer_hooks(middleware: Sequence[Middleware]) -> tuple[Callable[[Answer], Awaitable[Any]], ...]:
