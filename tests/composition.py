@@ -16,9 +16,11 @@ from agentloop import (
     Agent,
     AiMessage,
     Answer,
+    CallContext,
     ChatRequest,
     ChatResponse,
     Defer,
+    HeldRound,
     InvocationCall,
     MessageWindowChatMemory,
     Middleware,
@@ -88,6 +90,12 @@ class Recorder(Middleware):
     async def on_answer(self, answer: Answer) -> Any:
         self.log.append(f"answer:{type(answer.output).__name__}")
         return answer.output
+
+    async def on_resume(self, context: CallContext) -> None:
+        self.log.append("resume")  # nothing of its own to go on from
+
+    async def on_hold(self, held: HeldRound) -> None:
+        self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first
 
 
 class Down:

@@ -203,7 +203,7 @@ async def test_a_pair_of_features_composes(
             assert any(n.startswith("execute_tool") for n in names), names
     if "middleware" in scenario.features:
         log = scenario.recorder.log
-        assert log[0] == "invocation" and "model" in log
+        assert log[0] == "invocation" and log[1] == "resume" and "model" in log and "hold" not in log
         if not scenario.pauses:
             assert f"tool:{scenario.tool_name}" in log
             assert log[-1] == scenario.answer_logged and log.count(scenario.answer_logged) == 1
