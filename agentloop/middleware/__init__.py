@@ -8,6 +8,8 @@ anything of its current round reaches memory, and the error names the limit or g
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._runtime._seam import (
     CallContext,
     InvocationCall,
@@ -39,3 +41,11 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
 ]
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)
