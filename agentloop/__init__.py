@@ -115,6 +115,7 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolRetrying,
     )
     from ._values._result import Result
 
@@ -178,6 +179,7 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolRetrying",
         ],
         "._values._events",
     ),
@@ -271,6 +273,7 @@ __all__ = [
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",
+    "ToolRetrying",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSource",

@@ -627,7 +627,9 @@ class Agent(Generic[OutputT]):
                 seam=run.seam.with_features(
                     _features(run.output, approval), checks=[run.output] if run.output is not None else ()
                 ),
-                call_context=CallContext(self, run.invocation_id, memory_id, run.context),
+                call_context=CallContext(
+                    self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
+                ),
                 dynamic_tools=dynamic and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
@@ -789,3 +791,10 @@ def _resume_options(resume: Resume, output_type: Any, middleware: Any) -> CallOp
             pending_id=pending.id,
         )
     return options
+
+
+def _output_tool_names(output: OutputRun | None) -> frozenset[str]:
+    """The names of the output tools of an invocation in the tool mode (none in the other modes)."""
+    if output is None or output.mode != "tool" or output.schema is None:
+        return frozenset()
+    return frozenset(member.tool_name for member in output.schema.members)

@@ -19,7 +19,7 @@ from .._tools._execution import ToolExecution, execute_tool_call, rejected_call
 from .._tools._toolset import Toolset
 from .._values._context import ToolContext
 from .._values._errors import BadResponseError, IllegalConfigurationError, ResponseTruncatedError
-from .._values._events import BeforeToolExecution, ToolExecuted
+from .._values._events import BeforeToolExecution, ToolExecuted, ToolRetrying
 from .._values._messages import ToolExecutionRequest, is_whole_object
 from ._hooks import DEFERRED
 from ._observe import log_tool_call
@@ -217,9 +217,15 @@ class Calls:
         on_start = None
         if emit is not None:
             round = self._round
+            attempts = 0
 
             async def on_start(index: int, request: ToolExecutionRequest) -> None:
-                await emit(BeforeToolExecution(request, index, round))
+                nonlocal attempts  # ToolRetry runs the call again: one BeforeToolExecution per call
+                attempts += 1
+                if attempts == 1:
+                    await emit(BeforeToolExecution(request, index, round))
+                else:
+                    await emit(ToolRetrying(request, index, round, attempts))
 
         chain = inv.seam.tool
         if chain is None:

@@ -53,12 +53,15 @@ _R = TypeVar("_R")
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Whose call it is: the agent, this invocation's id, its memory id and the `context=` mapping."""
+    """Whose call it is: the agent, this invocation's id, its memory id and the `context=` mapping; and the
+    names of this invocation's output tools (structured output in the tool mode; empty otherwise), which
+    tell an output call from a function call by what it is, whatever the names look like."""
 
     agent: Any
     invocation_id: str
     memory_id: Any
     context: Mapping[str, Any]
+    output_tools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from .._values._events import (
     PartialToolCall,
     StreamEvent,
     ToolExecuted,
+    ToolRetrying,
 )
 from .._values._messages import ChatResponse
 from .._values._result import Result
@@ -116,6 +117,10 @@ class TokenStream(Generic[OutputT]):
     def before_tool_execution(self, callback: Callback[BeforeToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(event)` just before a tool call runs."""
         return self._add(BeforeToolExecution, callback)
+
+    def on_tool_retrying(self, callback: Callback[ToolRetrying]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when `ToolRetry` runs a failed tool call again (attempt 2 on)."""
+        return self._add(ToolRetrying, callback)
 
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""

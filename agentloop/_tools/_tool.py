@@ -198,8 +198,10 @@ class Tool:
                 )
         else:
             kwargs = prepared if prepared is not None else {}
-            for name in signature.memory_id_params:
-                kwargs[name] = context.memory_id
+            memory_id = context.memory_id
+            for name in signature.memory_id_params:  # no memory id (MCP, a stateless call): the default
+                if memory_id is not None or name not in signature.memory_id_defaults:
+                    kwargs[name] = memory_id
             for name in signature.context_params:
                 kwargs[name] = context
             if self._is_async:

@@ -12,6 +12,7 @@ import importlib.metadata
 from typing import TYPE_CHECKING
 
 from .._values._errors import AgentLoopError
+from .._values._text import whole_number
 from ._names import local_name
 
 __all__ = [
@@ -42,7 +43,7 @@ def _check_sdk() -> None:
     except importlib.metadata.PackageNotFoundError:
         return  # importable but not installed as a distribution (a source checkout): trust it
     major = version.split(".", 1)[0]
-    if not major.isdigit() or int(major) < 2:
+    if (whole_number(major) or 0) < 2:
         raise MissingExtraError(f"agentloop.mcp needs mcp 2.x, found mcp {version}: {_HINT}")
 
 

@@ -360,6 +360,15 @@ def _check_tools(body: dict[str, Any]) -> str | None:
     if tools is None:
         if body.get("tool_choice") is not None:
             return "tool_choice: tool_choice may only be specified while providing tools"
+        messages = body.get("messages")
+        blocks = [
+            b
+            for m in (messages if isinstance(messages, list) else ())
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"]
+        ]
+        if any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in blocks):
+            return "Requests which include `tool_use` or `tool_result` blocks must define tools."
         return None
     if not isinstance(tools, list):
         return "tools: Input should be a valid list"

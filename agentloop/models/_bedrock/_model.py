@@ -24,7 +24,7 @@ from .._http import RetryPolicy, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from ._auth import AwsAuth
 from ._request import build_body, inference_defaults, place, thinking_fields
-from ._response import chat_response
+from ._response import chat_response, known_blocks
 from ._shapes import PROVIDER, converse_decoder
 from ._stream import ConverseStream, drain, next_chunk
 
@@ -174,7 +174,9 @@ class BedrockChatModel(HTTPChatModel):
             message = answer.output.message if answer.output is not None else None
             if message is None:
                 raise self._http.bad_response("the Converse response has no output message")
-            return chat_response(message.content, answer.stop_reason, answer.usage, None, self.model_id)
+            return chat_response(
+                known_blocks(message.content), answer.stop_reason, answer.usage, None, self.model_id
+            )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` (ConverseStream) and yields its events as they arrive (`ResponseComplete` last);

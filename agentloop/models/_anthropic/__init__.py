@@ -30,13 +30,15 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import RetryPolicy, Timeouts
-from ._http._provider import HTTPChatModel, retry_policy
-from ._media import web_url
-from ._secrets import clean_api_key
-from ._strict import strict_schema
-from ._wire import (
+from .._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
+from .._history_rules import has_tool_rounds, tool_rounds_as_text
+from .._http import RetryPolicy, Timeouts
+from .._http._provider import HTTPChatModel, retry_policy
+from .._media import web_url
+from .._secrets import clean_api_key
+from .._strict import strict_schema
+from .._unknown import ignore_unknown, kind_of, known_items
+from .._wire import (
     add_turn,
     arguments_object,
     check_tool_offered,
@@ -97,7 +99,7 @@ class _Block(msgspec.Struct):
 class _Message(msgspec.Struct):
     id: str | None = None
     model: str | None = None
-    content: list[_Block] = []
+    content: list[msgspec.Raw] = []  # the blocks agentloop knows are read by `_blocks`
     stop_reason: str | None = None
     usage: _Usage | None = None
 
@@ -108,7 +110,7 @@ class _MessageStart(msgspec.Struct):
 
 class _BlockStart(msgspec.Struct):
     index: int
-    content_block: _Block
+    content_block: msgspec.Raw  # read by `_blocks` when its kind is known
 
 
 class _Delta(msgspec.Struct, gc=False):
@@ -121,7 +123,7 @@ class _Delta(msgspec.Struct, gc=False):
 
 class _BlockDelta(msgspec.Struct, gc=False):
     index: int
-    delta: _Delta
+    delta: msgspec.Raw  # read as a `_Delta` when its kind is known
 
 
 class _BlockStop(msgspec.Struct, gc=False):
@@ -148,6 +150,22 @@ _block_delta_decoder = msgspec.json.Decoder(_BlockDelta)
 _block_stop_decoder = msgspec.json.Decoder(_BlockStop)
 _message_delta_decoder = msgspec.json.Decoder(_MessageDelta)
 _typed_decoder = msgspec.json.Decoder(_Typed)
+_block_decoder = msgspec.json.Decoder(_Block)
+_delta_decoder = msgspec.json.Decoder(_Delta)
+_BLOCKS = dict.fromkeys(("text", "tool_use", "thinking", "redacted_thinking"), _block_decoder)
+_DELTAS = dict.fromkeys(
+    ("text_delta", "input_json_delta", "thinking_delta", "signature_delta"), _delta_decoder
+)
+_UNUSED_DELTAS = frozenset({"citations_delta"})  # documented; agentloop keeps no citations
+_EVENTS = frozenset(
+    {"message_start", "message_delta", "message_stop", "content_block_start", "content_block_delta"}
+    | {"content_block_stop", "error", "ping"}
+)
+
+
+def _blocks(raws: Sequence[msgspec.Raw]) -> list[_Block]:
+    """The content blocks of a kind agentloop knows; others (server tools' blocks, newer kinds) skipped."""
+    return known_items(raws, _BLOCKS, "anthropic", "a content block")
 
 
 # -- the model -----------------------------------------------------------------------------------------------
@@ -275,7 +293,7 @@ class AnthropicChatModel(HTTPChatModel):
             message = await self._http.request_json(
                 _PATH, body, _message_decoder, tools=bool(request.tool_specifications)
             )
-            return self._response(message.content, message)
+            return self._response(_blocks(message.content), message)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
@@ -313,7 +331,10 @@ class AnthropicChatModel(HTTPChatModel):
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
-        system, messages = self._messages(request.messages)
+        history = request.messages
+        if not request.tool_specifications and has_tool_rounds(history):
+            history = tool_rounds_as_text(history)  # the API takes tool blocks only with tools defined
+        system, messages = self._messages(history)
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.defaults}
         if system:
             body["system"] = system
@@ -529,8 +550,12 @@ class _Assembler:
             current = self._open.get(event.index)
             if current is None:
                 return None
-            delta = event.delta
-            kind = delta.type
+            kind = kind_of(event.delta)
+            if kind not in _DELTAS:
+                if kind not in _UNUSED_DELTAS:
+                    ignore_unknown("anthropic", "a content block delta", kind)
+                return None
+            delta = _delta_decoder.decode(event.delta)
             if kind == "text_delta":
                 if delta.text:
                     current.parts.append(delta.text)
@@ -548,7 +573,10 @@ class _Assembler:
             return None  # citations and delta types added after this was written
         if name == "content_block_start":
             start = _block_start_decoder.decode(data)
-            block = start.content_block
+            known = _blocks((start.content_block,))
+            if not known:
+                return None
+            block = known[0]
             current = _Open(block, [])
             self._open[start.index] = current
             if block.type == "tool_use":
@@ -588,7 +616,9 @@ class _Assembler:
             return _STOP
         if name == "error":
             return _ERROR
-        return None  # ping, and event types added after this was written
+        if name not in _EVENTS:  # event types added after this was written
+            ignore_unknown("anthropic", "a streamed event", name)
+        return None
 
     def blocks(self) -> list[_Block]:
         """The content blocks received, in order, completed with what their deltas carried."""
