@@ -79,9 +79,19 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
+    from ._runtime._hooks import DEFERRED
     from ._runtime._observe import Observer, instrument, uninstrument
     from ._runtime._one_response import execute_tool_calls
-    from ._runtime._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
+    from ._runtime._seam import (
+        Answer,
+        CallContext,
+        HeldRound,
+        InvocationCall,
+        Middleware,
+        ModelCall,
+        SavedRound,
+        ToolCall,
+    )
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
     from ._tools._execution import ToolExecution, ToolRunner, should_return_immediately
@@ -120,9 +130,20 @@ _LAZY: dict[str, str] = {
     "ToolSearch": "._features.search",
     "TokenCount": ".models._base",
     "P": "._tools._schema",
+    "DEFERRED": "._runtime._hooks",
     **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
-        ["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._runtime._seam"
+        [
+            "Answer",
+            "CallContext",
+            "HeldRound",
+            "InvocationCall",
+            "Middleware",
+            "ModelCall",
+            "SavedRound",
+            "ToolCall",
+        ],
+        "._runtime._seam",
     ),
     **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._values._context"),
     **dict.fromkeys(["tool", "tool_specification_from"], "._tools._decorator"),
@@ -176,9 +197,11 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "DEFERRED",
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "Answer",
     "ApprovalError",
     "ApprovalRequired",
     "AuthenticationError",
@@ -200,6 +223,7 @@ __all__ = [
     "DocumentContent",
     "FinishReason",
     "HallucinatedToolError",
+    "HeldRound",
     "IllegalConfigurationError",
     "ImageContent",
     "InMemoryChatMemoryStore",
@@ -232,6 +256,7 @@ __all__ = [
     "Result",
     "ReturnBehavior",
     "RunControlError",
+    "SavedRound",
     "ServerError",
     "StoredMemory",
     "StreamEvent",

@@ -15,9 +15,12 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AiMessage,
+    Answer,
+    CallContext,
     ChatRequest,
     ChatResponse,
     Defer,
+    HeldRound,
     InvocationCall,
     MessageWindowChatMemory,
     Middleware,
@@ -88,6 +91,16 @@ class Recorder(Middleware):
     async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
         self.log.append(f"tool:{call.request.name}")
         return await call_next(call)
+
+    async def on_answer(self, answer: Answer) -> Any:
+        self.log.append(f"answer:{type(answer.output).__name__}")
+        return answer.output
+
+    async def on_resume(self, context: CallContext) -> None:
+        self.log.append("resume")  # nothing of its own to go on from
+
+    async def on_hold(self, held: HeldRound) -> None:
+        self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first
 
 
 class Down:
@@ -213,6 +226,11 @@ class Scenario:
     def call_options(self) -> dict[str, Any]:
         """The call's own options: the output type is given per call, so it must travel with a pause."""
         return {"output_type": Sum} if self.output_mode is not None else {}
+
+    @property
+    def answer_logged(self) -> str:
+        """What the recorder's `on_answer` logs of the final output (the value structured output made)."""
+        return "answer:Sum" if self.output_mode is not None else "answer:str"
 
     def check_result(self, result: Any) -> None:
         if self.output_mode is not None:

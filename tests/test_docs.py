@@ -63,6 +63,9 @@ EXPECTED = {
         "['My card is [card]']",
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
+        "city='Rome' celsius=21.0 1",
+        "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
+        '{"add":"3"} 2',
     ],
     "models.md": [
         "echo: Hi",

@@ -12,8 +12,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 import anyio
-import msgspec
-import pydantic_core
 
 from .._conforms import conforms
 from .._features.approval import ApprovalRules, Decision, PendingApproval
@@ -49,8 +47,6 @@ from .._values._errors import (
     ApprovalError,
     IllegalConfigurationError,
     InvocationTimeoutError,
-    ToolArgumentsError,
-    ToolExecutionError,
 )
 from .._values._messages import (
     ChatMessage,
@@ -63,9 +59,9 @@ from .._values._messages import (
 )
 from .._values._options import NO_OPTIONS, CallOptions
 from .._values._result import Result
-from .._values._spec import ToolSpecification
 from ..models import ChatModel
 from ..models._base import model_name_of, provider_of
+from ._agent_tool import agent_tool
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -635,10 +631,12 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                checkpoint=approval,
                 agent_name=self.name,
                 output=run.output,
-                seam=run.seam.with_features(_features(run.output, approval, self._shelf, run.toolset)),
+                seam=run.seam.with_features(
+                    _features(run.output, approval, self._shelf, run.toolset),
+                    checks=[run.output] if run.output is not None else (),
+                ),
                 call_context=CallContext(
                     self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
                 ),
@@ -646,13 +644,13 @@ class Agent(Generic[OutputT]):
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
                 history=run.history,
+                price_source=None
+                if self._pricing is None
+                else (self._pricing, self._provider, self._model_name),
             )
             result = await run_invocation(invocation, run.emit)
-        if self._pricing is None:
-            return result
-        load_prices(self._pricing)
-        # The Result was made for this call alone: setting the field in place spares a copy of it.
-        object.__setattr__(result, "price_source", (self._pricing, self._provider, self._model_name))
+        if self._pricing is not None:
+            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
 
     # -- memory -------------------------------------------------------------------------------------------
@@ -706,42 +704,12 @@ class Agent(Generic[OutputT]):
         tool_name = name or self.name
         if not tool_name:
             raise IllegalConfigurationError("Give the agent a name (Agent(name=...) or as_tool(name=...))")
-        specification = ToolSpecification(
-            name=tool_name,
-            description=description or self.description,
-            parameters={
-                "type": "object",
-                "properties": {"request": {"type": "string", "description": "The request, passed on as is"}},
-                "required": ["request"],
-            },
-        )
 
-        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[Any]:
-            try:
-                arguments = msgspec.json.decode(request.arguments or "{}")
-            except (msgspec.DecodeError, RecursionError) as error:  # RecursionError: nesting too deep
-                raise ToolArgumentsError(f"Invalid JSON arguments for tool '{tool_name}': {error}") from None
-            text = arguments.get("request") if isinstance(arguments, dict) else None
-            if not isinstance(text, str):
-                raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
-            remaining = ctx.remaining_time()
+        async def invoke(text: str, ctx: ToolContext) -> Result[Any]:
             own_id = _STATELESS if memory_id is None else memory_id(ctx)
-            result = await self._invoke(text, own_id, ctx.context, None, remaining, None)
-            if result.pending is not None:  # nobody could resume it from inside another agent's round
-                waiting = ", ".join(r.tool_name for r in result.pending.requests)
-                raise ToolExecutionError(
-                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
-                    "used as a tool cannot pause; give it an approval_handler"
-                )
-            return result
+            return await self._invoke(text, own_id, ctx.context, None, ctx.remaining_time(), None)
 
-        return Tool(
-            specification,
-            run,
-            return_behavior=return_behavior,
-            timeout=timeout,
-            result_converter=_agent_answer,
-        )
+        return agent_tool(tool_name, description or self.description, invoke, return_behavior, timeout)
 
     def __agentloop_tools__(self) -> list[Tool]:
         """An agent given in another agent's `tools=` becomes a tool through `as_tool()`."""
@@ -790,18 +758,6 @@ def _features(
         if shelf.applies(tools):
             features.append(shelf)
     return features
-
-
-def _agent_answer(result: Any) -> str:
-    """What the calling model sees of an agent-tool's Result: its answer (a structured output as JSON), or
-    its tools' results."""
-    if isinstance(result, Result):
-        if result.output is not result.content and result.output is not None:
-            return pydantic_core.to_json(result.output).decode()
-        if result.content is not None:
-            return str(result.content)
-        return msgspec.json.encode([e.result for e in result.tool_executions]).decode()
-    return str(result)
 
 
 @dataclass(frozen=True, slots=True)

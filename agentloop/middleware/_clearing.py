@@ -26,6 +26,8 @@ class ClearToolResults(Middleware):
     provider's prompt cache is rebuilt from there; a larger `min_tokens` clears less often.
     """
 
+    allows_eager_tools = True  # it only shortens the request; the response passes as it is
+
     def __init__(self, keep_last: int = 3, *, min_tokens: int = 100) -> None:
         self.keep_last = check_count("ClearToolResults", "keep_last", keep_last, 0)
         self.min_tokens = check_count("ClearToolResults", "min_tokens", min_tokens, 0)

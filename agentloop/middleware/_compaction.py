@@ -58,6 +58,8 @@ class Compaction(Middleware):
     max_request_tokens=...)` is the hard stop).
     """
 
+    allows_eager_tools = True  # it shapes the request; the response keeps its calls (the summary rides along)
+
     def __init__(
         self,
         max_tokens: int,

@@ -67,6 +67,12 @@ class UsageLimits(Middleware):
                 self.limits[name] = check_count("UsageLimits", name, value, 0)
         self._used: dict[str, _Used] = {}
 
+    @property
+    def allows_eager_tools(self) -> bool:  # type: ignore[override]
+        """Without a token limit the model hook only counts requests before sending them, so tool calls may
+        start while the model streams; a token limit rejects a response after it came, so they wait."""
+        return not any(limit.endswith("_tokens") for limit in self.limits)
+
     def __repr__(self) -> str:
         return f"UsageLimits({', '.join(f'{k}={v}' for k, v in self.limits.items())})"
 

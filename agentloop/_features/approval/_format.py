@@ -26,7 +26,7 @@ from agentloop._values._messages import ChatMessage, ChatResponse, ToolExecution
 from agentloop._values._options import CallOptions
 
 if TYPE_CHECKING:
-    from agentloop._runtime._loop import Invocation
+    from agentloop._runtime._seam import HeldRound
 from agentloop._features.approval._decisions import Decision, Denied, ToolApprovalRequest
 
 _KIND = "pending_approval"
@@ -236,26 +236,20 @@ def _execution_of(stored: _ToolExecution) -> ToolExecution:
     return execution
 
 
-def _paused(
-    inv: Invocation,
-    response: ChatResponse,
-    round: int,
-    waiting: list[ToolApprovalRequest],
-    finished: list[ToolExecution],
-    carried: list[ChatMessage],
-) -> PendingApproval:
+def _paused(held: HeldRound, waiting: list[ToolApprovalRequest]) -> PendingApproval:
+    invocation_id, round, finished = held.context.invocation_id, held.round, held.finished
     state = _State(
-        _pending_id(inv.invocation_id, round),
-        inv.invocation_id,
-        inv.memory_id,
+        _pending_id(invocation_id, round),
+        invocation_id,
+        held.context.memory_id,
         round,
-        inv.user_message,
-        list(carried),
-        response,
+        held.user_message,
+        list(held.messages),
+        held.response,
         [_Waiting(r.call_id, r.tool_name, r.arguments, r.index) for r in sorted(waiting, key=_by_index)],
         [_to_stored(e) for e in finished],
     )
-    options = inv.call_options
+    options = held.call_options
     if options.output_type is not None or options.middleware:
         output, middleware = options.labels()
         state = msgspec.structs.replace(state, options=_Options(output, list(middleware)))

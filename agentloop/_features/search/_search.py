@@ -140,6 +140,8 @@ class SearchTool(Tool):
 class _Filter(Middleware):
     """Shows each model call only the tools its invocation may see."""
 
+    allows_eager_tools = True  # it only narrows the request's tools; the response passes as it is
+
     def __init__(self, search: ToolSearch) -> None:
         self.search = search
 
