@@ -45,6 +45,7 @@ from ._values._errors import (
     RateLimitError,
     RecordedToolError,
     ResponseTruncatedError,
+    RunControlError,
     ServerError,
     ToolArgumentsError,
     ToolDeniedError,
@@ -73,6 +74,7 @@ from ._values._spec import ToolSpecification
 if TYPE_CHECKING:
     from ._api._agent import Agent
     from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
+    from ._features.search import ToolSearch
     from ._memory._chat import (
         ChatMemory,
         ChatMemoryStore,
@@ -83,9 +85,19 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
+    from ._runtime._hooks import DEFERRED
     from ._runtime._observe import Observer, instrument, uninstrument
     from ._runtime._one_response import execute_tool_calls
-    from ._runtime._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
+    from ._runtime._seam import (
+        Answer,
+        CallContext,
+        HeldRound,
+        InvocationCall,
+        Middleware,
+        ModelCall,
+        SavedRound,
+        ToolCall,
+    )
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
     from ._tools._execution import ExecutionOptions, ToolRunner, should_return_immediately
@@ -111,18 +123,35 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolRetrying,
     )
     from ._values._records import ReturnBehavior, ToolExecution
     from ._values._result import Result
+    from .models._base import TokenCount
+    from .models._counting import count_tokens
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
+    "count_tokens": ".models._counting",
+    "ToolSearch": "._features.search",
+    "TokenCount": ".models._base",
     "P": "._tools._schema",
+    "DEFERRED": "._runtime._hooks",
     **dict.fromkeys(["ReturnBehavior", "ToolExecution"], "._values._records"),
     **dict.fromkeys(["Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
-        ["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._runtime._seam"
+        [
+            "Answer",
+            "CallContext",
+            "HeldRound",
+            "InvocationCall",
+            "Middleware",
+            "ModelCall",
+            "SavedRound",
+            "ToolCall",
+        ],
+        "._runtime._seam",
     ),
     **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._values._context"),
     **dict.fromkeys(["tool", "tool_specification_from"], "._tools._decorator"),
@@ -165,6 +194,7 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolRetrying",
         ],
         "._values._events",
     ),
@@ -175,9 +205,11 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "DEFERRED",
     "Agent",
     "AgentLoopError",
     "AiMessage",
+    "Answer",
     "ApprovalError",
     "ApprovalRequired",
     "AuthenticationError",
@@ -203,6 +235,7 @@ __all__ = [
     "FinishReason",
     "GuardrailTripped",
     "HallucinatedToolError",
+    "HeldRound",
     "IllegalConfigurationError",
     "ImageContent",
     "InMemoryChatMemoryStore",
@@ -239,11 +272,14 @@ __all__ = [
     "ResponseTruncatedError",
     "Result",
     "ReturnBehavior",
+    "RunControlError",
+    "SavedRound",
     "ServerError",
     "StoredMemory",
     "StreamEvent",
     "SystemMessage",
     "TextContent",
+    "TokenCount",
     "TokenStream",
     "TokenUsage",
     "Tool",
@@ -263,8 +299,10 @@ __all__ = [
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",
+    "ToolRetrying",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSearch",
     "ToolSource",
     "ToolSpecification",
     "ToolsNotSupportedError",
@@ -272,6 +310,7 @@ __all__ = [
     "UserInput",
     "UserMessage",
     "VersionedChatMemoryStore",
+    "count_tokens",
     "execute_tool_calls",
     "instrument",
     "should_return_immediately",

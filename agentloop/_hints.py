@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "agentloop.testing",
     "agentloop.ui",
     "agentloop.abc",
+    "agentloop.control",
 )
 
 

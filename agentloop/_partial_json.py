@@ -22,9 +22,8 @@ _WHITESPACE = frozenset(" \t\r\n")
 _LITERALS = {"true": True, "false": False, "null": None}
 _NUMBER_CHARS = frozenset("0123456789+-.eE")
 _STRING_STOP = re.compile(r'["\\]')
-_PARTIAL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:u[0-9a-fA-F]{0,3})?$")
-"""A string's unfinished last escape: a backslash (and the start of a \\uXXXX) not itself escaped, after any
-number of whole escaped backslashes (kept, group 1)."""
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_HEX = frozenset("0123456789abcdefABCDEF")
 _decode = msgspec.json.decode
 
 # What the parser expects next.
@@ -38,11 +37,14 @@ class PartialJSON:
         "_changed",
         "_escape",
         "_expect",
+        "_high",
         "_key",
         "_root",
+        "_shown",
         "_stack",
         "_string",
         "_string_is_key",
+        "_text",
         "_token",
         "done",
     )
@@ -52,9 +54,12 @@ class PartialJSON:
         self._stack: list[Any] = []  # containers being filled, innermost last
         self._expect = _VALUE
         self._key: str | None = None  # the key whose value comes next (inside an object)
-        self._string: list[str] | None = None  # raw pieces of the string being read (escapes undecoded)
+        self._string: list[str] | None = None  # decoded pieces of the string being read, not yet in _text
+        self._text = ""  # the string being read, as far as it was last shown (see `value`)
+        self._shown = True  # `value` shows the string being read as far as it arrived
         self._string_is_key = False
-        self._escape = False  # the string's last character was a backslash
+        self._escape: str | None = None  # an escape being read: its characters so far, from the backslash
+        self._high: str | None = None  # a \uXXXX high surrogate waiting for its low half
         self._token: list[str] | None = None  # a number or literal being read
         self._changed = False
         self.done = False
@@ -68,8 +73,14 @@ class PartialJSON:
     @property
     def value(self) -> Any:
         """The document so far (None before it starts). Its containers are live: copy to keep a snapshot."""
-        if self._string is not None and not self._string_is_key and self._stack:
-            self._place(_decode_partial("".join(self._string)))
+        if not self._shown:
+            self._shown = True
+            pieces = self._string
+            assert pieces is not None
+            if pieces:
+                self._text += "".join(pieces)
+                pieces.clear()
+            self._place(self._text)
         return self._root
 
     def feed(self, chunk: str) -> bool:
@@ -98,7 +109,7 @@ class PartialJSON:
             expect = self._expect
             if expect in (_KEY_OR_END, _KEY):
                 if char == '"':
-                    self._string, self._string_is_key = [], True
+                    self._start_string(key=True)
                 elif char == "}" and expect == _KEY_OR_END:
                     self._close()
                 continue  # anything else is malformed: skipped (the final validation reports it)
@@ -120,7 +131,7 @@ class PartialJSON:
             elif char == "[":
                 self._open([])
             elif char == '"':
-                self._string, self._string_is_key = [], False
+                self._start_string(key=False)
                 self._place("")
             else:
                 self._token = [char]
@@ -128,33 +139,36 @@ class PartialJSON:
 
     # -- pieces ---------------------------------------------------------------------------------------
 
+    def _start_string(self, *, key: bool) -> None:
+        self._string, self._string_is_key, self._text = [], key, ""
+
     def _read_string(self, chunk: str, i: int) -> int:
-        """Reads string characters from `chunk[i:]` up to the closing quote; returns where it stopped."""
+        """Reads string characters from `chunk[i:]` up to the closing quote, decoding escapes as they
+        complete; returns where it stopped. Costs time in proportion to what it reads."""
         pieces = self._string
         assert pieces is not None
         n = len(chunk)
+        grew = False
         while i < n:
-            if self._escape:  # the escaped character, whatever it is
-                self._escape = False
-                pieces.append(chunk[i])
-                i += 1
+            if self._escape is not None:  # inside an escape: read it up to its end
+                i = self._read_escape(chunk, i, pieces)
+                grew = True
                 continue
             match = _STRING_STOP.search(chunk, i)
-            if match is None:
-                pieces.append(chunk[i:])
-                self._changed = self._changed or not self._string_is_key
-                return n
-            stop = match.start()
+            stop = n if match is None else match.start()
             if stop > i:
+                self._flush_high(pieces)
                 pieces.append(chunk[i:stop])
+                grew = True
+            if stop == n:
+                break
             if chunk[stop] == "\\":
-                pieces.append("\\")
-                self._escape = True
+                self._escape = "\\"
                 i = stop + 1
                 continue
-            raw = "".join(pieces)
-            self._string = None
-            text = _decode_string(raw)
+            self._flush_high(pieces)
+            text = self._text + "".join(pieces)
+            self._string, self._text, self._shown = None, "", True
             if self._string_is_key:
                 self._key = text
                 self._expect = _COLON
@@ -162,8 +176,51 @@ class PartialJSON:
                 self._place(text)
                 self._after_value()
             return stop + 1
-        self._changed = self._changed or not self._string_is_key
+        if grew and not self._string_is_key:
+            self._shown = False
+            self._changed = True
         return n
+
+    def _read_escape(self, chunk: str, i: int, pieces: list[str]) -> int:
+        """Reads the escape begun in `_escape` from `chunk[i:]`; a whole one goes to `pieces` decoded."""
+        escape = self._escape
+        assert escape is not None
+        if len(escape) == 1:  # the backslash alone so far
+            char = chunk[i]
+            if char != "u":
+                self._escape = None
+                self._flush_high(pieces)
+                pieces.append(_ESCAPES.get(char, char))  # unknown: the character (validation reports it)
+                return i + 1
+        need = 6 - len(escape)  # \uXXXX
+        escape += chunk[i : i + need]
+        i += min(need, len(chunk) - i)
+        if len(escape) < 6:
+            self._escape = escape
+            return i
+        self._escape = None
+        if not _HEX.issuperset(escape[2:]):
+            self._flush_high(pieces)
+            pieces.append(escape)  # malformed: kept as written (the final validation reports it)
+            return i
+        code = int(escape[2:], 16)
+        if 0xD800 <= code < 0xDC00:  # the first half of a surrogate pair: wait for the second
+            self._flush_high(pieces)
+            self._high = escape
+        elif 0xDC00 <= code < 0xE000 and self._high is not None:
+            high = int(self._high[2:], 16)
+            self._high = None
+            pieces.append(chr(0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00)))
+        else:
+            self._flush_high(pieces)
+            pieces.append(chr(code) if not 0xD800 <= code < 0xE000 else "\ufffd")
+        return i
+
+    def _flush_high(self, pieces: list[str]) -> None:
+        """A high surrogate not followed by its low half: shown as the replacement character."""
+        if self._high is not None:
+            self._high = None
+            pieces.append("\ufffd")
 
     def _end_token(self) -> None:
         token = self._token
@@ -217,20 +274,3 @@ class PartialJSON:
     def _after_value(self) -> None:
         self._expect = _COMMA_OR_END
         self._key = None if self._stack and isinstance(self._stack[-1], dict) else self._key
-
-
-def _decode_string(raw: str) -> str:
-    if "\\" not in raw:
-        return raw
-    try:
-        result: str = _decode(f'"{raw}"')
-    except msgspec.DecodeError:
-        return raw
-    return result
-
-
-def _decode_partial(raw: str) -> str:
-    """A string that is still being written: drop a trailing escape that is not whole yet."""
-    if "\\" not in raw:
-        return raw
-    return _decode_string(_PARTIAL_ESCAPE.sub(r"\1", raw))

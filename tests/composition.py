@@ -15,9 +15,12 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AiMessage,
+    Answer,
+    CallContext,
     ChatRequest,
     ChatResponse,
     Defer,
+    HeldRound,
     InvocationCall,
     MessageWindowChatMemory,
     Middleware,
@@ -27,10 +30,12 @@ from agentloop import (
     ToolCall,
     ToolExecution,
     ToolExecutionRequest,
+    ToolSearch,
     tool,
 )
+from agentloop.middleware import ClearToolResults, Compaction
 from agentloop.models import FallbackChatModel, ModelEvent
-from agentloop.testing import ScriptedChatModel
+from agentloop.testing import FunctionChatModel, ScriptedChatModel
 
 FEATURES = (
     "output_tool",
@@ -45,6 +50,9 @@ FEATURES = (
     "fallback",
     "mcp",
     "middleware",
+    "compaction",
+    "clear_results",
+    "tool_search",
 )
 OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
 SUM = 5
@@ -83,6 +91,16 @@ class Recorder(Middleware):
     async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
         self.log.append(f"tool:{call.request.name}")
         return await call_next(call)
+
+    async def on_answer(self, answer: Answer) -> Any:
+        self.log.append(f"answer:{type(answer.output).__name__}")
+        return answer.output
+
+    async def on_resume(self, context: CallContext) -> None:
+        self.log.append("resume")  # nothing of its own to go on from
+
+    async def on_hold(self, held: HeldRound) -> None:
+        self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first
 
 
 class Down:
@@ -138,7 +156,12 @@ class Scenario:
             final = '{"total": 5}'
         else:
             final = "The sum is 5."
-        return [final] if resumed else [call, final]
+        if resumed:
+            return [final]
+        if "tool_search" in self.features:  # the tool is found first
+            search = ToolExecutionRequest("call_0", "search_tools", '{"query": "add two numbers"}')
+            return [AiMessage(None, [search]), call, final]
+        return [call, final]
 
     def model(self, *, resumed: bool = False) -> Any:
         scripted = ScriptedChatModel(self.answers(resumed=resumed))
@@ -184,15 +207,30 @@ class Scenario:
         mode = self.output_mode
         if mode is not None:
             options["output_mode"] = mode
+        middleware: list[Middleware] = []
         if "middleware" in self.features:
-            options["middleware"] = [self.recorder]
+            middleware.append(self.recorder)
+        if "compaction" in self.features:  # a budget of 1 token: every call that can compact does
+            summarizer = FunctionChatModel(lambda messages, tools: "The user asked for 2 + 3.")
+            middleware.append(Compaction(1, keep_last=1, summarizer=summarizer))
+        if "clear_results" in self.features:
+            middleware.append(ClearToolResults(keep_last=0, min_tokens=0))
+        if middleware:
+            options["middleware"] = middleware
         if tools is None:
             tools = [] if "mcp" in self.features else [add if self.gated else add_freely]
+        if "tool_search" in self.features:
+            tools = [ToolSearch(tools)]
         return Agent(self.model(resumed=resumed), name=name, tools=tools, **options)
 
     def call_options(self) -> dict[str, Any]:
         """The call's own options: the output type is given per call, so it must travel with a pause."""
         return {"output_type": Sum} if self.output_mode is not None else {}
+
+    @property
+    def answer_logged(self) -> str:
+        """What the recorder's `on_answer` logs of the final output (the value structured output made)."""
+        return "answer:Sum" if self.output_mode is not None else "answer:str"
 
     def check_result(self, result: Any) -> None:
         if self.output_mode is not None:

@@ -400,6 +400,7 @@ async def test_thinking_with_tools_is_sent_back_with_its_signature(server: FakeA
         await model.chat(
             ChatRequest(
                 [UserMessage("Time?"), foreign, ToolExecutionResultMessage("toolu_x", "get_time", "1")],
+                specs,
                 parameters={"thinking": None},
             )
         )
@@ -627,7 +628,8 @@ async def test_calls_without_ids_get_matching_made_up_ids(server: FakeAnthropicS
             ),
             ToolExecutionResultMessage(None, "b", "from b"),
             ToolExecutionResultMessage(None, "get_time", "noon"),
-        ]
+        ],
+        [TIME, ToolSpecification("b", None, {"type": "object", "properties": {}})],
     )
     async with model_for(server) as model:
         assert (await model.chat(history)).text == "done"  # the fake accepts it: every tool_use is answered
@@ -638,6 +640,6 @@ async def test_calls_without_ids_get_matching_made_up_ids(server: FakeAnthropicS
         (ids["b"], "from b"),
         (ids["get_time"], "noon"),
     ]
-    orphan = ChatRequest([UserMessage("go"), ToolExecutionResultMessage(None, "get_time", "noon")])
+    orphan = ChatRequest([UserMessage("go"), ToolExecutionResultMessage(None, "get_time", "noon")], [TIME])
     with pytest.raises(IllegalConfigurationError, match="answers no tool call"):
         model.build_body(orphan, stream=False)

@@ -1,7 +1,7 @@
 """Every pair of features composes: {chat, stream} x {asyncio, trio} x pairs of structured output (three
 modes), approval inline, approval paused and resumed in another process, SQLite store, Redis store,
-DBOSAgent, tracing, FallbackChatModel, an MCP toolset and a user middleware (tests/composition.py builds each
-scenario).
+DBOSAgent, tracing, FallbackChatModel, an MCP toolset, a user middleware, Compaction, ClearToolResults and
+ToolSearch (tests/composition.py builds each scenario).
 
 Servers are shared per module: one redis-server, one MCP server over streamable HTTP, one worker process
 that resumes paused rounds, one DBOS launch for every DBOS pair. Pairs that cannot be asked for at once (two
@@ -40,6 +40,10 @@ ONE_OF_A_KIND = [
     {"output_native", "output_prompted"},
     {"sqlite", "redis"},
 ]
+NOT_COVERED = {
+    frozenset({"tool_search", "mcp"}): "ToolSearch takes its tools when built; an MCP toolset lists its "
+    "tools only once connected (put the MCPToolset beside a ToolSearch instead)",
+}
 
 
 class Telemetry:
@@ -157,6 +161,8 @@ async def test_a_pair_of_features_composes(
         pytest.skip("one output mode and one store per call: this pair cannot be asked for at once")
     if "dbos" in pair:
         pytest.skip("DBOS pairs run in test_a_pair_with_dbos_composes (asyncio, chat() only)")
+    if frozenset(pair) in NOT_COVERED:
+        pytest.skip(NOT_COVERED[frozenset(pair)])
     scenario = scenario_for(pair, servers, tmp_path)
     streaming = mode == "stream"
     if "mcp" in scenario.features:
@@ -195,6 +201,8 @@ async def test_a_pair_of_features_composes(
         messages = await store.get_messages("u1")
         assert_valid_for_provider(messages)
         assert messages[0].text == "What is 2 + 3?" and len(messages) >= 4
+        if "compaction" in scenario.features:  # the summary is kept in the store
+            assert any("agentloop.compaction" in getattr(m, "provider_state", {}) for m in messages)
         await store.aclose()
     if scenario.telemetry is not None:
         names = scenario.telemetry.names()
@@ -203,9 +211,10 @@ async def test_a_pair_of_features_composes(
             assert any(n.startswith("execute_tool") for n in names), names
     if "middleware" in scenario.features:
         log = scenario.recorder.log
-        assert log[0] == "invocation" and "model" in log
+        assert log[0] == "invocation" and log[1] == "resume" and "model" in log and "hold" not in log
         if not scenario.pauses:
             assert f"tool:{scenario.tool_name}" in log
+            assert log[-1] == scenario.answer_logged and log.count(scenario.answer_logged) == 1
 
 
 # -- DBOS pairs ---------------------------------------------------------------------------------------------
@@ -291,3 +300,4 @@ async def test_a_pair_with_dbos_composes(
         assert any(n.startswith("invoke_agent") for n in scenario.telemetry.names())
     if "middleware" in pair:
         assert "model" in scenario.recorder.log and f"tool:{scenario.tool_name}" in scenario.recorder.log
+        assert scenario.recorder.log[-1] == scenario.answer_logged

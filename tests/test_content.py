@@ -22,7 +22,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._values._codec import decode, decode_messages, encode, encode_messages
+from agentloop._values._codec import CodecError, decode, decode_messages, encode, encode_messages
 from agentloop.testing import FunctionChatModel
 
 from .store_servers import free_port, redis_server, redis_url  # noqa: F401 (fixtures)
@@ -59,6 +59,26 @@ def test_bad_images_are_refused_with_what_to_do() -> None:
         ImageContent(PNG, media_type="image/tiff")
     with pytest.raises(ValueError, match="not valid base64"):
         ImageContent(url="data:image/png;base64,@@@")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ImageContent(b""),
+        lambda: ImageContent(b"", media_type="image/png"),
+        lambda: ImageContent(url="data:image/png;base64,"),
+        lambda: DocumentContent(b""),
+        lambda: DocumentContent(bytearray(), media_type="application/pdf"),
+        lambda: DocumentContent(url="data:application/pdf;base64,"),
+    ],
+)
+def test_empty_pictures_and_documents_are_refused_before_anything_is_sent(make: Any) -> None:
+    """Every provider answers 400 to an empty file: refused where it is made, saying what to do."""
+    with pytest.raises(ValueError, match=r"data is empty \(0 bytes\); give the file's bytes"):
+        make()
+    stored = encode_messages([UserMessage("look", [ImageContent(PNG)])]).replace(base64.b64encode(PNG), b"")
+    with pytest.raises(CodecError, match="data is empty"):  # nor read back from a store
+        decode_messages(stored)
 
 
 def test_a_data_url_is_kept_as_bytes(tmp_path: Path) -> None:

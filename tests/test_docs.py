@@ -23,6 +23,18 @@ PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 EXPECTED = {
     "architecture.md": ["5. ['add#0 round 1: ok', 'add#1 round 1: failed']"],
     "abc.md": ["True\nHELLO THERE", "True\n['first', 'FIRST', 'second', 'SECOND']", "model calls: 1"],
+    "context.md": [
+        "TokenCount(tokens=9, exact=True)",
+        "anthropic",
+        "stopped: max_request_tokens True",
+        "The user is Ada; she is planning a trip to Lisbon.",
+        "6 messages sent; 16 kept in memory",
+        "read_file call (255 tokens) was cleared",
+        "first 200 are shown",
+        "['convert_currency']",
+        "created Dentist",
+        "['search_tools'], ['search_tools', 'create_calendar_event']",
+    ],
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "guide-streaming.md": [
         '"args": {"to": "ada@example.com", "text": "5"}}]}',
@@ -36,7 +48,7 @@ EXPECTED = {
     "guide-production.md": [
         "stopped: ",
         "tripped: no secrets",
-        "the consumer saw: The admin password is hunter2.",
+        "the consumer saw: \n",  # held until checked: nothing of the blocked answer
         "stored: 0 messages",
         "stopped after True",
     ],
@@ -53,6 +65,9 @@ EXPECTED = {
         "['My card is [card]']",
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
+        "city='Rome' celsius=21.0 1",
+        "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
+        '{"add":"3"} 2',
     ],
     "models.md": [
         "echo: Hi",

@@ -242,6 +242,17 @@ async def test_usage_counts_thoughts_as_output_and_cached_tokens_as_input(server
     assert streamed.token_usage is not None and streamed.token_usage.output_tokens == 80 + 220
 
 
+def test_input_tokens_are_the_billed_prompt_with_tool_use_prompt_tokens() -> None:
+    """docs/models.md: input is promptTokenCount + toolUsePromptTokenCount (what Google bills as input)."""
+    from agentloop.models._gemini._response import token_usage
+    from agentloop.models._gemini._shapes import UsageMetadata
+
+    usage = token_usage(UsageMetadata(100, 20, 40, 5, 30, 155))
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (130, 25)
+    assert (usage.cache_read_tokens, usage.reasoning_tokens) == (40, 5)
+
+
 async def test_structured_output_uses_response_json_schema(server: FakeGeminiServer) -> None:
     schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

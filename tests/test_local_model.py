@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
+import agentloop
 from agentloop import (
     Agent,
     AiMessage,
@@ -855,3 +856,25 @@ async def test_an_agent_stream_carries_model_progress_per_round(model: LocalChat
     assert text_events and "5555" in "".join(e.text for e in text_events)
     # A consumer of text only gets no progress at all.
     assert "5555" in "".join([t async for t in agent.stream("What is 1234 + 4321? Use the tool.")])
+
+
+@pytest.mark.local_model
+async def test_counts_tokens_with_its_own_template_and_tokenizer(model: LocalChatModel) -> None:
+    plain = ChatRequest([UserMessage("What is the capital of France?")], parameters={"max_tokens": 2})
+    tools = ChatRequest(
+        [SystemMessage("Use the tools."), UserMessage("Add 2 and 3.")], [ADD, WEATHER], parameters={}
+    )
+    for request in (plain, tools):
+        counted = await agentloop.count_tokens(model, request)
+        response = await model.chat(request)
+        assert counted.exact
+        assert response.token_usage is not None
+        # The first pass's prompt, counted before sending, is what llama.cpp then read (a tool request
+        # that answers in text adds a second pass's prompt to its usage).
+        assert counted.tokens == response.token_usage.input_tokens or (
+            not response.ai_message.tool_execution_requests
+            and counted.tokens < response.token_usage.input_tokens
+        )
+    assert (await agentloop.count_tokens(model, tools)).tokens > (
+        await agentloop.count_tokens(model, plain)
+    ).tokens

@@ -230,3 +230,35 @@ def test_bad_resources_and_prompts_are_refused_with_what_to_give() -> None:
         catalog_of({"docs://x": 42}, None)
     with pytest.raises(IllegalConfigurationError, match="two prompts are named 'review'"):
         catalog_of(None, [review, review])
+
+
+async def test_a_memory_id_parameter_served_over_mcp_gets_its_default() -> None:
+    """An MCP call has no memory id: a `ToolMemoryId` parameter gets its default (it got None), or None
+    when it has none; inside an agent with a memory id it still gets that id."""
+    from typing import Annotated
+
+    from agentloop import MessageWindowChatMemory, ToolMemoryId
+
+    @tool
+    def whoami(user: Annotated[str, ToolMemoryId] = "anonymous") -> str:
+        """Says whose conversation this is."""
+        return f"user={user}"
+
+    @tool
+    def bare(user: Annotated[Any, ToolMemoryId]) -> str:
+        """Says whose conversation this is, without a default."""
+        return f"user={user}"
+
+    async with Client(server_from([whoami, bare]), mode="legacy") as client:
+        defaulted = await client.call_tool("whoami", {})
+        missing = await client.call_tool("bare", {})
+    assert [block.text for block in defaulted.content] == ["user=anonymous"]  # type: ignore[union-attr]
+    assert [block.text for block in missing.content] == ["user=None"]  # type: ignore[union-attr]
+    call = AiMessage(None, [ToolExecutionRequest("c1", "whoami", "{}")])
+    agent = Agent(ScriptedChatModel([call, "ok", call, "ok"]), tools=[whoami])
+    stateless = await agent.chat("who?")
+    assert stateless.tool_executions[0].result == "user=anonymous"
+    remembering = Agent(
+        ScriptedChatModel([call, "ok"]), tools=[whoami], memory=MessageWindowChatMemory.provider(10)
+    )
+    assert (await remembering.chat("who?", memory_id="ada")).tool_executions[0].result == "user=ada"

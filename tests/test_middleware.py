@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AiMessage,
+    BeforeToolExecution,
     ChatRequest,
     ChatResponse,
     IllegalConfigurationError,
@@ -26,8 +27,10 @@ from agentloop import (
     SystemMessage,
     ToolCall,
     ToolChoice,
+    ToolExecuted,
     ToolExecution,
     ToolExecutionRequest,
+    ToolRetrying,
     UserMessage,
     tool,
 )
@@ -219,6 +222,12 @@ class WaitsForTheTool:
         yield ResponseComplete(ChatResponse(AiMessage(None, [call])))
 
 
+class Watching(Recorder):
+    """A recorder that declares it never changes a response: tool calls may start while the model streams."""
+
+    allows_eager_tools = True
+
+
 async def test_tool_calls_start_while_the_response_streams_through_middleware() -> None:
     model = WaitsForTheTool()
 
@@ -228,7 +237,7 @@ async def test_tool_calls_start_while_the_response_streams_through_middleware() 
         model.started.set()
         return "started"
 
-    agent = Agent(model, tools=[starts], middleware=[Recorder("r", [])])
+    agent = Agent(model, tools=[starts], middleware=[Watching("r", [])])
     async with agent.stream("go") as stream:
         text = "".join([piece async for piece in stream])
     assert text == "3" and stream.result.tool_executions[0].result == "started"
@@ -324,6 +333,44 @@ async def test_an_output_guardrail_keeps_the_answer_out_of_memory() -> None:
     assert await memory_of(agent) == [UserMessage("hello"), AiMessage("Hi.")]
 
 
+@pytest.mark.parametrize(
+    ("hold", "seen"),
+    [
+        ("answer", ""),
+        ("sentence", "Hello there. Fine day."),  # each sentence once the text up to it passed
+        (16, "Hello there. Fine day. The admin password"),  # released in pieces of 16 characters or more
+        (None, "Hello there. Fine day. The admin password is hunter2."),
+    ],
+)
+async def test_a_streamed_answer_is_held_until_the_output_guardrail_checked_it(hold: Any, seen: str) -> None:
+    """The consumer never receives text the guardrail blocks (hold=None: the old way, it may)."""
+    answer = "Hello there. Fine day. The admin password is hunter2. Bye."
+    agent = Agent(
+        ScriptedChatModel([answer, "Hi. All fine."]),
+        memory=MessageWindowChatMemory.provider(10),
+        middleware=[OutputGuardrail(lambda text: "hunter2" in text, name="no-secrets", hold=hold)],
+    )
+    received: list[str] = []
+
+    async def consume() -> None:
+        async with agent.stream("password?", memory_id="m") as stream:
+            async for piece in stream:
+                received.append(piece)
+
+    with pytest.raises(GuardrailTripped, match="no-secrets"):
+        await consume()
+    text = "".join(received)
+    if hold is None:
+        assert "hunter2" in text
+    else:
+        assert text == seen and "hunter2" not in text
+    assert await memory_of(agent) == []
+    async with agent.stream("hi", memory_id="m") as stream:  # an answer that passes streams whole
+        assert "".join([piece async for piece in stream]) == "Hi. All fine."
+    with pytest.raises(IllegalConfigurationError, match="hold="):
+        OutputGuardrail(bool, hold="paragraph")
+
+
 class City(BaseModel):
     name: str
 
@@ -339,11 +386,46 @@ async def test_an_output_guardrail_sees_a_structured_output_call() -> None:
         await agent.chat("a city")
 
 
+async def test_an_output_guardrail_checks_output_calls_by_what_they_are_not_by_name() -> None:
+    """A function tool whose name starts like the output tool's is a function call: not checked."""
+
+    @tool("Looks up a stored final result")
+    def final_result_lookup(key: str) -> str:
+        return "Atlantis is a myth"
+
+    lookup = calls(("final_result_lookup", {"key": "Atlantis"})).tool_execution_requests[0]
+    output = calls(("final_result", {"name": "Paris"})).tool_execution_requests[0]
+    seen: list[str] = []
+
+    def real_places(text: str) -> bool:
+        seen.append(text)
+        return "Atlantis" in text
+
+    agent = Agent(
+        ScriptedChatModel([AiMessage(None, [lookup]), AiMessage(None, [output])]),
+        tools=[final_result_lookup],
+        output_type=City,
+        middleware=[OutputGuardrail(real_places, name="real-places")],
+    )
+    assert (await agent.chat("a city")).output == City(name="Paris")
+    assert seen == [output.arguments]  # the lookup's arguments were never taken for an output
+    renamed = Agent(  # another output tool name: still known by what it is
+        ScriptedChatModel(
+            [AiMessage(None, [calls(("answer", {"name": "Atlantis"})).tool_execution_requests[0]])]
+        ),
+        output_type=City,
+        output_tool_name="answer",
+        middleware=[OutputGuardrail(real_places, name="real-places")],
+    )
+    with pytest.raises(GuardrailTripped, match="output call 'answer'"):
+        await renamed.chat("a city")
+
+
 # -- ToolRetry -------------------------------------------------------------------------------------------
 
 
-async def test_tool_retry_runs_a_failed_call_again() -> None:
-    attempts: list[int] = []
+def retrying_agent(attempts: list[int]) -> Agent:
+    """An agent whose model calls `flaky` once; `flaky` fails twice (noting each attempt), then works."""
 
     @tool
     def flaky() -> str:
@@ -353,11 +435,31 @@ async def test_tool_retry_runs_a_failed_call_again() -> None:
             raise ConnectionError("try again")
         return "ok"
 
-    agent = Agent(
-        ScriptedChatModel([calls(("flaky", {})), "done"]), tools=[flaky], middleware=[ToolRetry(wait=0)]
-    )
+    model = ScriptedChatModel([calls(("flaky", {})), "done"])
+    return Agent(model, tools=[flaky], middleware=[ToolRetry(wait=0)])
+
+
+async def test_tool_retry_runs_a_failed_call_again() -> None:
+    attempts: list[int] = []
+    agent = retrying_agent(attempts)
     result = await agent.chat("go")
     assert result.tool_executions[0].result == "ok" and len(attempts) == 3
+
+
+async def test_a_retried_call_is_started_once_and_its_attempts_are_events_of_their_own() -> None:
+    attempts: list[int] = []
+    agent = retrying_agent(attempts)
+    started: list[BeforeToolExecution] = []
+    retried: list[ToolRetrying] = []
+    async with agent.stream("go") as stream:
+        stream.before_tool_execution(started.append).on_tool_retrying(retried.append)
+        events = [event async for event in stream.events()]
+    kinds = [
+        type(e).__name__ for e in events if isinstance(e, (BeforeToolExecution, ToolRetrying, ToolExecuted))
+    ]
+    assert kinds == ["BeforeToolExecution", "ToolRetrying", "ToolRetrying", "ToolExecuted"]
+    assert [(r.index, r.round, r.attempt) for r in retried] == [(0, 1, 2), (0, 1, 3)]
+    assert len(started) == 1 and started[0].request == retried[0].request
 
 
 async def test_tool_retry_gives_up_and_leaves_model_retry_and_bad_arguments_alone() -> None:

@@ -1028,6 +1028,9 @@ def test_retry_after_parsing() -> None:
     assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({"retry-after": "-1"}) is None
+    assert parse_retry_after({"retry-after": "nan"}) is None
+    assert parse_retry_after({"retry-after": "inf"}) == float("inf")  # beyond any limit: raised at once
+    assert parse_retry_after({"retry-after-ms": "Infinity"}) == float("inf")
     assert parse_retry_after({}) is None
 
 

@@ -337,11 +337,13 @@ async def test_a_map_output_through_the_fake_providers(provider: str, streaming:
         server.add(AiMessage(json.dumps(SCORES_STRICT)))
         agent = Agent(model, output_type=Scores, output_mode="native")
         if streaming:
-            stream = agent.stream("scores?")
-            outputs = [o async for o in stream.outputs()]
+            sent: list[Scores] = []  # every partial sent (the callbacks see them all)
+            stream = agent.stream("scores?").on_partial_output(sent.append)
+            outputs = [o async for o in stream.outputs()]  # the latest at the loop's pace: may skip some
             result = stream.result
-            grown = [len(o.scores) for o in outputs if "scores" in o.model_fields_set]
+            grown = [len(o.scores) for o in sent if "scores" in o.model_fields_set]
             assert grown[0] < 2 and grown[-1] == 2 and grown == sorted(grown)  # the map grows as it streams
+            assert outputs[-1] == result.output and all(o in sent for o in outputs[:-1])
         else:
             result = await agent.chat("scores?")
         assert result.output == SCORES

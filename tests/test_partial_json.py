@@ -110,3 +110,26 @@ def test_feed_reports_growth_only() -> None:
     assert parser.feed(": ") is False
     assert parser.feed("1") is False  # the number is not whole yet
     assert parser.feed(",") is True
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=12), st.lists(st.integers(1, 7), min_size=1, max_size=10))
+@example('caf\u00e9 \U0001f600\n"\\/', [1])
+@example("\U0001f600\U0001f680", [3, 5])
+def test_escapes_cut_by_chunks_show_only_once_whole(text: str, cuts: list[int]) -> None:
+    """`\\uXXXX` escapes, surrogate pairs and short escapes cut anywhere by the chunks: the string shown
+    is always a prefix of the real one (no half escape, no lone surrogate), and whole at the end."""
+    document = json.dumps({"s": text, "after": [text]}, ensure_ascii=True)
+    parser = PartialJSON()
+    position = n = 0
+    while position < len(document):
+        size = cuts[n % len(cuts)]
+        n += 1
+        parser.feed(document[position : position + size])
+        position += size
+        value = parser.value
+        if value is not None and "s" in value:
+            assert text.startswith(value["s"]), (value["s"], text)
+            after = value.get("after")
+            assert not after or text.startswith(after[-1]), (after, text)
+    assert parser.done and parser.value == {"s": text, "after": [text]}

@@ -66,6 +66,7 @@ from agentloop.models import (
     ToolCallComplete,
     ToolCallDelta,
 )
+from agentloop.models import _unknown as unknown
 from agentloop.models._http import RetryPolicy, Timeouts
 from agentloop.testing import (
     FakeAnthropicServer,
@@ -486,6 +487,11 @@ async def test_retry_after_is_honoured_and_one_beyond_the_limit_is_not_waited_fo
             await _call(model, QUESTION, streaming)
     assert caught.value.retry_after == 86400
     assert len(server.requests) == 3
+    server.add(provider.error(429, "Never", "rate_limited", (("retry-after", "inf"),)))
+    async with provider.connect(server, max_retries=3) as model:
+        with pytest.raises(RateLimitError) as caught:  # an endless wait is over any limit: no retry
+            await _call(model, QUESTION, streaming)
+    assert caught.value.retry_after == float("inf") and len(server.requests) == 4
 
 
 # -- streams and connections ---------------------------------------------------------------------------------
@@ -619,3 +625,234 @@ async def test_a_closed_model_refuses_work(provider: Provider, server: Any, stre
     with pytest.raises(IllegalConfigurationError, match="closed"):
         await _call(model, QUESTION, streaming)
     assert server.requests == []
+
+
+# -- what a provider does not know ---------------------------------------------------------------------------
+# Each fake's answer, as a newer API would send it: output items, content blocks, parts and streamed events
+# of kinds agentloop does not know, with fields of types agentloop's shapes do not expect. The answer must
+# come through whole, and each unknown kind be logged once at debug level.
+
+
+def _json_reply(reply: Reply, change: Callable[[Any], None]) -> Reply:
+    body = msgspec.json.decode(reply.body)
+    change(body)
+    return reply.with_faults(body=msgspec.json.encode(body))
+
+
+def _insert(reply: Reply, after: bytes, extra: list[bytes]) -> Reply:
+    """`extra` chunks inserted after the first chunk holding `after`."""
+    assert reply.chunks is not None
+    at = next(n for n, chunk in enumerate(reply.chunks) if after in chunk) + 1
+    return reply.with_faults(chunks=(*reply.chunks[:at], *extra, *reply.chunks[at:]))
+
+
+def _newer_openai(server: Any, reply: Reply) -> Reply:
+    custom = {"id": "ct_1", "type": "custom", "custom": {"name": "grammar", "input": "x"}}
+    if reply.chunks is None:
+
+        def change(body: Any) -> None:
+            message = body["choices"][0]["message"]
+            message["tool_calls"] = [custom, *(message.get("tool_calls") or [])]
+            message["content"] = [{"type": "text", "text": message["content"]}, {"type": "audio", "text": {}}]
+
+        return _json_reply(reply, change)
+    extra = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 7, **custom}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 7, "custom": {"input": {"y": 1}}}]}}]},
+    ]
+    return _insert(reply, b"data:", [encode_sse(e) for e in extra])
+
+
+def _newer_responses(server: Any, reply: Reply) -> Reply:
+    search = {"id": "ts_1", "type": "tool_search_call", "arguments": {"query": "weather"}, "status": "done"}
+    if reply.chunks is None:
+
+        def change(body: Any) -> None:
+            for item in body["output"]:
+                if item["type"] == "message":
+                    item["content"].append({"type": "output_audio", "text": {"rich": True}})
+            body["output"].insert(0, search)
+
+        return _json_reply(reply, change)
+    extra = [
+        {"type": "response.output_item.added", "output_index": 90, "item": search},
+        {"type": "response.tool_search_call.delta", "delta": {"q": 1}, "output_index": "3"},
+        {"type": "response.output_item.done", "output_index": 90, "item": search},
+    ]
+    return _insert(reply, b"response.created", [encode_sse(e, event=e["type"]) for e in extra])
+
+
+def _newer_anthropic(server: Any, reply: Reply) -> Reply:
+    blocks = [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"url": "u"}]},
+        {"type": "future_block", "text": {"rich": True}, "index": "x"},
+    ]
+    if reply.chunks is None:
+        return _json_reply(reply, lambda body: body.update(content=[*blocks, *body["content"]]))
+    unknown = [
+        ("content_block_start", {"index": 90, "content_block": blocks[2]}),
+        ("content_block_delta", {"index": 90, "delta": {"type": "future_delta", "text": {"x": 1}}}),
+        ("content_block_stop", {"index": 90}),
+        ("future_event", {"index": "x", "delta": {"x": 1}}),
+    ]
+    on_known = [  # deltas of unknown kinds on the first (known) block
+        ("content_block_delta", {"index": 0, "delta": {"type": "citations_delta", "citation": {"u": 1}}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "future_delta", "text": {"x": 1}}}),
+    ]
+    reply = _insert(
+        reply, b"content_block_start", [encode_sse({"type": n, **d}, event=n) for n, d in on_known]
+    )
+    return _insert(reply, b"message_start", [encode_sse({"type": n, **d}, event=n) for n, d in unknown])
+
+
+def _newer_gemini(server: Any, reply: Reply) -> Reply:
+    parts = [{"executableCode": {"language": "PYTHON", "code": "print(1)"}}, {"futurePart": {"x": [1]}}]
+    if reply.chunks is None:
+
+        def change(body: Any) -> None:
+            content = body["candidates"][0]["content"]
+            content["parts"] = [*parts, *content["parts"]]
+
+        return _json_reply(reply, change)
+    chunk = {"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}], "futureField": {}}
+    return _insert(reply, b"data:", [encode_sse(chunk)])
+
+
+def _newer_bedrock(server: Any, reply: Reply) -> Reply:
+    from agentloop.models._eventstream import encode_message
+
+    blocks = [{"citationsContent": {"citations": [{"x": 1}]}}, {"image": {"format": "png"}}]
+    if reply.chunks is None:
+
+        def change(body: Any) -> None:
+            message = body["output"]["message"]
+            message["content"] = [*blocks, *message["content"]]
+
+        return _json_reply(reply, change)
+
+    def event(name: str, payload: Any) -> bytes:
+        headers = {":event-type": name, ":content-type": "application/json", ":message-type": "event"}
+        return encode_message(headers, msgspec.json.encode(payload))
+
+    extra = [
+        event("futureEvent", {"contentBlockIndex": "x"}),
+        event("contentBlockStart", {"contentBlockIndex": 90, "start": {"image": {"format": "png"}}}),
+        event("contentBlockDelta", {"contentBlockIndex": 90, "delta": {"citation": {"x": 1}}}),
+        event("contentBlockStop", {"contentBlockIndex": 90}),
+    ]
+    return _insert(reply, b"messageStart", extra)
+
+
+def _call_of(call: ToolExecutionRequest) -> tuple[str | None, str, Any]:
+    return call.id, call.name, msgspec.json.decode(call.arguments)
+
+
+NEWER = {  # name: (the change, the unknown kinds it sends when streaming, and not)
+    "openai": (_newer_openai, {"custom"}, {"custom", "audio"}),
+    "responses": (
+        _newer_responses,
+        {"tool_search_call", "response.tool_search_call.delta"},
+        {"tool_search_call", "output_audio"},
+    ),
+    "anthropic": (
+        _newer_anthropic,
+        {"future_block", "future_delta", "future_event"},
+        {"server_tool_use", "web_search_tool_result", "future_block"},
+    ),
+    "gemini": (_newer_gemini, {"executableCode", "futurePart"}, {"executableCode", "futurePart"}),
+    "bedrock": (_newer_bedrock, {"futureEvent", "image", "citation"}, {"citationsContent", "image"}),
+}
+
+
+@pytest.mark.parametrize("answer", ["text", "calls"])
+@streaming
+async def test_what_a_provider_does_not_know_is_ignored_and_logged_once(
+    provider: Provider,
+    server: Any,
+    streaming: bool,
+    answer: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    newer, streamed_kinds, chat_kinds = NEWER[provider.name]
+    scripted = AiMessage("Checking both.", CALLS) if answer == "calls" else AiMessage(TEXT)
+    for _ in range(2):
+        server.add(lambda request: newer(server, server.render(scripted, request)))
+    request = ChatRequest([UserMessage("Weather and time in Paris?")], [WEATHER, TIME])
+    monkeypatch.setattr(unknown, "_noted", set())  # what earlier tests noted is noted again here
+    caplog.set_level(logging.DEBUG, logger="agentloop.models")
+    async with provider.connect(server) as model:
+        first, second = [await _call(model, request, streaming) for _ in range(2)]
+    for response in (first, second):
+        message = response.ai_message
+        assert message.text == scripted.text
+        assert [_call_of(c) for c in message.tool_execution_requests] == [
+            _call_of(c) for c in scripted.tool_execution_requests
+        ]
+    notes = [r.getMessage() for r in caplog.records if "of unknown kind" in r.getMessage()]
+    for kind in streamed_kinds if streaming else chat_kinds:
+        assert len([n for n in notes if kind in n]) >= 1, (kind, notes)
+    assert len(notes) == len(set(notes))  # the second answer logged nothing new
+
+
+# -- history rules, checked before sending -------------------------------------------------------------------
+
+TOOL_ROUND = [
+    UserMessage("Weather and time in Paris?"),
+    AiMessage("Let me check.", CALLS),
+    ToolExecutionResultMessage("call_a", "get_weather", "18°C"),
+    ToolExecutionResultMessage("call_b", "get_time", "noon"),
+    AiMessage("18°C at noon."),
+    UserMessage("Thanks. And tomorrow?"),
+]
+
+
+@streaming
+async def test_tool_rounds_in_the_history_of_a_request_without_tools_are_accepted(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    """Bedrock and Anthropic take tool blocks only with tools declared: the rounds go as text, in order."""
+    server.add("Probably sunny.")
+    async with provider.connect(server) as model:
+        response = await _call(model, ChatRequest(TOOL_ROUND), streaming)
+    assert response.text == "Probably sunny."  # the fake checked the request as the API does
+    sent = server.requests[0].body.decode()
+    for seen in ("Let me check.", "get_weather", "Paris, France", "18°C", "get_time", "noon", "tomorrow"):
+        assert seen in sent, seen
+    assert sent.index("get_weather") < sent.index("18") < sent.index("tomorrow")
+
+
+@streaming
+async def test_a_history_that_starts_with_the_assistant(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    """Bedrock requires the user to speak first: refused before sending, saying how to fix it; the others
+    take it."""
+    server.add("Fine.").add("Fine.")
+    history = [AiMessage("Hi! How can I help?"), UserMessage("Just saying hello.")]
+    async with provider.connect(server) as model:
+        if provider.name == "bedrock":
+            with pytest.raises(BadRequestError, match="start with a user message; start message_history"):
+                await _call(model, ChatRequest(history), streaming)
+            assert server.requests == []
+        else:
+            assert (await _call(model, ChatRequest(history), streaming)).text == "Fine."
+
+
+@streaming
+async def test_a_history_that_starts_with_tool_calls(
+    provider: Provider, server: Any, streaming: bool
+) -> None:
+    """Gemini needs a user turn before a function call turn, Bedrock a user turn first: both refuse before
+    sending; the others take it."""
+    server.add("Fine.")
+    history = [*TOOL_ROUND[1:4], UserMessage("And tomorrow?")]
+    async with provider.connect(server) as model:
+        request = ChatRequest(history, [WEATHER, TIME])
+        if provider.name in ("bedrock", "gemini"):
+            with pytest.raises(BadRequestError, match="UserMessage"):
+                await _call(model, request, streaming)
+            assert server.requests == []
+        else:
+            assert (await _call(model, request, streaming)).text == "Fine."

@@ -28,6 +28,7 @@ from agentloop import (
 )
 from agentloop._tools._threads import (
     ABANDONED_THREADS_PER_TOOL,
+    THREADS_PER_TOOL,
     TOOL_THREADS,
     abandoned_threads,
     busy_threads,
@@ -140,6 +141,30 @@ async def test_a_hung_sync_tool_keeps_a_bounded_number_of_threads_and_others_sti
     assert again.result == "released" and not again.has_failed
 
 
+async def test_many_concurrent_calls_of_one_hung_tool_hold_a_bounded_share_of_the_threads(gate: Gate) -> None:
+    """45 calls at once of one sync tool that hangs, all timed out: they hold at most THREADS_PER_TOOL of the
+    TOOL_THREADS, so another sync tool runs at once (before, they held all 40 and it waited its timeout)."""
+
+    def blocks(request: Any, context: Any) -> str:
+        return gate()
+
+    hang = Tool(ToolSpecification("hang"), blocks, timeout=0.05)
+
+    @tool(timeout=5)
+    def healthy() -> str:
+        return "fine"
+
+    results = await execute_tool_calls(_calls("hang", 45), [hang])
+    assert all(e.has_failed for e in results)
+    assert gate.inside == gate.entered == THREADS_PER_TOOL < TOOL_THREADS
+    assert busy_threads() == THREADS_PER_TOOL
+    [execution] = await execute_tool_calls(_calls("healthy", 1), [healthy])
+    assert execution.result == "fine"
+    gate.release.set()
+    await _until_no_abandoned_threads()
+    assert busy_threads() == 0
+
+
 async def test_a_cancelled_sync_call_stops_waiting_at_once_and_its_thread_keeps_its_slot(gate: Gate) -> None:
     with anyio.move_on_after(0.05) as scope:
         await run_sync_in_worker(gate)
@@ -157,9 +182,8 @@ async def test_no_more_than_tool_threads_threads_ever_run_sync_code(
 ) -> None:
     """The bound counts every thread running sync code, the abandoned ones too: never one more."""
     monkeypatch.setattr(threads_module, "TOOL_THREADS", threads)
-    monkeypatch.setattr(
-        threads_module, "ABANDONED_THREADS_PER_TOOL", 1000
-    )  # one tool may take every slot here
+    monkeypatch.setattr(threads_module, "ABANDONED_THREADS_PER_TOOL", 1000)  # one tool may take every slot
+    monkeypatch.setattr(threads_module, "THREADS_PER_TOOL", 1000)
     peak = 0
 
     async def watch() -> None:

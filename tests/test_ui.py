@@ -489,7 +489,13 @@ async def test_answers_that_do_not_fit_the_paused_run_are_refused_and_run_nothin
     body = answer_to(paused.chunks(), True)
     approval = body["messages"][-1]["parts"][0]["approval"]
     token = approval["id"].rpartition(".")[0]
-    for bad_id, status in ((f"{token}.7", 400), ("not-an-id", 400)):
+    for bad_id, status in (
+        (f"{token}.7", 400),
+        ("not-an-id", 400),
+        (f"{token}.²", 400),  # isdigit() says yes, int() raises: was a 500
+        (f"{token}.٣", 400),  # an Arabic-Indic 3: int() reads it as 3
+        (f"{token}.-0", 400),
+    ):
         approval["id"] = bad_id
         refused = await Exchange(body).run(app)
         assert refused.status == status and refused.json()["type"] == "BadRequest"
@@ -502,6 +508,9 @@ async def test_requests_the_apps_refuse() -> None:
     assert get.status == 405 and get.headers["allow"] == "POST"
     not_user = await Exchange({"messages": [ui("system", text("x"))]}).run(app)
     assert not_user.status == 400 and "last message" in not_user.json()["message"]
+    empty = {"type": "file", "url": "data:image/png;base64,", "mediaType": "image/png"}
+    refused = await Exchange({"messages": [ui("user", text("look"), empty)]}).run(app)
+    assert refused.status == 400 and "data is empty (0 bytes)" in refused.json()["message"]
     ag = ag_ui_app(Agent(ScriptedChatModel(["x"])))
     missing = await Exchange({"messages": []}).run(ag)
     assert missing.status == 400 and "threadId" in missing.json()["message"]
@@ -513,6 +522,10 @@ async def test_requests_the_apps_refuse() -> None:
         (spreadsheet, "cannot go to the model"),
         (audio, "audio cannot go to the model"),
         ({"type": "image", "source": {}}, "needs a source"),
+        (
+            {"type": "image", "source": {"type": "data", "value": "", "mimeType": "image/png"}},
+            "data is empty",
+        ),
     ):
         body = {
             "threadId": "t",
@@ -529,6 +542,10 @@ async def test_requests_the_apps_refuse() -> None:
     }
     refused = await Exchange(bad_resume).run(ag)
     assert refused.status == 400 and "approved" in refused.json()["message"]
+    for forged in ("x.²", "x.٣", "x.", ".0", "x.1234567"):  # malformed interrupt ids: 4xx, never a 500
+        answer = {"interruptId": forged, "status": "resolved", "payload": {"approved": True}}
+        refused = await Exchange({**bad_resume, "resume": [answer]}).run(ag)
+        assert 400 <= refused.status < 500, (forged, refused.status)
 
 
 async def test_an_agent_with_memory_needs_to_know_whose_conversation_it_is() -> None:
@@ -613,3 +630,99 @@ async def test_docs_snippets_run() -> None:
     assert "'result': '2 + 3 = 5.'" in lines[5]
     assert lines[6] == "['Delete /tmp/x', 'Hello Ada.']"
     assert lines[7].startswith("['start', 'start-step', 'text-start'")
+
+
+async def test_a_page_history_with_tool_parts_reaches_bedrock_from_an_agent_without_tools(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Converse takes tool blocks only with a toolConfig: the page's earlier tool round goes as text, so an
+    agent without tools answers from a page that shows one (both apps, over the fake Bedrock server)."""
+    pytest.importorskip("botocore")
+    from agentloop.testing import FakeBedrockServer
+    from tests.provider_helpers import bedrock_model
+
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    call = {
+        "type": "dynamic-tool",
+        "toolName": "add",
+        "toolCallId": "t1",
+        "state": "output-available",
+        "input": {"a": 1, "b": 2},
+        "output": 3,
+    }
+    vercel_body = {"messages": [ui("user", text("1 + 2?")), ui("assistant", call), ui("user", text("Sure?"))]}
+    ag_body = {
+        "threadId": "t",
+        "runId": "r",
+        "messages": [
+            {"id": "1", "role": "user", "content": "1 + 2?"},
+            {
+                "id": "2",
+                "role": "assistant",
+                "toolCalls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a":1,"b":2}'},
+                    }
+                ],
+            },
+            {"id": "3", "role": "tool", "toolCallId": "t1", "content": "3"},
+            {"id": "4", "role": "user", "content": "Sure?"},
+        ],
+    }
+    with FakeBedrockServer(["Yes, 3."] * 2) as server:
+        async with bedrock_model(server, "anthropic.claude-3-5-haiku-20241022-v1:0", max_retries=0) as model:
+            agent = Agent(model)
+            vercel = await Exchange(vercel_body).run(vercel_ai_app(agent))
+            ag = await Exchange(ag_body).run(ag_ui_app(agent))
+        sent = [r.body.decode() for r in server.requests]
+    assert vercel.status == ag.status == 200
+    assert not any(c != "[DONE]" and c["type"] == "error" for c in vercel.chunks())
+    assert "RUN_ERROR" not in b"".join(ag.frames).decode()
+    assert len(sent) == 2 and all("toolUse" not in body and "[called tool add" in body for body in sent)
+
+
+async def test_a_retried_tool_call_is_one_tool_input_on_the_page() -> None:
+    from agentloop.middleware import ToolRetry
+
+    attempts: list[int] = []
+
+    @tool("Fails once, then works")
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 2:
+            raise ConnectionError("try again")
+        return "ok"
+
+    model = ScriptedChatModel([AiMessage(None, [request("c1", "flaky", {})]), "done"])
+    app = vercel_ai_app(Agent(model, tools=[flaky], middleware=[ToolRetry(wait=0)]))
+    chunks = [c for c in (await Exchange(chat("go")).run(app)).chunks() if c != "[DONE]"]
+    types = [c["type"] for c in chunks]
+    assert len(attempts) == 2
+    assert types.count("tool-input-available") == 1 and types.count("tool-output-available") == 1
+
+
+async def test_a_page_never_receives_text_an_output_guardrail_blocks() -> None:
+    """Both apps stream a guarded answer held until checked: the blocked text never reaches the page, the
+    page gets the error; an answer that passes arrives whole."""
+    from agentloop.middleware import OutputGuardrail
+
+    def agent() -> Agent:
+        return Agent(
+            ScriptedChatModel(["The admin password is hunter2.", "All fine."]),
+            middleware=[OutputGuardrail(lambda text: "hunter2" in text, name="no-secrets")],
+        )
+
+    vercel = vercel_ai_app(agent())
+    blocked = b"".join((await Exchange(chat("password?")).run(vercel)).frames).decode()
+    assert "hunter2" not in blocked and "no-secrets" in blocked and '"type":"error"' in blocked
+    passed = [c for c in (await Exchange(chat("hi")).run(vercel)).chunks() if c != "[DONE]"]
+    deltas = [c["delta"] for c in passed if c["type"] == "text-delta"]
+    assert "".join(deltas) == "All fine." and len(deltas) > 1  # in the model's pieces, once checked
+    assert all(c["type"] != "error" for c in passed)
+    ag = ag_ui_app(agent())
+    body = {"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "password?"}]}
+    events = b"".join((await Exchange(body).run(ag)).frames).decode()
+    assert "hunter2" not in events and "RUN_ERROR" in events

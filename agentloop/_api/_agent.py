@@ -12,8 +12,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 import anyio
-import msgspec
-import pydantic_core
 
 from .._conforms import conforms
 from .._features.approval import ApprovalRules, Decision, PendingApproval
@@ -25,6 +23,8 @@ from .._features.output import (
     OutputValidator,
     structured_output,
 )
+from .._features.results import ResultShelf
+from .._features.search import search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
 from .._runtime._loop import Invocation, Listener, run_invocation
@@ -40,15 +40,13 @@ from .._tools._execution import (
     ReservingToolRunner,
     ToolRunner,
 )
-from .._tools._tool import Tool
+from .._tools._tool import Tool, check_result_limit
 from .._tools._toolset import ToolProvider, is_dynamic, resolve_tools
 from .._values._context import ToolContext, new_invocation_id
 from .._values._errors import (
     ApprovalError,
     IllegalConfigurationError,
     InvocationTimeoutError,
-    ToolArgumentsError,
-    ToolExecutionError,
 )
 from .._values._messages import (
     ChatMessage,
@@ -62,9 +60,9 @@ from .._values._messages import (
 from .._values._options import NO_OPTIONS, CallOptions
 from .._values._records import ReturnBehavior
 from .._values._result import Result
-from .._values._spec import ToolSpecification
 from ..models import ChatModel
 from ..models._base import model_name_of, provider_of
+from ._agent_tool import agent_tool
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -117,7 +115,9 @@ class Agent(Generic[OutputT]):
     `ToolExecuted` events in call order instead of completion order.
 
     `middleware`: `Middleware` around every model call, tool call and invocation, outermost first (a call's
-    own `middleware=` runs inside these); see docs/middleware.md.
+    own `middleware=` runs inside these); see docs/middleware.md. `tool_result_limit` (tokens): a longer
+    tool result is kept aside and the model gets its beginning and a `read_tool_result` tool (a tool's own
+    `@tool(result_limit=...)` wins); see docs/context.md.
 
     `instrument`: True traces this agent with OpenTelemetry (`agentloop-runtime[otel]`), an
     `agentloop.otel.Instrumentation` with those settings, False never; None (default) follows
@@ -160,6 +160,7 @@ class Agent(Generic[OutputT]):
         output_validator: OutputValidator | None = None,
         output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
         middleware: Sequence[Middleware] | None = None,
+        tool_result_limit: int | None = None,
     ) -> None:
         if isinstance(model, str):
             from ..models import infer_model
@@ -207,6 +208,8 @@ class Agent(Generic[OutputT]):
         # The seam of a call without middleware of its own: (its observer, the agent's middleware, the seam).
         self._seam: tuple[Observer | None, tuple[Middleware, ...], Seam] | None = None
         self._memories: dict[Any, ChatMemory] = {}
+        self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
+        self._shelf = ResultShelf(self.tool_result_limit)
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -574,6 +577,8 @@ class Agent(Generic[OutputT]):
         )
         if output is not None and output.mode == "tool":
             toolset = resolve_tools([toolset, output.tools()])
+        if self._shelf.applies(toolset):  # long results kept aside: the model may read on
+            toolset = resolve_tools([toolset, [self._shelf.reader]])
         run = _Run(
             user_message,
             memory_id,
@@ -627,22 +632,26 @@ class Agent(Generic[OutputT]):
                 deadline=run.deadline,
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
-                checkpoint=approval,
                 agent_name=self.name,
                 output=run.output,
-                seam=run.seam.with_features(_features(run.output, approval)),
-                call_context=CallContext(self, run.invocation_id, memory_id, run.context),
+                seam=run.seam.with_features(
+                    _features(run.output, approval, self._shelf, run.toolset),
+                    checks=[run.output] if run.output is not None else (),
+                ),
+                call_context=CallContext(
+                    self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
+                ),
                 dynamic_tools=dynamic and is_dynamic(self.tool_provider),
                 reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
                 history=run.history,
+                price_source=None
+                if self._pricing is None
+                else (self._pricing, self._provider, self._model_name),
             )
             result = await run_invocation(invocation, run.emit)
-        if self._pricing is None:
-            return result
-        load_prices(self._pricing)
-        # The Result was made for this call alone: setting the field in place spares a copy of it.
-        object.__setattr__(result, "price_source", (self._pricing, self._provider, self._model_name))
+        if self._pricing is not None:
+            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
 
     # -- memory -------------------------------------------------------------------------------------------
@@ -696,42 +705,12 @@ class Agent(Generic[OutputT]):
         tool_name = name or self.name
         if not tool_name:
             raise IllegalConfigurationError("Give the agent a name (Agent(name=...) or as_tool(name=...))")
-        specification = ToolSpecification(
-            name=tool_name,
-            description=description or self.description,
-            parameters={
-                "type": "object",
-                "properties": {"request": {"type": "string", "description": "The request, passed on as is"}},
-                "required": ["request"],
-            },
-        )
 
-        async def run(request: ToolExecutionRequest, ctx: ToolContext) -> Result[Any]:
-            try:
-                arguments = msgspec.json.decode(request.arguments or "{}")
-            except (msgspec.DecodeError, RecursionError) as error:  # RecursionError: nesting too deep
-                raise ToolArgumentsError(f"Invalid JSON arguments for tool '{tool_name}': {error}") from None
-            text = arguments.get("request") if isinstance(arguments, dict) else None
-            if not isinstance(text, str):
-                raise ToolArgumentsError(f"Tool '{tool_name}' needs a string argument 'request'")
-            remaining = ctx.remaining_time()
+        async def invoke(text: str, ctx: ToolContext) -> Result[Any]:
             own_id = _STATELESS if memory_id is None else memory_id(ctx)
-            result = await self._invoke(text, own_id, ctx.context, None, remaining, None)
-            if result.pending is not None:  # nobody could resume it from inside another agent's round
-                waiting = ", ".join(r.tool_name for r in result.pending.requests)
-                raise ToolExecutionError(
-                    f"Agent {tool_name!r} stopped: its calls of {waiting} wait for approval, and an agent "
-                    "used as a tool cannot pause; give it an approval_handler"
-                )
-            return result
+            return await self._invoke(text, own_id, ctx.context, None, ctx.remaining_time(), None)
 
-        return Tool(
-            specification,
-            run,
-            return_behavior=return_behavior,
-            timeout=timeout,
-            result_converter=_agent_answer,
-        )
+        return agent_tool(tool_name, description or self.description, invoke, return_behavior, timeout)
 
     def __agentloop_tools__(self) -> list[Tool]:
         """An agent given in another agent's `tools=` becomes a tool through `as_tool()`."""
@@ -766,26 +745,20 @@ def _with_instructions(message: SystemMessage | None, output: OutputRun | None) 
     return message if output is None else output.system_message(message)
 
 
-def _features(output: OutputRun | None, gate: ApprovalGate | None) -> list[Middleware]:
+def _features(
+    output: OutputRun | None, gate: ApprovalGate | None, shelf: ResultShelf, tools: Any
+) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
     features: list[Middleware] = []
     if output is not None and output.shapes_requests:
         features.append(output)
     if gate is not None:
         features.append(gate)
+    if tools is not None:
+        features += search_filters(tools)  # each ToolSearch shows only what its searches found
+        if shelf.applies(tools):
+            features.append(shelf)
     return features
-
-
-def _agent_answer(result: Any) -> str:
-    """What the calling model sees of an agent-tool's Result: its answer (a structured output as JSON), or
-    its tools' results."""
-    if isinstance(result, Result):
-        if result.output is not result.content and result.output is not None:
-            return pydantic_core.to_json(result.output).decode()
-        if result.content is not None:
-            return str(result.content)
-        return msgspec.json.encode([e.result for e in result.tool_executions]).decode()
-    return str(result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -835,3 +808,10 @@ def _resume_options(resume: Resume, output_type: Any, middleware: Any) -> CallOp
             pending_id=pending.id,
         )
     return options
+
+
+def _output_tool_names(output: OutputRun | None) -> frozenset[str]:
+    """The names of the output tools of an invocation in the tool mode (none in the other modes)."""
+    if output is None or output.mode != "tool" or output.schema is None:
+        return frozenset()
+    return frozenset(member.tool_name for member in output.schema.members)

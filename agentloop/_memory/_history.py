@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from .._values._errors import IllegalConfigurationError
 from .._values._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
 
-__all__ = ["checked_history"]
+__all__ = ["checked_history", "split_history"]
 
 _FIX = "pass the messages of earlier results (`result.new_messages`), which always pair calls and results"
 
@@ -67,3 +67,14 @@ def _unanswered(open_calls: dict[str | None, str], where: str) -> str:
         f"Tool calls without a result {where}: {calls}; every tool call needs its ToolExecutionResultMessage "
         f"right after the AiMessage that made it (providers reject the request otherwise). {_FIX}"
     )
+
+
+def split_history(
+    messages: list[ChatMessage], user_message: UserMessage
+) -> tuple[list[ChatMessage], list[ChatMessage]]:
+    """A memory-less paused state's messages as (the history before the invocation, the invocation's own):
+    the invocation's part starts at its user message, the last one equal to it."""
+    for start in range(len(messages) - 1, -1, -1):
+        if messages[start] == user_message:
+            return messages[:start], messages[start:]
+    return [], messages

@@ -18,8 +18,8 @@ from anyio.abc import TaskGroup
 from .._tools._execution import execute_tool_call, rejected_call
 from .._tools._toolset import Toolset
 from .._values._context import ToolContext
-from .._values._errors import BadResponseError
-from .._values._events import BeforeToolExecution, ToolExecuted
+from .._values._errors import BadResponseError, IllegalConfigurationError, ResponseTruncatedError
+from .._values._events import BeforeToolExecution, ToolExecuted, ToolRetrying
 from .._values._messages import ToolExecutionRequest, is_whole_object
 from .._values._records import ToolExecution
 from ._hooks import DEFERRED
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._loop import Listener
     from ._seam import Seam
 
-__all__ = ["CallSite", "Calls"]
+__all__ = ["CallSite", "Calls", "refuse_cut_calls"]
 
 
 class CallSite(Protocol):
@@ -103,7 +103,7 @@ class Calls:
         self._round = round
         self._limiter = limiter
         self._emit = emit
-        self._eager = eager and inv.eager_tools
+        self._eager = eager and inv.eager_tools and inv.seam.eager_tools
         self._by_index: dict[int, ToolExecutionRequest] = {}  # as the model sent them
         self._ids: dict[int, str] = {}  # the id each call carries from here on
         self._used: set[str] = set()
@@ -191,8 +191,14 @@ class Calls:
         if features is None:
             execution = await self._call(index, request, None)
         else:  # the features' middleware (approval) outside the user's: denied or deferred calls stop there
-            call = self._tool_call(request, index)
-            execution = await features(call, lambda call: self._call(index, call.request, call))
+
+            def past_features(call: ToolCall) -> Awaitable[ToolExecution]:
+                self._check_same(request, call.request, "passed on")
+                return self._call(index, call.request, call)
+
+            execution = await features(self._tool_call(request, index), past_features)
+        if execution is not DEFERRED:
+            self._check_same(request, execution.request, "returned an execution of")
         if execution is DEFERRED:  # waits for a decision from outside: not stored, not reported
             self.waiting = True
             self._silent.add(index)
@@ -212,9 +218,15 @@ class Calls:
         on_start = None
         if emit is not None:
             round = self._round
+            attempts = 0
 
             async def on_start(index: int, request: ToolExecutionRequest) -> None:
-                await emit(BeforeToolExecution(request, index, round))
+                nonlocal attempts  # ToolRetry runs the call again: one BeforeToolExecution per call
+                attempts += 1
+                if attempts == 1:
+                    await emit(BeforeToolExecution(request, index, round))
+                else:
+                    await emit(ToolRetrying(request, index, round, attempts))
 
         chain = inv.seam.tool
         if chain is None:
@@ -222,10 +234,17 @@ class Calls:
         else:  # the middleware's hooks around the call, outermost first
 
             async def innermost(call: ToolCall) -> ToolExecution:
+                self._check_same(request, call.request, "passed on")
                 return await self._execute(call.request, index, on_start)
 
             work = chain(call or self._tool_call(request, index), innermost)
-        execution = await work
+        execution: object = await work
+        if not isinstance(execution, ToolExecution):
+            raise IllegalConfigurationError(
+                f"A wrap_tool_call middleware ({', '.join(inv.seam.tool_middleware)}) returned "
+                f"{execution!r} for tool call {request.id!r}; return the ToolExecution that "
+                "`await call_next(call)` gave (or one you built for this call)"
+            )
         log_tool_call(execution)
         return execution
 
@@ -249,6 +268,20 @@ class Calls:
         runner = inv.options.tool_runner
         return run() if runner is None else runner(request, run)
 
+    def _check_same(self, request: ToolExecutionRequest, got: ToolExecutionRequest, did: str) -> None:
+        """A `wrap_tool_call` may change a call's arguments, never its id or name: a result for another id
+        would sit in memory next to a call nothing answers, and every later request on it would fail."""
+        if got.id == request.id and got.name == request.name:
+            return
+        names = ", ".join(self._inv.seam.tool_middleware) or "none"
+        raise IllegalConfigurationError(
+            f"A wrap_tool_call middleware (the tool middleware of this invocation: {names}) {did} tool call "
+            f"{request.id!r} ({request.name!r}) as call {got.id!r} ({got.name!r}); a middleware may change "
+            "a call's arguments (call.replace(request=...) keeping the request's id and name) but not its id "
+            "or name. To run another tool, call it from your middleware and return an execution of this "
+            "call. Nothing of this round was stored."
+        )
+
     async def _report(self, execution: ToolExecution | None, index: int) -> None:
         """Emits `ToolExecuted` for call `index` (None: it waits for a person): as each call completes, or in
         call order with `ordered_events`. Calls in `_silent` are not reported."""
@@ -270,3 +303,18 @@ def _with_id(request: ToolExecutionRequest, call_id: str) -> ToolExecutionReques
     return (
         request if request.id == call_id else ToolExecutionRequest(call_id, request.name, request.arguments)
     )
+
+
+def refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
+    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
+    round must not be stored: a cut call sent back makes providers reject every later request)."""
+    for index, request in enumerate(requests):
+        if not is_whole_object(request.arguments):
+            raise ResponseTruncatedError(
+                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
+                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
+                "it cannot run and nothing of this response was stored (calls that started early while it "
+                "streamed were cancelled; their side effects up to then may have happened). Raise the "
+                "model's max_tokens (e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool "
+                "arguments."
+            )

@@ -5,16 +5,16 @@ loop:
   response = the model call through the seam: `wrap_model_call` of the features (structured output shapes
              the request), then the user's; streamed when someone listens (structured output watches it
              for partial outputs), tool calls may start while it streams. A resumed invocation's first
-             response is its saved round's (the Checkpoint claims it; calls that had finished are kept)
-  no tool calls -> check the answer (structured output may ask for a correction), commit it, finish
+             response is its saved round's (an `on_resume` hook gives it; calls that had finished are kept)
+  no tool calls -> the seam's `on_answer` hooks check it (ModelRetry: a correction, go on), commit, finish
   round += 1, at most max_tool_rounds
   run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
-  some call DEFERRED (waits for a person) -> the Checkpoint saves the round, nothing is committed, finish
+  some call DEFERRED (waits for a person) -> an `on_hold` hook saves the round, nothing committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
-  a valid output call, or immediate return (ReturnBehavior rule, once per response) -> finish
+  a valid output call (checked by `on_answer` before the commit), or immediate return -> finish
 
 The loop knows features only through the seam (`Invocation.seam`: tracing too) and declared Protocols:
-`OutputHook` and `Checkpoint` (`_hooks.py`: what gets committed), `ReservingToolRunner`, the durable clock
+`OutputHook` (`_hooks.py`: a round's output call, partial outputs), `ReservingToolRunner`, the durable clock
 and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import msgspec
 
 from .._conforms import conforms
 from .._memory._chat import ChatMemory, FinalCommitMemory
+from .._memory._history import split_history
 from .._tools._execution import ExecutionOptions, should_return_immediately
 from .._tools._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .._values._context import ToolContext
-from .._values._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
+from .._values._errors import BadResponseError, IllegalConfigurationError, ModelRetry, ToolRoundsExceededError
 from .._values._events import (
     IntermediateResponse,
     ModelProgress,
@@ -51,17 +52,23 @@ from .._values._messages import (
     TokenUsage,
     ToolExecutionRequest,
     UserMessage,
-    is_whole_object,
 )
 from .._values._options import NO_OPTIONS, CallOptions
-from .._values._progress import GenerationProgress
 from .._values._records import ToolExecution
 from .._values._result import Result
-from ..models import ChatModel, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._calls import Calls
-from ._hooks import NOT_FOUND, Checkpoint, OutputHook, RetryOutput
+from ..models import (
+    ChatModel,
+    GenerationProgress,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+from ._calls import Calls, refuse_cut_calls
+from ._hooks import NOT_FOUND, OutputHook
 from ._observe import log_model_call
-from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
+from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, ModelCall, Seam
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -101,8 +108,6 @@ class Invocation:
     deadline: float | None
     eager_tools: bool
     ordered_events: bool = False
-    checkpoint: Checkpoint | None = None
-    """Saves a round with a deferred call, and goes on from a saved one (approval); None: none can wait."""
     agent_name: str | None = None
     output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
     seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
@@ -114,6 +119,8 @@ class Invocation:
     """The call's own `output_type` and `middleware`: a paused round keeps them."""
     history: Sequence[ChatMessage] = ()
     """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
+    price_source: Any = None
+    """What `Result.cost()` prices the responses with (the agent's `pricing=`), carried into the Result."""
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
@@ -138,11 +145,13 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
-    resumed = inv.checkpoint.restart if inv.checkpoint is not None else None
+    corrected = False  # an answer was sent back for correction: the messages wait for a valid one
+    assert inv.call_context is not None
+    resumed = await inv.seam.resumed(inv.call_context) if inv.seam.resume else None
     if resumed is not None:  # a saved round goes on: its calls run first, then the loop as usual
         unsaved, round = list(resumed.messages), resumed.round - 1
         if inv.memory is None:  # the state carried the history too: for the model, not for new_messages
-            history, unsaved = _split_history(unsaved, resumed.user_message)
+            history, unsaved = split_history(unsaved, resumed.user_message)
     while True:
         if inv.dynamic_tools and round > 0:
             toolset = await _tools(inv, history + unsaved)
@@ -151,16 +160,15 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         async with anyio.create_task_group() as task_group:
             calls = Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
             if resumed is not None:  # the saved response, claimed: its calls that did not finish run now
-                assert inv.checkpoint is not None
                 calls.keep(resumed.executions)
-                response, resumed = await inv.checkpoint.claim(toolset, inv), None
+                response, resumed = await resumed.claim(toolset, inv.memory), None
             else:
                 response = await _model_call(inv, request, round, emit, typed, calls)
             log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
                 if response.finish_reason is FinishReason.LENGTH:
-                    _refuse_cut_calls(ai.tool_execution_requests)
+                    refuse_cut_calls(ai.tool_execution_requests)
                 if not may_run_tools:
                     raise ToolRoundsExceededError(
                         f"The model asked for tools again after {inv.max_tool_rounds} tool rounds "
@@ -178,14 +186,13 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                 calls.discard()
         usage = response.token_usage if usage is None else usage + response.token_usage
         if not ai.tool_execution_requests:
-            output: Any = ai.text
-            if inv.output is not None:
-                try:
-                    output = await inv.output.answer(ai, _context(inv, round))
-                except RetryOutput as retry:  # not a valid output: the model gets a correction
-                    intermediate.append(response)
-                    unsaved += [ai, retry.message]
-                    continue
+            try:
+                output: Any = await _answer(inv, response, ai.text, round)
+            except ModelRetry as retry:  # not a valid answer: the model gets a correction
+                intermediate.append(response)
+                unsaved += [ai, UserMessage(retry.message)]
+                corrected = True
+                continue
             await _commit(inv.memory, [*unsaved, ai], final=True)
             added += [*unsaved, ai]
             finish = response.finish_reason
@@ -196,10 +203,13 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         round_executions = calls.executions()
         executions += round_executions
         intermediate.append(response)
-        if calls.waiting:  # a deferred call waits for a person: the round is saved, nothing committed
-            assert inv.checkpoint is not None
+        if calls.waiting:  # a deferred call waits (for a person): the round is held, nothing committed
             carried = unsaved if inv.memory is not None else history + unsaved
-            pending = await inv.checkpoint.save(inv, response, round, round_executions, carried, typed)
+            held = HeldRound(
+                response, round, tuple(round_executions), tuple(carried), inv.user_message,
+                inv.call_context, inv.memory, inv.call_options, typed,
+            )  # fmt: skip
+            pending = await inv.seam.held(held)
             finish = FinishReason.APPROVAL_REQUIRED
             return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
@@ -207,7 +217,14 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         output = NOT_FOUND if inv.output is None else inv.output.found(round_executions)
         behaviours = [e.return_behavior for e in round_executions]
         immediate = should_return_immediately(behaviours, any(e.has_failed for e in round_executions))
-        if output is NOT_FOUND and not immediate and inv.output is not None and inv.output.retrying:
+        corrected = corrected or (inv.output is not None and inv.output.retrying)
+        if output is not NOT_FOUND:
+            try:
+                output = await _answer(inv, response, output, round)
+            except ModelRetry as retry:  # the output call's value is not accepted: a correction
+                unsaved, output, corrected = [*messages, UserMessage(retry.message)], NOT_FOUND, True
+                continue
+        if output is NOT_FOUND and not immediate and corrected:
             unsaved = messages  # an output being corrected: stored with the valid one, or never
             continue
         await _commit(inv.memory, messages)
@@ -249,22 +266,24 @@ async def _model_call(
         return await _stream_model(model, call.request, round, emit, typed, calls, inv.output)
 
     assert inv.call_context is not None
-    response = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
+    response: object = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
+    if not isinstance(response, ChatResponse):
+        names = ", ".join(type(m).__qualname__ for m in inv.seam.middleware)
+        raise IllegalConfigurationError(
+            f"A wrap_model_call middleware ({names}) returned {response!r}; return the ChatResponse that "
+            "`await call_next(call)` gave (or one you built, e.g. ChatResponse(AiMessage('...')))"
+        )
     text = response.ai_message.text
     if emit is not None and not streamed and text:
         await emit(PartialResponse(text, round))
     return response
 
 
-def _split_history(
-    messages: list[ChatMessage], user_message: UserMessage
-) -> tuple[list[ChatMessage], list[ChatMessage]]:
-    """A memory-less paused state's messages as (the history before the invocation, the invocation's own):
-    the invocation's part starts at its user message, the last one equal to it."""
-    for start in range(len(messages) - 1, -1, -1):
-        if messages[start] == user_message:
-            return messages[:start], messages[start:]
-    return [], messages
+async def _answer(inv: Invocation, response: ChatResponse, output: Any, round: int) -> Any:
+    """The output of the answer ending the invocation, through the seam's `on_answer` hooks."""
+    if not inv.seam.answer:
+        return output
+    return await inv.seam.answered(Answer(response, output, round, _context(inv, round)))
 
 
 async def _stream_model(
@@ -305,21 +324,6 @@ async def _stream_model(
     if response is None:
         raise BadResponseError("The model's stream ended without a final response")
     return response
-
-
-def _refuse_cut_calls(requests: Sequence[ToolExecutionRequest]) -> None:
-    """A response cut by the output token limit: a call whose arguments are not whole must not run (and the
-    round must not be stored: a cut call sent back makes providers reject every later request)."""
-    for index, request in enumerate(requests):
-        if not is_whole_object(request.arguments):
-            raise ResponseTruncatedError(
-                f"The model's response hit its output token limit (finish reason LENGTH) inside tool call "
-                f"#{index} {request.name!r} ({len(request.arguments)} characters of arguments received), so "
-                "it cannot run and nothing of this response was stored (calls that started early while it "
-                "streamed were cancelled; their side effects up to then may have happened). Raise the "
-                "model's max_tokens (e.g. OpenAIChatModel(..., max_tokens=4096)) or ask for shorter tool "
-                "arguments."
-            )
 
 
 async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
@@ -366,6 +370,7 @@ def _result(
         invocation_id=inv.invocation_id,
         output=output,
         pending=pending,
+        price_source=inv.price_source,
     )
 
 

@@ -39,6 +39,9 @@ class Observer(Middleware):
     While `enabled` is False (e.g. no telemetry backend configured) it is left out of the invocation.
     """
 
+    allows_eager_tools = True
+    """An observer records responses, never changes them: tool calls may start while the model streams."""
+
     @property
     def enabled(self) -> bool:
         """Whether to place it on the next invocation's seam (looked up once per invocation)."""

@@ -15,18 +15,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._tools._tool import Tool
 from .._values._context import ToolContext
 from .._values._errors import IllegalConfigurationError
-from .._values._messages import ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
+from .._values._messages import (
+    AiMessage,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    ToolExecutionRequest,
+    UserMessage,
+)
 from .._values._records import ToolExecution
 from .._values._result import Result
 
 __all__ = [
     "NO_MIDDLEWARE",
+    "Answer",
     "CallContext",
+    "HeldRound",
     "InvocationCall",
     "Middleware",
     "ModelCall",
@@ -44,12 +53,15 @@ _R = TypeVar("_R")
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Whose call it is: the agent, this invocation's id, its memory id and the `context=` mapping."""
+    """Whose call it is: the agent, this invocation's id, its memory id and the `context=` mapping; and the
+    names of this invocation's output tools (structured output in the tool mode; empty otherwise), which
+    tell an output call from a function call by what it is, whatever the names look like."""
 
     agent: Any
     invocation_id: str
     memory_id: Any
     context: Mapping[str, Any]
+    output_tools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +110,72 @@ class InvocationCall:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The answer about to end an invocation, as `Middleware.on_answer` sees it: the model's `response`
+    (its `ai_message` is plain text, or holds the output tool call that gave the output), the `output` so
+    far (the text, or the value structured output made of it), the model call's `round`, and `context`
+    (the `ToolContext` of the invocation: its ids, `context=` mapping and deadline)."""
+
+    response: ChatResponse
+    output: Any
+    round: int
+    context: ToolContext
+
+    @property
+    def message(self) -> AiMessage:
+        """The model's message that holds the answer."""
+        return self.response.ai_message
+
+    def replace(self, **changes: Any) -> Answer:
+        """A copy with `changes` (e.g. `answer.replace(output=...)`)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRound:
+    """A round in which some call waits (its `wrap_tool_call` returned `DEFERRED`): nothing of it is
+    committed, and `Middleware.on_hold` saves what going on later needs. `response` holds the round's
+    calls, `round` counts from 1, `finished` are its calls that ran, `messages` what memory has not
+    received yet (with the history before them when the invocation has no memory), `memory` the
+    invocation's memory (None without), `call_options` the call's own options (opaque: what a resume runs
+    under), `announce(event)` streams an event to the consumer (None when nobody listens)."""
+
+    response: ChatResponse
+    round: int
+    finished: tuple[ToolExecution, ...]
+    messages: tuple[ChatMessage, ...]
+    user_message: UserMessage
+    context: CallContext
+    memory: Any
+    call_options: Any
+    announce: Callable[[Any], Awaitable[None]] | None
+
+
+class SavedRound(Protocol):
+    """A held round that an invocation goes on from (`Middleware.on_resume`): its calls that finished are
+    kept, the others run, then the loop goes on as usual."""
+
+    @property
+    def messages(self) -> tuple[ChatMessage, ...]: ...
+
+    @property
+    def round(self) -> int: ...
+
+    @property
+    def user_message(self) -> UserMessage: ...
+
+    @property
+    def executions(self) -> tuple[ToolExecution, ...]:
+        """The round's calls that finished before it was held: kept, never run again."""
+        ...
+
+    async def claim(self, tools: Any, memory: Any) -> ChatResponse:
+        """Takes the saved round (once) and gives back its response, to run as if the model just sent it;
+        `tools` is the invocation's toolset (`name in tools`)."""
+        ...
+
+
 NextModelCall = Callable[[ModelCall], Awaitable[ChatResponse]]
 """`call_next` of `Middleware.wrap_model_call`: runs the rest of the chain (the inner middleware, then the
 model) on a call and returns its response; call it zero, one or several times."""
@@ -117,10 +195,29 @@ class Middleware:
     - `wrap_tool_call(call, call_next) -> ToolExecution`: around one tool call (each runs in its own task,
       concurrently with the response's other calls).
     - `wrap_invocation(call, call_next) -> Result`: around one whole invocation.
+    - `on_hold(held) -> saved state` / `on_resume(context) -> SavedRound`: a round in which a call of
+      yours waits (your `wrap_tool_call` returned `DEFERRED`) is held, not committed: save it and return
+      what the caller goes on with (`Result.pending`); a later invocation goes on from it when your
+      `on_resume` returns it. Both return None when the round is not yours.
+    - `on_answer(answer) -> output`: the answer about to end the invocation (a text answer, or the value of
+      an output tool call), before anything of it is stored. Return the output (`answer.output`, or another
+      value); raise `ModelRetry(message)` to send `message` to the model as a correction and go on.
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
+
+    A tool call never starts before every `wrap_model_call` around its response has returned that response,
+    so a middleware may still reject or replace it. That costs eager tools (calls starting while the model
+    streams): a middleware whose `wrap_model_call` never changes nor rejects a response once the model gave
+    it (it may change the request, or raise before calling the model) declares `allows_eager_tools = True`
+    to keep them.
     """
+
+    allows_eager_tools: bool = False
+    """True: this `wrap_model_call` returns the response `call_next` gave, as it is (tracing, shaping the
+    request, a budget of requests), so tool calls may start while the model still streams. Read from the
+    instance, so a middleware may decide by its configuration (a property). Without a `wrap_model_call` of
+    its own it does not matter."""
 
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         return await call_next(call)
@@ -130,6 +227,15 @@ class Middleware:
 
     async def wrap_invocation(self, call: InvocationCall, call_next: NextInvocation) -> Result[Any]:
         return await call_next(call)
+
+    async def on_answer(self, answer: Answer) -> Any:
+        return answer.output
+
+    async def on_hold(self, held: HeldRound) -> Any:
+        return None
+
+    async def on_resume(self, context: CallContext) -> SavedRound | None:
+        return None
 
 
 def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
@@ -146,7 +252,7 @@ def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
         if not isinstance(item, Middleware):
             raise IllegalConfigurationError(
                 f"{what}: {item!r} is not an agentloop.Middleware (subclass it and override wrap_model_call, "
-                "wrap_tool_call or wrap_invocation)"
+                "wrap_tool_call, wrap_invocation or on_answer)"
             )
     return tuple(middleware)
 
@@ -185,48 +291,107 @@ class Seam:
     invocation: _Chain[InvocationCall, Result[Any]] | None = None
     features_tool: _Chain[ToolCall, ToolExecution] | None = None
     """The built-in features' `wrap_tool_call` hooks (approval), run before tracing and the user's."""
+    eager_tools: bool = True
+    """False when a `wrap_model_call` in the model chain may reject or replace a response (it does not
+    declare `allows_eager_tools`): its tool calls then start only once the whole chain returned it."""
+    answer: tuple[Callable[[Answer], Awaitable[Any]], ...] = ()
+    """The `on_answer` hooks, in order: each gets the output the one before returned."""
+    hold: tuple[Callable[[HeldRound], Awaitable[Any]], ...] = ()
+    """The `on_hold` hooks: the first that returns something saved the round."""
+    resume: tuple[Callable[[CallContext], Awaitable[SavedRound | None]], ...] = ()
+    """The `on_resume` hooks: the first that returns a saved round is gone on from."""
+    tool_middleware: tuple[str, ...] = ()
+    """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
     @classmethod
     def of(cls, middleware: Sequence[Middleware]) -> Seam:
         if not middleware:
             return NO_MIDDLEWARE
         base = Middleware
-        model = [m.wrap_model_call for m in middleware if type(m).wrap_model_call is not base.wrap_model_call]
-        tool = [m.wrap_tool_call for m in middleware if type(m).wrap_tool_call is not base.wrap_tool_call]
+        modelling = [m for m in middleware if type(m).wrap_model_call is not base.wrap_model_call]
+        tooling = [m for m in middleware if type(m).wrap_tool_call is not base.wrap_tool_call]
         invocation = [
             m.wrap_invocation for m in middleware if type(m).wrap_invocation is not base.wrap_invocation
         ]
         return cls(
             tuple(middleware),
-            _Chain(model) if model else None,
-            _Chain(tool) if tool else None,
+            _Chain([m.wrap_model_call for m in modelling]) if modelling else None,
+            _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             _Chain(invocation) if invocation else None,
+            eager_tools=all(m.allows_eager_tools for m in modelling),
+            answer=_answer_hooks(middleware),
+            hold=_hooks(middleware, "on_hold"),
+            resume=_hooks(middleware, "on_resume"),
+            tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
-    def with_features(self, features: Sequence[Middleware]) -> Seam:
+    def with_features(self, features: Sequence[Middleware], *, checks: Sequence[Middleware] = ()) -> Seam:
         """This seam with the built-in features' middleware (structured output, approval) outside the user's:
         their model hooks come first in the model chain (a user's `wrap_model_call` sees the request as the
         output shaped it); their tool hooks form `features_tool`, so a call they deny or defer reaches
-        neither tracing nor the user's `wrap_tool_call`."""
-        if not features:
+        neither tracing nor the user's `wrap_tool_call`. `checks` (structured output) only judge answers:
+        their `on_answer` runs before the user's, which see the output they made."""
+        if not features and not checks:
             return self
         base = Middleware
+        modelling = [m for m in features if type(m).wrap_model_call is not base.wrap_model_call]
         model: list[Callable[[ModelCall, NextModelCall], Awaitable[ChatResponse]]] = [
-            m.wrap_model_call for m in features if type(m).wrap_model_call is not base.wrap_model_call
+            m.wrap_model_call for m in modelling
         ]
-        tool = [m.wrap_tool_call for m in features if type(m).wrap_tool_call is not base.wrap_tool_call]
+        tooling = [m for m in features if type(m).wrap_tool_call is not base.wrap_tool_call]
         model += self.model.hooks if self.model is not None else ()
         return Seam(
             self.middleware,
             _Chain(model) if model else None,
             self.tool,
             self.invocation,
-            _Chain(tool) if tool else None,
+            _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
+            eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
+            answer=(*_answer_hooks(checks), *self.answer),
+            hold=(*_hooks(features, "on_hold"), *self.hold),
+            resume=(*_hooks(features, "on_resume"), *self.resume),
+            tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
+        )
+
+    async def answered(self, answer: Answer) -> Any:
+        """The output of the answer ending the invocation, through the `on_answer` hooks in order (each
+        gets what the one before returned); `ModelRetry` from one asks the model for a correction."""
+        for hook in self.answer:
+            answer = answer.replace(output=await hook(answer))
+        return answer.output
+
+    async def resumed(self, context: CallContext) -> SavedRound | None:
+        """The saved round this invocation goes on from: the first `on_resume` hook's, if any gives one."""
+        for hook in self.resume:
+            saved = await hook(context)
+            if saved is not None:
+                return saved
+        return None
+
+    async def held(self, held: HeldRound) -> Any:
+        """A round whose call waits, saved by the first `on_hold` hook that takes it (`Result.pending`)."""
+        for hook in self.hold:
+            saved = await hook(held)
+            if saved is not None:
+                return saved
+        raise IllegalConfigurationError(
+            f"A call of round {held.round} returned DEFERRED (it waits), but no middleware saved the round: "
+            "give the middleware whose wrap_tool_call returns DEFERRED an on_hold hook"
         )
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""
         return [type(m).__qualname__ for m in self.middleware]
+
+
+def _hooks(middleware: Sequence[Middleware], name: str) -> tuple[Any, ...]:
+    """The bound `name` hooks of the middleware that override it, in order."""
+    base = getattr(Middleware, name)
+    return tuple(getattr(m, name) for m in middleware if getattr(type(m), name) is not base)
+
+
+def _answer_hooks(middleware: Sequence[Middleware]) -> tuple[Callable[[Answer], Awaitable[Any]], ...]:
+    return tuple(m.on_answer for m in middleware if type(m).on_answer is not Middleware.on_answer)
 
 
 NO_MIDDLEWARE = Seam()

@@ -44,6 +44,7 @@ from .._values._events import (
     PartialToolCall,
     StreamEvent,
     ToolExecuted,
+    ToolRetrying,
 )
 from .._values._messages import ChatResponse
 from .._values._records import ToolExecution
@@ -64,6 +65,9 @@ BUFFER_SIZE = 64
 
 _RESUME_AT = BUFFER_SIZE // 2
 """A full queue lets the invocation go on once the consumer has taken half of it (fewer task switches)."""
+
+_OUTPUT_KINDS: frozenset[type[Any]] = frozenset({PartialOutput, CompleteResponse})
+"""The events `outputs()` reads: no other is queued for it."""
 
 
 class TokenStream(Generic[OutputT]):
@@ -117,6 +121,10 @@ class TokenStream(Generic[OutputT]):
     def before_tool_execution(self, callback: Callback[BeforeToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(event)` just before a tool call runs."""
         return self._add(BeforeToolExecution, callback)
+
+    def on_tool_retrying(self, callback: Callback[ToolRetrying]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when `ToolRetry` runs a failed tool call again (attempt 2 on)."""
+        return self._add(ToolRetrying, callback)
 
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
@@ -204,11 +212,13 @@ class TokenStream(Generic[OutputT]):
         validated value. For a plain text invocation: the answer text so far after each piece, then the whole
         answer. Leaving the loop early stops the invocation. After an invalid output is sent back for
         correction the partials start again from nothing, and `output_attempt` grows."""
-        return _Outputs(self._iterate(tokens_only=False), self, text=not self._structured)
+        text = not self._structured
+        kinds = _OUTPUT_KINDS | {PartialResponse} if text else _OUTPUT_KINDS
+        return _Outputs(self._iterate(tokens_only=False, kinds=kinds), self, text=text)
 
-    def _iterate(self, *, tokens_only: bool) -> _Iterator[Any]:
+    def _iterate(self, *, tokens_only: bool, kinds: frozenset[type[Any]] | None = None) -> _Iterator[Any]:
         self._claim()
-        producer = self._task = _Producer(self, tokens_only)
+        producer = self._task = _Producer(self, tokens_only, kinds)
         if self._closed:  # closed before it started: iterating ends at once
             producer.never_start()
         return _Iterator(producer)
@@ -277,6 +287,7 @@ class _Producer:
         "error",
         "finished",
         "items",
+        "kinds",
         "loop",
         "reader",
         "scope",
@@ -288,8 +299,11 @@ class _Producer:
         "writer",
     )
 
-    def __init__(self, stream: TokenStream[Any], tokens_only: bool) -> None:
+    def __init__(
+        self, stream: TokenStream[Any], tokens_only: bool, kinds: frozenset[type[Any]] | None = None
+    ) -> None:
         self.stream: TokenStream[Any] | None = stream  # dropped at the end: no cycle for the collector
+        self.kinds = kinds  # the only events queued (None: all)
         self.loop: Callable[[Callable[[], None]], object] | None = None  # posts a call to the event loop
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
@@ -332,16 +346,27 @@ class _Producer:
         return True
 
     async def __call__(self, event: StreamEvent) -> None:
-        """Delivers one event: to the callbacks, then (as text, or whole) to the queue, waiting for room."""
+        """Delivers one event: to the callbacks, then (as text, or whole) to the queue, waiting for room.
+
+        A `PartialOutput` the consumer has not taken yet (the last item queued) is replaced by the next one
+        of the same attempt: a consumer behind gets the latest partial, never a queue of stale ones."""
         if self.dispatch is not None:
             await self.dispatch(event)
+        kind = type(event)
         if self.tokens_only:
-            if type(event) is not PartialResponse:
+            if not isinstance(event, PartialResponse):
                 return
             item: Any = event.text
         else:
+            if self.kinds is not None and kind not in self.kinds:
+                return
             item = event
         items = self.items
+        if isinstance(event, PartialOutput) and items and not self.stopped:
+            last = items[-1]
+            if type(last) is PartialOutput and last.attempt == event.attempt:
+                items[-1] = event
+                return
         while len(items) >= BUFFER_SIZE and not self.stopped:
             # Several tasks (the tools) may wait at once: they share one event and re-check when it fires.
             writer = self.writer

@@ -24,6 +24,7 @@ from ._tool import (
     _check_metadata,
     _check_return_behavior,
     check_approval_rule,
+    check_result_limit,
     check_timeout,
 )
 
@@ -43,6 +44,7 @@ class _ToolDefinition:
     result_converter: Callable[[Any], str] | None
     localns: Mapping[str, Any] | None
     requires_approval: ApprovalRule = None
+    result_limit: int | None = None
     _compiled: dict[bool, tuple[Signature, ToolSpecification]] = field(default_factory=dict)
 
     def compiled(self, skip_first: bool) -> tuple[Signature, ToolSpecification]:
@@ -83,6 +85,7 @@ def tool(
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
+    result_limit: int | None = None,
 ) -> _ToolDecorator: ...
 
 
@@ -96,6 +99,7 @@ def tool(
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
+    result_limit: int | None = None,
 ) -> _ToolDecorator: ...
 
 
@@ -111,6 +115,7 @@ def tool(
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
+    result_limit: int | None = None,
 ) -> _F: ...
 
 
@@ -126,6 +131,7 @@ def tool(
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
+    result_limit: int | None = None,
 ) -> _C: ...
 
 
@@ -138,6 +144,7 @@ def tool(
     timeout: float | None = None,
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
+    result_limit: int | None = None,
 ) -> Any:
     """Marks a function or method as a tool a model can call; the function itself stays unchanged.
 
@@ -146,7 +153,9 @@ def tool(
     requires_approval=)`. Works on functions, methods, static and class methods, sync or async. The name
     defaults to the function's; the description to its docstring. `timeout` (seconds) bounds each call;
     `result_converter` turns the result into the text the model reads; `requires_approval` (True, or
-    `(ToolApprovalRequest, ToolContext) -> bool`) makes a call wait for a person's yes (docs/approval.md).
+    `(ToolApprovalRequest, ToolContext) -> bool`) makes a call wait for a person's yes (docs/approval.md);
+    `result_limit` (tokens) keeps a longer result aside and gives the model its beginning and the
+    `read_tool_result` tool (docs/context.md).
     """
     if args and not isinstance(args[0], str):
         if len(args) > 1:
@@ -173,6 +182,7 @@ def tool(
             result_converter=result_converter,
             localns=_definition_namespace(_depth),
             requires_approval=requires_approval,
+            result_limit=result_limit,
         )
         return _decorate(target, definition)
 
@@ -218,6 +228,7 @@ def _definition(
     result_converter: Callable[[Any], str] | None,
     localns: Mapping[str, Any] | None,
     requires_approval: ApprovalRule | bool = None,
+    result_limit: int | None = None,
 ) -> _ToolDefinition:
     if inspect.ismethod(func):
         raise IllegalConfigurationError(
@@ -245,6 +256,7 @@ def _definition(
         result_converter=_check_converter(result_converter, tool_name),
         localns=localns,
         requires_approval=check_approval_rule(requires_approval, f"Tool {tool_name!r}"),
+        result_limit=check_result_limit(result_limit, f"Tool {tool_name!r}"),
     )
 
 

@@ -52,6 +52,8 @@ class Signature:
     """Validates a decoded JSON object into an instance whose `__dict__` values follow `names`."""
     memory_id_params: tuple[str, ...]
     context_params: tuple[str, ...]
+    memory_id_defaults: frozenset[str] = frozenset()
+    """Memory-id parameters with a default: it stands when the call has no memory id (None)."""
 
 
 _CONFIG = pydantic.ConfigDict(extra="ignore", protected_namespaces=(), arbitrary_types_allowed=False)
@@ -78,6 +80,7 @@ def compile_signature(
     fields: dict[str, Any] = {}
     names: list[str] = []
     memory_ids: list[str] = []
+    defaulted: list[str] = []
     contexts: list[str] = []
     for param in params:
         _check_kind(param, owner)
@@ -85,6 +88,8 @@ def compile_signature(
         injected = _injection(annotation)
         if injected == "memory_id":
             memory_ids.append(param.name)
+            if param.default is not _EMPTY:
+                defaulted.append(param.name)
         elif injected == "context":
             contexts.append(param.name)
         else:
@@ -97,6 +102,7 @@ def compile_signature(
         validate=model.__pydantic_validator__.validate_python,
         memory_id_params=tuple(memory_ids),
         context_params=tuple(contexts),
+        memory_id_defaults=frozenset(defaulted),
     )
 
 

@@ -22,6 +22,11 @@ TOOL_THREADS = 40
 still running after their caller stopped waiting (a timeout, a cancellation): an exact bound on the threads
 this layer keeps busy. A call that finds them all busy waits for one to end."""
 
+THREADS_PER_TOOL = 16
+"""Worker threads one tool (or provider) may hold at once, running or abandoned: many concurrent calls of one
+sync tool that hangs can take at most this many of the `TOOL_THREADS`, so other tools always find threads.
+Further calls of that tool wait for one of its threads to end."""
+
 ABANDONED_THREADS_PER_TOOL = 4
 """Threads one tool (or provider) may leave running after their callers stopped waiting; at that many, new
 calls of that tool wait for one to end instead of starting yet another thread (other tools go on)."""
@@ -30,6 +35,7 @@ logger = logging.getLogger("agentloop")
 _threads_lock = threading.Lock()
 _busy = 0  # threads of this layer running (or about to run) sync code, abandoned ones included
 _abandoned: dict[int, int] = {}  # id(owner) -> threads still running whose caller stopped waiting
+_held: dict[int, int] = {}  # id(owner) -> slots its calls hold (running, about to run, or abandoned)
 _starved: ContextVar[str | None] = ContextVar("agentloop_worker_starved", default=None)
 
 
@@ -117,8 +123,8 @@ def _unbounded() -> anyio.CapacityLimiter:
 
 async def _take_slot(call: _WorkerCall, who: str) -> None:
     """Takes a slot for `call` once its code has fewer than `ABANDONED_THREADS_PER_TOOL` abandoned threads
-    and fewer than `TOOL_THREADS` threads are busy; until then the caller waits (cancellable, its timeout
-    running).
+    and holds fewer than `THREADS_PER_TOOL` slots, and fewer than `TOOL_THREADS` threads are busy; until then
+    the caller waits (cancellable, its timeout running).
 
     Slots are freed by threads ending, in other threads, and the waiter may be on any event loop, so the count
     is polled, backing off from 1 ms to 20 ms: the wait only happens under load or while a tool is hung.
@@ -129,8 +135,10 @@ async def _take_slot(call: _WorkerCall, who: str) -> None:
     while True:
         with _threads_lock:
             mine, abandoned = _abandoned.get(call.key, 0), sum(_abandoned.values())
-            if mine < ABANDONED_THREADS_PER_TOOL and _busy < TOOL_THREADS:
+            taken = _held.get(call.key, 0)
+            if mine < ABANDONED_THREADS_PER_TOOL and taken < THREADS_PER_TOOL and _busy < TOOL_THREADS:
                 _busy += 1
+                _held[call.key] = taken + 1
                 call.holds_slot = True
                 break
             busy = _busy
@@ -200,6 +208,11 @@ class _WorkerCall:
         if self.holds_slot:
             self.holds_slot = False
             _busy -= 1
+            held = _held[self.key] - 1
+            if held:
+                _held[self.key] = held
+            else:
+                del _held[self.key]
 
 
 def _forget(key: int) -> None:

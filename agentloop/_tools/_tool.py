@@ -57,6 +57,7 @@ class Tool:
         "name",
         "requires_approval",
         "result_converter",
+        "result_limit",
         "return_behavior",
         "source",
         "specification",
@@ -72,6 +73,9 @@ class Tool:
     """Where the tool came from, for error messages (e.g. "function app.tools.get_weather")."""
     requires_approval: ApprovalRule
     """None, True, or `(ToolApprovalRequest, ToolContext) -> bool`: whether a call waits for a person."""
+    result_limit: int | None
+    """Tokens of a result the model gets whole (None: the agent's `tool_result_limit`); a longer result is
+    kept aside and the model gets its beginning and the `read_tool_result` tool."""
 
     def __init__(
         self,
@@ -83,6 +87,7 @@ class Tool:
         result_converter: Callable[[Any], str] | None = None,
         source: str | None = None,
         requires_approval: ApprovalRule | bool = None,
+        result_limit: int | None = None,
     ) -> None:
         if not isinstance(specification, ToolSpecification):
             raise IllegalConfigurationError(
@@ -103,6 +108,7 @@ class Tool:
             _check_converter(result_converter, specification.name),
             source or f"programmatic tool {specification.name!r} ({_qualname(executor)})",
             check_approval_rule(requires_approval, f"Tool {specification.name!r}"),
+            check_result_limit(result_limit, f"Tool {specification.name!r}"),
         )
 
     @classmethod
@@ -124,6 +130,7 @@ class Tool:
             definition.result_converter,
             source,
             definition.requires_approval,
+            definition.result_limit,
         )
         return self
 
@@ -137,9 +144,11 @@ class Tool:
         result_converter: Callable[[Any], str] | None,
         source: str,
         requires_approval: ApprovalRule = None,
+        result_limit: int | None = None,
     ) -> None:
         self.name = check_tool_name(specification.name, source)
         self.requires_approval = requires_approval
+        self.result_limit = result_limit
         self.specification = specification
         self.return_behavior = return_behavior
         self.timeout = timeout
@@ -175,8 +184,10 @@ class Tool:
                 )
         else:
             kwargs = prepared if prepared is not None else {}
-            for name in signature.memory_id_params:
-                kwargs[name] = context.memory_id
+            memory_id = context.memory_id
+            for name in signature.memory_id_params:  # no memory id (MCP, a stateless call): the default
+                if memory_id is not None or name not in signature.memory_id_defaults:
+                    kwargs[name] = memory_id
             for name in signature.context_params:
                 kwargs[name] = context
             if self._is_async:
@@ -268,3 +279,14 @@ def _check_metadata(value: Mapping[str, Any] | None, name: str) -> dict[str, Any
     except (TypeError, ValueError, OverflowError) as exc:
         raise IllegalConfigurationError(f"Tool {name!r}: metadata must be JSON-serialisable: {exc}") from exc
     return dict(value)
+
+
+def check_result_limit(value: Any, what: str) -> int | None:
+    """`result_limit` / `tool_result_limit` as stored: None, or a number of tokens >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise IllegalConfigurationError(
+            f"{what}: result_limit must be None or an int >= 1 (tokens), got {value!r}"
+        )
+    return value

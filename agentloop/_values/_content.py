@@ -96,6 +96,11 @@ class _Media(msgspec.Struct, frozen=True, omit_defaults=True, dict=True):
                     f"{kind}: url must be an http(s) URL, a data: URL, or a cloud storage URI (s3://, "
                     f"gs://), not {self.url[:40]!r}; for a file on disk use {kind}.from_path(path)"
                 )
+        if self.data is not None and not self.data:  # every provider answers 400 to an empty file
+            raise ValueError(
+                f"{kind}: data is empty (0 bytes); give the file's bytes (e.g. {kind}.from_path(path)), or "
+                "leave the part out"
+            )
         media_type: str | None = self.media_type
         if media_type is None:
             if self.data is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "RateLimitError",
     "RecordedToolError",
     "ResponseTruncatedError",
+    "RunControlError",
     "ServerError",
     "ToolArgumentsError",
     "ToolDeniedError",
@@ -97,6 +98,11 @@ class HallucinatedToolError(AgentLoopError):
         super().__init__(message)
         self.message = message
         self.tool_name = tool_name
+
+
+class RunControlError(AgentLoopError):
+    """A run-control backend (`agentloop.control`) failed or holds data it cannot read; the message says
+    which backend and why."""
 
 
 class IllegalConfigurationError(AgentLoopError):

@@ -32,6 +32,7 @@ __all__ = [
     "PartialToolCall",
     "StreamEvent",
     "ToolExecuted",
+    "ToolRetrying",
 ]
 
 
@@ -113,6 +114,16 @@ class BeforeToolExecution(msgspec.Struct, frozen=True):
     round: int
 
 
+class ToolRetrying(msgspec.Struct, frozen=True):
+    """A tool call runs again (`ToolRetry`): its previous attempt failed and attempt `attempt` (from 2)
+    starts now. A call has one `BeforeToolExecution` and one `ToolExecuted` however many attempts it takes."""
+
+    request: ToolExecutionRequest
+    index: int
+    round: int
+    attempt: int
+
+
 class ToolExecuted(msgspec.Struct, frozen=True):
     """A tool call finished (successfully or not); emitted in completion order."""
 
@@ -162,6 +173,7 @@ StreamEvent = Union[
     PartialOutput,
     IntermediateResponse,
     BeforeToolExecution,
+    ToolRetrying,
     ToolExecuted,
     ApprovalRequired,
     CompleteResponse,

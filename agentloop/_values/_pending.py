@@ -27,18 +27,31 @@ from agentloop._values._options import CallOptions
 from agentloop._values._records import ToolExecution
 
 
-class PausedInvocation(Protocol):
-    """What a paused round records of its invocation (the loop's `Invocation` has it): declared here, so the
-    stored format does not import the runtime."""
-
+class _Whose(Protocol):
     @property
     def invocation_id(self) -> str: ...
     @property
     def memory_id(self) -> Any: ...
+
+
+class PausedRound(Protocol):
+    """What the stored form takes from a held round (the seam's `HeldRound` has it): declared here, so the
+    stored format, a value, does not import the runtime."""
+
+    @property
+    def response(self) -> ChatResponse: ...
+    @property
+    def round(self) -> int: ...
+    @property
+    def finished(self) -> tuple[ToolExecution, ...]: ...
+    @property
+    def messages(self) -> tuple[ChatMessage, ...]: ...
     @property
     def user_message(self) -> UserMessage: ...
     @property
-    def call_options(self) -> CallOptions: ...
+    def context(self) -> _Whose: ...
+    @property
+    def call_options(self) -> Any: ...
 
 
 _KIND = "pending_approval"
@@ -248,26 +261,20 @@ def _execution_of(stored: _ToolExecution) -> ToolExecution:
     return execution
 
 
-def _paused(
-    inv: PausedInvocation,
-    response: ChatResponse,
-    round: int,
-    waiting: list[ToolApprovalRequest],
-    finished: list[ToolExecution],
-    carried: list[ChatMessage],
-) -> PendingApproval:
+def _paused(held: PausedRound, waiting: list[ToolApprovalRequest]) -> PendingApproval:
+    invocation_id, round, finished = held.context.invocation_id, held.round, held.finished
     state = _State(
-        _pending_id(inv.invocation_id, round),
-        inv.invocation_id,
-        inv.memory_id,
+        _pending_id(invocation_id, round),
+        invocation_id,
+        held.context.memory_id,
         round,
-        inv.user_message,
-        list(carried),
-        response,
+        held.user_message,
+        list(held.messages),
+        held.response,
         [_Waiting(r.call_id, r.tool_name, r.arguments, r.index) for r in sorted(waiting, key=_by_index)],
         [_to_stored(e) for e in finished],
     )
-    options = inv.call_options
+    options = held.call_options
     if options.output_type is not None or options.middleware:
         output, middleware = options.labels()
         state = msgspec.structs.replace(state, options=_Options(output, list(middleware)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["encode_json", "valid_text", "valid_value"]
+__all__ = ["encode_json", "valid_text", "valid_value", "whole_number"]
 
 
 def valid_text(text: str) -> str:
@@ -44,3 +44,12 @@ def encode_json(value: Any, encode: Callable[[Any], bytes]) -> bytes:
         return encode(value)
     except UnicodeEncodeError:
         return encode(valid_value(value))
+
+
+def whole_number(text: str | bytes, max_digits: int | None = None) -> int | None:
+    """The number that `text`, ASCII digits 0-9 and nothing else, spells; None for anything else (`isdigit()`
+    alone also takes "²" and other Unicode digits, which `int()` refuses or reads as other numbers)."""
+    digits = text.isdigit() if isinstance(text, bytes) else text.isascii() and text.isdigit()
+    if not digits or (max_digits is not None and len(text) > max_digits):
+        return None
+    return int(text)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .._public import publish
 from .._values._errors import MissingExtraError
+from .._values._text import whole_number
 from ._names import local_name
 
 __all__ = [
@@ -39,7 +40,7 @@ def _check_sdk() -> None:
     except importlib.metadata.PackageNotFoundError:
         return  # importable but not installed as a distribution (a source checkout): trust it
     major = version.split(".", 1)[0]
-    if not major.isdigit() or int(major) < 2:
+    if (whole_number(major) or 0) < 2:
         raise MissingExtraError(f"agentloop.mcp needs mcp 2.x, found mcp {version}: {_HINT}")
 
 

@@ -26,6 +26,7 @@ from .._tools._toolset import Toolset, ToolsLike, resolve_tools
 from .._values._context import bind_channel
 from .._values._errors import IllegalConfigurationError
 from .._values._messages import ToolExecutionRequest
+from .._values._text import whole_number
 from ._blocks import content_blocks, structured_content
 from ._catalog import PromptsLike, ResourcesLike, catalog_of
 from ._channel import CallChannel, LogLevels
@@ -231,7 +232,8 @@ async def serve(
 
 def parse_address(text: str) -> tuple[str, int]:
     """("HOST", PORT) from "HOST:PORT" (or ":PORT" for 127.0.0.1); raises `IllegalConfigurationError`."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    host, sep, digits = text.rpartition(":")
+    port = whole_number(digits, 5)
+    if not sep or port is None or not 0 < port < 65536:
         raise IllegalConfigurationError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8000), got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    return host.strip("[]") or "127.0.0.1", port

@@ -1,9 +1,11 @@
-"""Built-in middleware (see docs/middleware.md): limits, guardrails, tool retries.
+"""Built-in middleware (see docs/middleware.md, docs/context.md): limits, guardrails, tool retries, context.
 
 `UsageLimits` stops an invocation that would exceed a budget of model requests, tool calls or tokens;
 `InputGuardrail` / `OutputGuardrail` stop one whose message or answer a check of yours rejects; `ToolRetry`
-runs a failed tool call again. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before
-anything of its current round reaches memory, and the error names the limit or guardrail and its value.
+runs a failed tool call again; `Compaction` keeps a long conversation under a token budget by summarising
+its older part; `ClearToolResults` sends older tool results as placeholders. A stopped invocation raises
+(`UsageLimitExceeded`, `GuardrailTripped`) before anything of its current round reaches memory, and the error
+names the limit or guardrail and its value.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from .._runtime._seam import (
     NextToolCall,
     ToolCall,
 )
+from ._clearing import ClearToolResults
+from ._compaction import Compaction
 from ._errors import GuardrailTripped, UsageLimitExceeded
 from ._guardrails import InputGuardrail, OutputGuardrail
 from ._limits import UsageLimits
@@ -28,6 +32,8 @@ from ._retry import ToolRetry
 
 __all__ = [
     "CallContext",
+    "ClearToolResults",
+    "Compaction",
     "GuardrailTripped",
     "InputGuardrail",
     "InvocationCall",

@@ -14,8 +14,9 @@ from .._runtime._seam import (
     NextToolCall,
     ToolCall,
 )
-from .._values._errors import IllegalConfigurationError
 from .._values._messages import ChatResponse
+from ..models._counting import count_tokens
+from ._checks import check_count
 from ._errors import UsageLimitExceeded
 
 __all__ = ["UsageLimits"]
@@ -34,6 +35,9 @@ class UsageLimits(Middleware):
     """Stops an invocation (`UsageLimitExceeded`) before it exceeds one of these budgets (None: no limit).
 
     `max_requests`: model calls; checked before each call, so the call past the limit is never made.
+    `max_request_tokens`: the input tokens of one request, counted before it is sent (`count_tokens`: exact
+    where the model can count, e.g. one count call to Anthropic's endpoint, else an estimate), so a request
+    past it is never sent.
     `max_tool_calls`: tool calls; checked before each call runs, so the call past the limit never runs (its
     siblings of the same response are cancelled). The token limits are checked when a model call returned:
     the response that crossed one is not used. In every case the round in progress is not stored, and the
@@ -48,6 +52,7 @@ class UsageLimits(Middleware):
         max_input_tokens: int | None = None,
         max_output_tokens: int | None = None,
         max_total_tokens: int | None = None,
+        max_request_tokens: int | None = None,
     ) -> None:
         self.limits: dict[str, int] = {}
         for name, value in (
@@ -56,13 +61,17 @@ class UsageLimits(Middleware):
             ("max_input_tokens", max_input_tokens),
             ("max_output_tokens", max_output_tokens),
             ("max_total_tokens", max_total_tokens),
+            ("max_request_tokens", max_request_tokens),
         ):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise IllegalConfigurationError(f"UsageLimits({name}=...) must be an int >= 0, got {value!r}")
-            self.limits[name] = value
+            if value is not None:
+                self.limits[name] = check_count("UsageLimits", name, value, 0)
         self._used: dict[str, _Used] = {}
+
+    @property
+    def allows_eager_tools(self) -> bool:  # type: ignore[override]
+        """Without a token limit the model hook only counts requests before sending them, so tool calls may
+        start while the model streams; a token limit rejects a response after it came, so they wait."""
+        return not any(limit.endswith("_tokens") for limit in self.limits)
 
     def __repr__(self) -> str:
         return f"UsageLimits({', '.join(f'{k}={v}' for k, v in self.limits.items())})"
@@ -84,6 +93,11 @@ class UsageLimits(Middleware):
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         used = self._of(call.context.invocation_id)
         self._check("max_requests", used.requests + 1, "model request")
+        if "max_request_tokens" in self.limits:
+            model = call.model if call.model is not None else call.context.agent.model
+            counted = await count_tokens(model, call.request)
+            what = "input tokens in one request" + ("" if counted.exact else " (estimated)")
+            self._check("max_request_tokens", counted.tokens, what)
         used.requests += 1
         response = await call_next(call)
         usage = response.token_usage
@@ -108,6 +122,8 @@ class UsageLimits(Middleware):
             return
         if limit in ("max_requests", "max_tool_calls"):
             detail = f"the invocation would make {what} #{would_use}"
+        elif limit == "max_request_tokens":
+            detail = f"the next request would send {would_use} {what}; it was not sent"
         else:
             detail = f"the invocation used {would_use} {what}"
         raise UsageLimitExceeded(

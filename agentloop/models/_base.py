@@ -24,6 +24,8 @@ __all__ = [
     "StructuredOutputModel",
     "TextDelta",
     "ThinkingDelta",
+    "TokenCount",
+    "TokenCountingModel",
     "ToolCallComplete",
     "ToolCallDelta",
     "WrapperModel",
@@ -92,6 +94,24 @@ class ChatModel(Protocol):
 
     def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they arrive."""
+        ...
+
+
+class TokenCount(msgspec.Struct, frozen=True, gc=False):
+    """How many input tokens a request takes: `exact` when the provider's own tokenizer or count endpoint said
+    so, False for an estimate (about four characters a token, rounded up)."""
+
+    tokens: int
+    exact: bool
+
+
+@runtime_checkable
+class TokenCountingModel(Protocol):
+    """A model that can say how many input tokens a request would take before sending it (its provider's
+    count endpoint or tokenizer): `agentloop.count_tokens` uses it, and estimates for any other model."""
+
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` would take (its messages, system prompt and tools)."""
         ...
 
 

@@ -63,10 +63,11 @@ from ._base import (
     ModelEvent,
     ResponseComplete,
     TextDelta,
+    TokenCount,
     ToolCallComplete,
     ToolCallDelta,
 )
-from ._local_prompts import SavedPrompts, model_identity
+from ._local_prompts import SavedPrompts, count_prompt_tokens, model_identity
 from ._local_threads import cpu_sample, default_threads
 from ._local_tools import (
     ToolCallScanner,
@@ -251,6 +252,7 @@ class LocalChatModel:
         self.cache_dir = cache_dir
         self.save_prompts = save_prompts
         self._saved: SavedPrompts | None = None
+        self._api_key: str | None = None  # the in-process server's key (its HTTP port serves counting)
         self._seen_prompts: set[str] = set()
         self.model_name = model_name or (
             self.model_path.stem
@@ -383,6 +385,7 @@ class LocalChatModel:
                 ) from exc
             self._progress(f"loaded in {time.perf_counter() - started:.1f}s")
             self._server = server
+            self._api_key = api_key
             self._loaded_path = path
             if prompts is not None:
                 identity = f"{model_identity(path)}:{self.n_ctx}"
@@ -417,6 +420,30 @@ class LocalChatModel:
     def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they are generated, ending with `ResponseComplete`."""
         return self._events(request)
+
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The prompt tokens of the first pass `request` would run (the tool-call pass when tools are
+        offered, else the answer pass), counted by the model's own chat template and tokenizer: exact.
+        Loads the model if it is not loaded yet."""
+        refuse_media(request.messages, provider=_PROVIDER, model="the embedded local model")
+        specs, allow_no_call = offered_tools(request.tool_specifications, request.tool_choice)
+        if specs:
+            messages = render_protocol(request.messages, specs, allow_no_call=allow_no_call)
+        else:
+            messages = render_plain(request.messages)
+            if request.response_format is not None:
+                messages = _with_schema(messages, dict(request.response_format.schema))
+        server = await self._ensure_server()
+        assert self._api_key is not None
+        try:
+            tokens = await anyio.to_thread.run_sync(
+                count_prompt_tokens, server.listening_address, self._api_key, valid_value(messages)
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            raise BadResponseError(
+                f"the local model could not count the prompt's tokens: {exc}", provider=_PROVIDER
+            ) from exc
+        return TokenCount(tokens=tokens, exact=True)
 
     async def _events(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """`_passes`, with anything but an `AgentLoopError` turned into a `ModelError` (as every provider)."""

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SavedPrompts"]
+__all__ = ["SavedPrompts", "count_prompt_tokens", "model_identity"]
 
 _KEEP = 8  # files kept; the oldest beyond this are removed after each save
 _SUFFIX = ".slot"
@@ -93,3 +93,31 @@ def model_identity(path: Path) -> str:
     except OSError:
         return str(path)
     return f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}:{os.fspath(path)}"
+
+
+def count_prompt_tokens(address: str, api_key: str, messages: Sequence[dict[str, Any]]) -> int:
+    """The tokens of `messages` as the loaded model reads them: its chat template applied (llama.cpp's
+    `/apply-template`), then its tokenizer (`/tokenize`), over the in-process server's loopback HTTP.
+    Blocking: call it from a worker thread. Raises `OSError` / `ValueError` when the server cannot say."""
+    host, _, port = address.removeprefix("http://").rstrip("/").rpartition(":")
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    connection = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=_TIMEOUT)
+    try:
+        prompt = _post(connection, "/apply-template", {"messages": list(messages)}, headers)["prompt"]
+        tokens = _post(connection, "/tokenize", {"content": prompt, "add_special": True}, headers)["tokens"]
+    finally:
+        connection.close()
+    if not isinstance(tokens, list):
+        raise ValueError(f"llama.cpp's /tokenize answered without a token list: {tokens!r}")
+    return len(tokens)
+
+
+def _post(
+    connection: http.client.HTTPConnection, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> Any:
+    connection.request("POST", path, json.dumps(body, ensure_ascii=False).encode(), headers)
+    response = connection.getresponse()
+    data = response.read()
+    if response.status != 200:
+        raise ValueError(f"llama.cpp's {path} answered {response.status}: {data[:200]!r}")
+    return json.loads(data)

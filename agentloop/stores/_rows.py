@@ -12,6 +12,7 @@ from typing import Any
 from .._values._codec import CodecError, decode_messages
 from .._values._errors import ChatMemoryStoreError
 from .._values._messages import ChatMessage
+from .._values._text import whole_number
 
 __all__ = ["Damaged", "memory_key", "messages_of", "stored_float", "stored_int"]
 
@@ -62,8 +63,8 @@ def stored_int(value: Any, field: str, *, minimum: int = 0, maximum: int | None 
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, (str, bytes)) and value.strip().isdigit() and len(value) < 20:
-        number = int(value)
+    elif isinstance(value, (str, bytes)):
+        number = whole_number(value.strip(), 19)
     if number is None or number < minimum or (maximum is not None and number > maximum):
         bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
         raise Damaged(f"{field} is {_shown(value)}, not a whole number {bound}")

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from agentloop._values._text import whole_number
+
 __all__ = ["example_arguments"]
 
 _SHALLOW = 3
@@ -101,8 +103,10 @@ class _Generator:
             token = token.replace("~1", "/").replace("~0", "~")
             if isinstance(target, Mapping) and token in target:
                 target = target[token]
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
+            elif (
+                isinstance(target, list) and (item := whole_number(token)) is not None and item < len(target)
+            ):
+                target = target[item]
             else:
                 raise ValueError(f"{path}: $ref {ref!r} points to nothing in the schema")
         if not isinstance(target, (Mapping, bool)):

@@ -72,6 +72,10 @@ _REQUEST_FIELDS = frozenset(
         "output_config",
     }
 )
+# What `/v1/messages/count_tokens` accepts (no max_tokens, no stream, no sampling parameters).
+_COUNT_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management"}
+)
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _ids = itertools.count(1)
 
@@ -145,11 +149,26 @@ class FakeAnthropicServer(FakeServer):
 
     # -- rendering ----------------------------------------------------------------------------------------
 
-    def render(self, item: Any, request: RecordedRequest) -> Reply:
-        if isinstance(item, Reply):
-            return item
-        if request.method != "POST" or request.path.rstrip("/") != "/v1/messages":
-            return self.error(404, f"Not found: {request.method} {request.path}", type="not_found_error")
+    def answer_directly(self, request: RecordedRequest) -> Reply | None:
+        """`POST /v1/messages/count_tokens`, answered without a script: the input tokens this fake reports
+        as usage when the same request is sent to `/v1/messages`."""
+        if request.method != "POST" or request.path.rstrip("/") != "/v1/messages/count_tokens":
+            return None
+        refused = self._check_headers(request)
+        if refused is not None:
+            return refused
+        body = request.json
+        if not isinstance(body, dict):
+            return self.error(400, "There was an issue with your request body: it is not a JSON object")
+        extra = sorted(set(body) - _COUNT_FIELDS)
+        if extra:
+            return self.error(400, f"{extra[0]}: Extra inputs are not permitted")
+        if not body.get("model") or not isinstance(body.get("messages"), list):
+            return self.error(400, "model and messages: Field required")
+        words = _words(body.get("system")) + sum(_words(m) for m in body["messages"])
+        return Reply.json({"input_tokens": words + 3}, headers=(("request-id", _request_id()),))
+
+    def _check_headers(self, request: RecordedRequest) -> Reply | None:
         key = request.headers.get("x-api-key")
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if not key and scheme.lower() == "bearer":  # newer SDKs send the key as a bearer token
@@ -160,6 +179,16 @@ class FakeAnthropicServer(FakeServer):
             return self.error(401, "invalid x-api-key")
         if not request.headers.get("anthropic-version"):
             return self.error(400, "anthropic-version: header is required")
+        return None
+
+    def render(self, item: Any, request: RecordedRequest) -> Reply:
+        if isinstance(item, Reply):
+            return item
+        if request.method != "POST" or request.path.rstrip("/") != "/v1/messages":
+            return self.error(404, f"Not found: {request.method} {request.path}", type="not_found_error")
+        refused = self._check_headers(request)
+        if refused is not None:
+            return refused
         body = request.json
         if not isinstance(body, dict):
             return self.error(400, "There was an issue with your request body: it is not a JSON object")
@@ -360,6 +389,15 @@ def _check_tools(body: dict[str, Any]) -> str | None:
     if tools is None:
         if body.get("tool_choice") is not None:
             return "tool_choice: tool_choice may only be specified while providing tools"
+        messages = body.get("messages")
+        blocks = [
+            b
+            for m in (messages if isinstance(messages, list) else ())
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"]
+        ]
+        if any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in blocks):
+            return "Requests which include `tool_use` or `tool_result` blocks must define tools."
         return None
     if not isinstance(tools, list):
         return "tools: Input should be a valid list"

@@ -173,6 +173,27 @@ class FakeBedrockServer(FakeServer):
 
     # -- rendering ----------------------------------------------------------------------------------------
 
+    def answer_directly(self, request: RecordedRequest) -> Reply | None:
+        """`POST /model/{modelId}/count-tokens` (CountTokens), answered without a script: `{"inputTokens":
+        N}` for a `{"input": {"converse": {...}}}` body, the input tokens this fake reports as usage when the
+        same Converse request is sent."""
+        prefix, _, rest = request.path.partition("/model/")
+        if request.method != "POST" or prefix or not rest.endswith("/count-tokens"):
+            return None
+        refused = self._check_signature(request)
+        if refused is not None:
+            return refused
+        body = request.json
+        converse = body.get("input", {}).get("converse") if isinstance(body, dict) else None
+        if not isinstance(converse, dict) or set(body) != {"input"}:
+            return self.error(400, "input: exactly one of converse or invokeModel is required")
+        if self.validate:
+            message = _check_request(converse)
+            if message:
+                return self.error(400, message)
+        tokens = _estimate(AiMessage(), converse).input_tokens
+        return Reply.json({"inputTokens": tokens}, headers=(("x-amzn-requestid", str(uuid.uuid4())),))
+
     def render(self, item: Any, request: RecordedRequest) -> Reply:
         if isinstance(item, Reply):
             return item

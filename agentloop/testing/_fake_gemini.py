@@ -51,6 +51,7 @@ _STATUS = {
     504: "DEADLINE_EXCEEDED",
 }
 _PATH = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
+_COUNT_PATH = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:]+):countTokens$")
 _BODY_FIELDS = frozenset(
     {
         "contents",
@@ -170,6 +171,50 @@ class FakeGeminiServer(FakeServer):
 
     # -- rendering ----------------------------------------------------------------------------------------
 
+    def answer_directly(self, request: RecordedRequest) -> Reply | None:
+        """`POST /{version}/models/{model}:countTokens`, answered without a script: `{"totalTokens": N}`, the
+        prompt tokens this fake reports as usage when the same `generateContentRequest` is sent."""
+        match = _COUNT_PATH.match(request.path)
+        if request.method != "POST" or match is None:
+            return None
+        refused = self._check_key(request)
+        if refused is not None:
+            return refused
+        body = request.json
+        if not isinstance(body, dict):
+            return self.error(400, "Invalid JSON payload received.")
+        unknown = sorted(set(body) - {"contents", "generateContentRequest"})
+        if unknown:
+            return self.error(
+                400, f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.'
+            )
+        inner = body.get("generateContentRequest")
+        if inner is not None and "contents" in body:
+            return self.error(400, "contents and generateContentRequest cannot both be set")
+        if inner is None:
+            inner = {"contents": body.get("contents")}
+        elif not isinstance(inner, dict) or inner.get("model") != f"models/{match.group(2)}":
+            return self.error(400, "generateContentRequest.model must name the model of the URL (models/...)")
+        else:
+            inner = {k: v for k, v in inner.items() if k != "model"}
+        if self.validate:
+            problem_text = _check_request(inner)
+            if problem_text:
+                return self.error(400, problem_text)
+        return Reply.json({"totalTokens": _estimate(AiMessage(), inner).input_tokens})
+
+    def _check_key(self, request: RecordedRequest) -> Reply | None:
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        if not key:
+            return self.error(
+                403,
+                "Method doesn't allow unregistered callers (callers without established identity). Please "
+                "use API Key or other form of API consumer identity to call this API.",
+            )
+        if self.api_key is not None and key != self.api_key:
+            return self.error(400, "API key not valid. Please pass a valid API key.")
+        return None
+
     def render(self, item: Any, request: RecordedRequest) -> Reply:
         if isinstance(item, Reply):
             return item
@@ -180,15 +225,9 @@ class FakeGeminiServer(FakeServer):
         stream = method == "streamGenerateContent"
         if stream and request.query.get("alt") != "sse":
             return self.error(400, "this fake serves streamGenerateContent as SSE only: add ?alt=sse")
-        key = request.headers.get("x-goog-api-key") or request.query.get("key")
-        if not key:
-            return self.error(
-                403,
-                "Method doesn't allow unregistered callers (callers without established identity). Please "
-                "use API Key or other form of API consumer identity to call this API.",
-            )
-        if self.api_key is not None and key != self.api_key:
-            return self.error(400, "API key not valid. Please pass a valid API key.")
+        refused = self._check_key(request)
+        if refused is not None:
+            return refused
         body = request.json
         if not isinstance(body, dict):
             return self.error(400, "Invalid JSON payload received.")

@@ -398,7 +398,15 @@ class FakeServer:
             self._requests.append(request)
         return request
 
+    def answer_directly(self, request: RecordedRequest) -> Reply | None:
+        """The reply to `request` when it needs no scripted one (a provider's token-counting endpoint), else
+        None: subclasses override it; scripted replies are left for the requests that need them."""
+        return None
+
     def _reply_for(self, request: RecordedRequest) -> Reply:
+        direct = self.answer_directly(request)
+        if direct is not None:
+            return direct
         with self._lock:
             entry = self._queue.popleft() if self._queue else None
             if entry is None:

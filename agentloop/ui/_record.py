@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .. import AgentLoopError
+from .._values._text import whole_number
 from ._runs import PausedRuns, new_run_token
 
 if TYPE_CHECKING:
@@ -79,10 +80,11 @@ def approval_id(token: str, position: int) -> str:
 
 def split_approval_id(value: str) -> tuple[str, int] | None:
     """(run token, position) of an approval id this module made; None for anything else."""
-    token, dot, position = value.rpartition(".")
-    if not dot or not token or not position.isdigit() or len(position) > 6:
+    token, dot, digits = value.rpartition(".")
+    position = whole_number(digits, 6)
+    if not dot or not token or position is None:
         return None
-    return token, int(position)
+    return token, position
 
 
 async def park(

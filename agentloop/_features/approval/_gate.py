@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentloop._runtime._hooks import DEFERRED
-from agentloop._runtime._seam import Middleware, NextToolCall, ToolCall
+from agentloop._runtime._seam import CallContext, HeldRound, Middleware, NextToolCall, ToolCall
 from agentloop._tools._threads import _is_async_callable, run_sync_in_worker
 from agentloop._tools._tool import Tool
 from agentloop._tools._toolset import Toolset
@@ -21,11 +21,11 @@ from agentloop._values._errors import (
     ToolArgumentsError,
     ToolDeniedError,
 )
-from agentloop._values._messages import ChatMessage, ChatResponse
+from agentloop._values._messages import ChatResponse
 from agentloop._values._records import ReturnBehavior, ToolExecution
 
 if TYPE_CHECKING:
-    from agentloop._runtime._loop import Invocation, Listener
+    pass
 from agentloop._features.approval._records import _claim, _record
 from agentloop._values._approval import ApprovalRules, Defer, Denied, ToolApprovalRequest
 from agentloop._values._pending import PendingApproval, _decisions, _paused, _verify
@@ -64,7 +64,7 @@ class Resume:
 class ApprovalGate(Middleware):
     """Approval of one invocation, on the seam: its `wrap_tool_call` asks about gated calls (denied ones
     get their error result without running, deferred ones return `DEFERRED`), and as the invocation's
-    `Checkpoint` it saves a round whose calls wait and finishes a resumed one.
+    its `on_hold` / `on_resume` hooks it saves a round whose calls wait and goes on from a resumed one.
 
     The agent puts it outside every other middleware (see docs/middleware.md): a user's `wrap_tool_call`
     and tracing see only the calls that run."""
@@ -159,35 +159,44 @@ class ApprovalGate(Middleware):
 
     # -- pausing and resuming ----------------------------------------------------------------------------
 
-    async def save(
-        self,
-        inv: Invocation,
-        response: ChatResponse,
-        round: int,
-        finished: list[ToolExecution],
-        carried: list[ChatMessage],
-        emit: Listener | None,
-    ) -> PendingApproval:
-        """The paused round's state, recorded where a resume will claim it, and announced to listeners."""
-        pending = _paused(inv, response, round, self._waiting, finished, carried)
+    async def on_hold(self, held: HeldRound) -> PendingApproval | None:
+        """The held round's state, recorded where a resume will claim it, and announced to listeners."""
+        if not self._waiting:
+            return None  # no call of this round waits for approval
+        pending = _paused(held, self._waiting)
         self._waiting = []
-        await _record(inv.memory, pending)
-        if emit is not None:
+        await _record(held.memory, pending)
+        if held.announce is not None:
             from agentloop._values._events import (
                 ApprovalRequired,  # here: _events imports this package (annotations)
             )
 
-            await emit(ApprovalRequired(pending))
+            await held.announce(ApprovalRequired(pending))
         return pending
 
-    async def claim(self, toolset: Toolset, inv: Invocation) -> ChatResponse:
+    async def on_resume(self, context: CallContext) -> _Resuming | None:
+        """The paused round a `resume()` goes on from."""
+        return None if self.resumed is None else _Resuming(self.resumed)
+
+
+class _Resuming:
+    """A paused round, as the loop goes on from it (a `SavedRound`)."""
+
+    __slots__ = ("_resumed", "executions", "messages", "round", "user_message")
+
+    def __init__(self, resumed: Resume) -> None:
+        pending = resumed.pending
+        self._resumed = resumed
+        self.messages, self.round, self.user_message = pending.messages, pending.round, pending.user_message
+        self.executions = pending.executions
+
+    async def claim(self, tools: Toolset, memory: Any) -> ChatResponse:
         """Claims the paused round (once) and hands back its response, to run as if the model just sent it
         (without its usage, which the paused invocation counted)."""
-        resumed = self.resumed
-        assert resumed is not None
+        resumed = self._resumed
         pending = resumed.pending
         for request in pending.requests:
-            if resumed.decisions[request.call_id] is True and request.tool_name not in toolset:
+            if resumed.decisions[request.call_id] is True and request.tool_name not in tools:
                 raise ApprovalError(
                     f"Call {request.call_id!r} was approved, but this agent has no tool "
                     f"{request.tool_name!r} (build the agent with the same tools as the one that paused); "
@@ -195,7 +204,7 @@ class ApprovalGate(Middleware):
                     call_id=request.call_id,
                     pending_id=pending.id,
                 )
-        await _claim(inv.memory, pending)
+        await _claim(memory, pending)
         return msgspec.structs.replace(pending.response, token_usage=None)
 
 

@@ -15,8 +15,8 @@ from typing import (
 import msgspec
 import pydantic
 
-from agentloop._runtime._hooks import NOT_FOUND, RetryOutput
-from agentloop._runtime._seam import Middleware, ModelCall, NextModelCall
+from agentloop._runtime._hooks import NOT_FOUND
+from agentloop._runtime._seam import Answer, Middleware, ModelCall, NextModelCall
 from agentloop._tools._tool import Tool
 from agentloop._values._context import ToolContext
 from agentloop._values._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
@@ -28,7 +28,6 @@ from agentloop._values._messages import (
     SystemMessage,
     ToolChoice,
     ToolExecutionRequest,
-    UserMessage,
 )
 from agentloop._values._records import ReturnBehavior, ToolExecution
 from agentloop._values._spec import ToolSpecification
@@ -122,6 +121,9 @@ class OutputRun(Middleware):
         """Whether `request()` changes the requests (tool and native modes): the run is middleware then."""
         return self.schema is not None and self.mode != "prompted"
 
+    allows_eager_tools = True
+    """Its `wrap_model_call` shapes the request only; the answer is judged after the round (`answer()`)."""
+
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
         return await call_next(call.replace(request=self.request(call.request)))
@@ -135,9 +137,12 @@ class OutputRun(Middleware):
 
     # -- judging the answer -------------------------------------------------------------------------
 
-    async def answer(self, message: AiMessage, context: ToolContext) -> Any:
-        """The output of an answer without tool calls; raises `RetryOutput` (a correction for the model)
-        or, once retries ran out, `OutputValidationError`."""
+    async def on_answer(self, answer: Answer) -> Any:
+        """The output of an answer without tool calls; raises `ModelRetry` (a correction for the model) or,
+        once retries ran out, `OutputValidationError`. An output call's value was judged when it ran."""
+        message, context = answer.message, answer.context
+        if message.tool_execution_requests:
+            return answer.output
         if self.schema is None:  # plain text, checked by the output validator
             return await self._check_text(message, context)
         if self.mode == "tool":
@@ -176,7 +181,7 @@ class OutputRun(Middleware):
         self._failures += 1
         if self._failures > self.retries:
             raise _exhausted(self.retries, output, errors)
-        raise RetryOutput(UserMessage(correction))
+        raise ModelRetry(correction)
 
     def found(self, executions: Sequence[ToolExecution]) -> Any:
         """The output of a tool round (its first valid output call), or `NOT_FOUND`; raises

@@ -1,7 +1,16 @@
-"""Partial outputs while an answer streams: the output's JSON parsed as it grows."""
+"""Partial outputs while an answer streams: the output's JSON parsed as it grows.
+
+Reading the parser's document and validating it as a partial output costs time in proportion to the output
+(a Python `str` cannot grow in place: every partial of a growing field is a new copy), so a partial is not
+built for every chunk: only once the output grew by a share of its size since the last one (`SHARE`), or
+`INTERVAL` seconds went by. A small output still gets one per chunk, a long one a bounded number of copies
+in all, so the cost per chunk does not grow with the document (issue 39), and a model streaming at reading
+speed still shows its progress at least every `INTERVAL`. The final, validated output always comes last.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import (
     TYPE_CHECKING,
@@ -21,18 +30,27 @@ if TYPE_CHECKING:
 
 from agentloop._features.output._partial import PartialTracker
 
+SHARE = 128
+"""A partial is built once the output grew by 1/SHARE of its size since the last one was built."""
+
+INTERVAL = 0.05
+"""... or once this many seconds went by since then (a slow stream still shows its progress)."""
+
 
 class _Watch:
     """Model events passing by; the output's JSON (a tool call's arguments, or the text) is parsed as it
     streams and every partial value that grew is sent as a `PartialOutput`."""
 
     __slots__ = (
+        "_built_at",
         "_events",
+        "_grown",
         "_index",
         "_last",
         "_member",
         "_parser",
         "_seen",
+        "_size",
         "_text",
         "_tools",
         "_tracker",
@@ -63,6 +81,9 @@ class _Watch:
         self._parser = PartialJSON()
         self._seen: dict[str, int] = {}  # the shape of the last partial sent (see `_feed`)
         self._last: Any = NOT_FOUND  # the last partial sent
+        self._size = 0  # characters of the output's text so far
+        self._grown = 0  # ... of which arrived since the last partial was built
+        self._built_at = 0.0  # when (time.monotonic()) it was built
 
     def __aiter__(self) -> _Watch:
         return self
@@ -87,8 +108,15 @@ class _Watch:
 
     async def _feed(self, piece: str) -> None:
         parser = self._parser
+        size = len(piece)
+        self._size += size
+        self._grown += size
         if not parser.feed(piece) or parser.done:  # the whole value comes with the final result
             return
+        now = time.monotonic()
+        if self._grown * SHARE < self._size and now - self._built_at < INTERVAL:
+            return  # not grown enough yet: the next chunks bring it along
+        self._grown, self._built_at = 0, now
         tracker = self._tracker
         assert tracker is not None and self._typed is not None
         partial = tracker.update(parser.value)

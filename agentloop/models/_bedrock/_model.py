@@ -14,21 +14,32 @@ from urllib.parse import quote
 
 import anyio
 import httpx2
+import msgspec
 
 from agentloop._values._errors import IllegalConfigurationError, ModelError
 from agentloop._values._messages import ChatRequest, ChatResponse
 
-from .._base import ModelEvent, ResponseComplete
+from .._base import ModelEvent, ResponseComplete, TokenCount
 from .._eventstream import EventStreamMessage
 from .._http import RetryPolicy, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from ._auth import AwsAuth
 from ._request import build_body, inference_defaults, place, thinking_fields
-from ._response import chat_response
+from ._response import chat_response, known_blocks
 from ._shapes import PROVIDER, converse_decoder
 from ._stream import ConverseStream, drain, next_chunk
 
 __all__ = ["BedrockChatModel"]
+
+# What CountTokens takes of a Converse request (no inferenceConfig).
+_COUNTED = frozenset({"messages", "system", "toolConfig", "additionalModelRequestFields"})
+
+
+class _Count(msgspec.Struct, gc=False):
+    inputTokens: int
+
+
+_count_decoder = msgspec.json.Decoder(_Count)
 
 _EVENT_STREAM = "application/vnd.amazon.eventstream"
 
@@ -131,6 +142,7 @@ class BedrockChatModel(HTTPChatModel):
         )
         model_path = quote(self.model_id, safe="")
         self._paths = (f"/model/{model_path}/converse", f"/model/{model_path}/converse-stream")
+        self._count_path = f"/model/{model_path}/count-tokens"
         # Claude and Nova take pictures and documents inside a tool result; other models get them after it.
         lowered = self.model_id.lower()
         self.media_in_tool_results = "anthropic" in lowered or "nova" in lowered
@@ -162,6 +174,17 @@ class BedrockChatModel(HTTPChatModel):
             error.args = (error.message,)
         return error
 
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, as Bedrock's CountTokens counts the same Converse request
+        (system prompt, messages, tools): exact."""
+        with self._errors():
+            sent = self.build_body(request)
+            converse = {k: v for k, v in sent.items() if k in _COUNTED}
+            body = self._http.encode({"input": {"converse": converse}})
+            headers = await self._auth.signed_headers(self._http, self._count_path, body)
+            answer = await self._http.request_json(self._count_path, body, _count_decoder, headers=headers)
+            return TokenCount(tokens=answer.inputTokens, exact=True)
+
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` (Converse) and returns the whole response."""
         with self._errors():
@@ -174,7 +197,9 @@ class BedrockChatModel(HTTPChatModel):
             message = answer.output.message if answer.output is not None else None
             if message is None:
                 raise self._http.bad_response("the Converse response has no output message")
-            return chat_response(message.content, answer.stop_reason, answer.usage, None, self.model_id)
+            return chat_response(
+                known_blocks(message.content), answer.stop_reason, answer.usage, None, self.model_id
+            )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` (ConverseStream) and yields its events as they arrive (`ResponseComplete` last);

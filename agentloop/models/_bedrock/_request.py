@@ -30,6 +30,7 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
+from .._history_rules import first_turn_is_user, has_tool_rounds, tool_rounds_as_text
 from .._media import media_of_results_note
 from .._strict import strict_schema
 from .._wire import (
@@ -85,7 +86,11 @@ def build_body(
     media_in_tool_results: bool,
 ) -> dict[str, Any]:
     """The JSON body sent for `request`, the model's defaults overridden by `request.parameters`."""
-    system, messages, uses_tools = _messages(request.messages, media_in_tool_results)
+    history = request.messages
+    if not request.tool_specifications and has_tool_rounds(history):
+        history = tool_rounds_as_text(history)  # Converse takes tool blocks only with a toolConfig
+    first_turn_is_user(history, PROVIDER)
+    system, messages, uses_tools = _messages(history, media_in_tool_results)
     body: dict[str, Any] = {"messages": messages}
     if system:
         body["system"] = [{"text": text} for text in system]

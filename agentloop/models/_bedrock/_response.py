@@ -23,9 +23,10 @@ from agentloop._values._messages import (
     ToolExecutionRequest,
 )
 
-from ._shapes import PROVIDER, Block, Usage, encode
+from .._unknown import ignore_unknown, keys_of
+from ._shapes import PROVIDER, Block, Usage, block_decoder, encode
 
-__all__ = ["chat_response", "token_usage"]
+__all__ = ["chat_response", "known_blocks", "token_usage"]
 
 _FINISH_REASONS = {
     "end_turn": FinishReason.STOP,
@@ -36,6 +37,19 @@ _FINISH_REASONS = {
     "guardrail_intervened": FinishReason.CONTENT_FILTER,
     "content_filtered": FinishReason.CONTENT_FILTER,
 }
+
+
+def known_blocks(raws: Sequence[msgspec.Raw]) -> list[Block]:
+    """The content blocks of a kind agentloop knows (text, toolUse, reasoningContent); others (citations,
+    pictures, newer kinds) are skipped and noted once."""
+    blocks: list[Block] = []
+    for raw in raws:
+        block = block_decoder.decode(raw)
+        if block.text is None and block.tool_use is None and block.reasoning_content is None:
+            ignore_unknown(PROVIDER, "a content block", keys_of(raw))
+            continue
+        blocks.append(block)
+    return blocks
 
 
 def chat_response(

@@ -16,14 +16,17 @@ __all__ = [
     "ReasoningText",
     "ToolUse",
     "Usage",
+    "block_decoder",
     "block_delta_decoder",
     "block_start_decoder",
     "block_stop_decoder",
     "converse_decoder",
+    "delta_decoder",
     "encode",
     "exception_decoder",
     "message_stop_decoder",
     "metadata_decoder",
+    "start_decoder",
 ]
 
 PROVIDER = "bedrock"
@@ -60,7 +63,7 @@ class Block(msgspec.Struct, rename="camel"):
 
 
 class _Message(msgspec.Struct):
-    content: list[Block] = []
+    content: list[msgspec.Raw] = []  # each read by `block_decoder`
 
 
 class _Output(msgspec.Struct):
@@ -90,7 +93,7 @@ class _Delta(msgspec.Struct, rename="camel"):
 
 
 class _BlockDelta(msgspec.Struct, rename="camel"):
-    delta: _Delta
+    delta: msgspec.Raw  # read by `delta_decoder`
     content_block_index: int = 0
 
 
@@ -99,7 +102,7 @@ class _Start(msgspec.Struct, rename="camel"):
 
 
 class _BlockStart(msgspec.Struct, rename="camel"):
-    start: _Start
+    start: msgspec.Raw  # read by `start_decoder`
     content_block_index: int = 0
 
 
@@ -121,6 +124,9 @@ class _Exception(msgspec.Struct):
 
 
 converse_decoder = msgspec.json.Decoder(_Converse)
+block_decoder = msgspec.json.Decoder(Block)
+delta_decoder = msgspec.json.Decoder(_Delta)
+start_decoder = msgspec.json.Decoder(_Start)
 block_delta_decoder = msgspec.json.Decoder(_BlockDelta)
 block_start_decoder = msgspec.json.Decoder(_BlockStart)
 block_stop_decoder = msgspec.json.Decoder(_BlockStop)

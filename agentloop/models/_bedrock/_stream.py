@@ -30,6 +30,7 @@ from agentloop._values._messages import ChatResponse, ToolExecutionRequest
 from .._base import ModelEvent, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from .._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
 from .._http import ProviderClient, model_error_from_exception, retryable
+from .._unknown import ignore_unknown, keys_of
 from ._response import chat_response
 from ._shapes import (
     PROVIDER,
@@ -41,10 +42,16 @@ from ._shapes import (
     block_delta_decoder,
     block_start_decoder,
     block_stop_decoder,
+    delta_decoder,
     encode,
     exception_decoder,
     message_stop_decoder,
     metadata_decoder,
+    start_decoder,
+)
+
+_EVENTS = frozenset(
+    {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata"}
 )
 
 __all__ = ["ConverseStream", "drain", "next_chunk"]
@@ -226,7 +233,7 @@ class _Assembler:
         if name == "contentBlockDelta":
             event = block_delta_decoder.decode(payload)
             index = event.content_block_index
-            delta = event.delta
+            delta = delta_decoder.decode(event.delta)
             block = self._open.get(index)
             if delta.text is not None:
                 if block is None:  # text blocks start with their first delta
@@ -255,12 +262,16 @@ class _Assembler:
                 if reasoning.text:
                     block.parts.append(reasoning.text)
                     return [ThinkingDelta(reasoning.text)]
+                return []
+            ignore_unknown(PROVIDER, "a content block delta", keys_of(event.delta))  # citations, newer kinds
             return []
         if name == "contentBlockStart":
             start = block_start_decoder.decode(payload)
-            if start.start.tool_use is None:
+            use = start_decoder.decode(start.start).tool_use
+            if use is None:
+                ignore_unknown(PROVIDER, "a content block start", keys_of(start.start))
                 return []
-            block = self._call(start.content_block_index, start.start.tool_use)
+            block = self._call(start.content_block_index, use)
             return [ToolCallDelta(block.call, block.id, block.name, "")]
         if name == "contentBlockStop":
             block = self._open.get(block_stop_decoder.decode(payload).content_block_index)
@@ -273,7 +284,9 @@ class _Assembler:
         if name == "metadata":
             self.usage = metadata_decoder.decode(payload).usage
             return []
-        return []  # messageStart, and event types added after this was written
+        if name not in _EVENTS:  # event types added after this was written
+            ignore_unknown(PROVIDER, "a streamed event", name)
+        return []
 
     def blocks(self) -> list[Block]:
         """The content blocks received, in index order, as Converse would have returned them."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from agentloop._values._errors import IllegalConfigurationError, ModelError
 from agentloop._values._messages import ChatRequest, ChatResponse
 
-from .._base import ModelEvent, ResponseComplete
+from .._base import ModelEvent, ResponseComplete, TokenCount
 from .._http import RetryPolicy, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from ._auth import key_error, resolve_key
@@ -22,6 +24,13 @@ from ._shapes import PROVIDER, chunk_decoder
 from ._stream import read_chunk
 
 __all__ = ["GeminiChatModel"]
+
+
+class _Count(msgspec.Struct, gc=False):
+    totalTokens: int
+
+
+_count_decoder = msgspec.json.Decoder(_Count)
 
 
 class GeminiChatModel(HTTPChatModel):
@@ -138,6 +147,16 @@ class GeminiChatModel(HTTPChatModel):
             body_defaults=self.body_defaults,
             media_in_tool_results=self.media_in_tool_results,
         )
+
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, as Gemini's `countTokens` counts the same `generateContent`
+        request (system instruction, contents, tools): exact."""
+        with self._errors():
+            inner = {"model": f"models/{self.model}", **self.build_body(request)}
+            body = self._http.encode({"generateContentRequest": inner})
+            path = f"/{self.api_version}/models/{self.model}:countTokens"
+            answer = await self._http.request_json(path, body, _count_decoder)
+            return TokenCount(tokens=answer.totalTokens, exact=True)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Sends `request` and returns the whole response."""

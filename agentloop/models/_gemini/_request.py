@@ -32,6 +32,7 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
+from .._history_rules import calls_follow_the_user
 from .._media import media_of_results_note
 from .._wire import (
     add_turn,
@@ -112,6 +113,7 @@ def build_body(
     media_in_tool_results: bool,
 ) -> dict[str, Any]:
     """The JSON body sent for `request`, the model's defaults overridden by `request.parameters`."""
+    calls_follow_the_user(request.messages, PROVIDER)
     system, contents = _contents(request.messages, media_in_tool_results)
     body: dict[str, Any] = {"contents": contents, **body_defaults}
     if system:

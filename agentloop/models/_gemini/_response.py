@@ -25,7 +25,8 @@ from agentloop._values._messages import (
 )
 
 from .._base import ModelEvent, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._shapes import PROVIDER, Chunk, Part, PromptFeedback, UsageMetadata
+from .._unknown import ignore_unknown, keys_of
+from ._shapes import PROVIDER, Chunk, Part, PromptFeedback, UsageMetadata, part_decoder
 
 __all__ = ["Assembler", "token_usage"]
 
@@ -102,7 +103,11 @@ class Assembler:
             if candidate.index != 0:
                 continue
             if candidate.content is not None:
-                for part in candidate.content.parts:
+                for raw in candidate.content.parts:
+                    part = part_decoder.decode(raw)
+                    if part.text is None and part.function_call is None and part.thought_signature is None:
+                        ignore_unknown(PROVIDER, "a part", keys_of(raw))  # code execution, newer kinds
+                        continue
                     self._part(part, events)
             if candidate.finish_reason:
                 self.finish_reason = candidate.finish_reason

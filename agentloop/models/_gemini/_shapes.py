@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["PROVIDER", "Chunk", "Part", "PromptFeedback", "UsageMetadata", "chunk_decoder"]
+__all__ = ["PROVIDER", "Chunk", "Part", "PromptFeedback", "UsageMetadata", "chunk_decoder", "part_decoder"]
 
 PROVIDER = "gemini"
 """The provider name in errors, traces and prices, and the key of `AiMessage.provider_state`."""
@@ -30,7 +30,7 @@ class Part(msgspec.Struct, rename="camel"):
 
 
 class _Content(msgspec.Struct):
-    parts: list[Part] = []
+    parts: list[msgspec.Raw] = []  # each read by `part_decoder`
     role: str | None = None
 
 
@@ -65,3 +65,4 @@ class Chunk(msgspec.Struct, rename="camel"):
 
 
 chunk_decoder = msgspec.json.Decoder(Chunk)
+part_decoder = msgspec.json.Decoder(Part)

@@ -23,6 +23,7 @@ from agentloop._values._errors import (
     ServerError,
     ToolsNotSupportedError,
 )
+from agentloop._values._text import whole_number
 
 from .._secrets import scrub, scrub_exception
 from ._config import _MAX_ERROR_TEXT
@@ -118,7 +119,9 @@ def request_id_of(headers: Mapping[str, str] | Any) -> str | None:
 
 
 def parse_retry_after(headers: Mapping[str, str] | Any, now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait: `retry-after-ms`, or `Retry-After` in seconds or an HTTP date."""
+    """Seconds the server asked us to wait: `retry-after-ms`, or `Retry-After` in seconds or an HTTP date.
+    An infinite wait (`inf`) is kept as such, so it is beyond any `max_retry_after` and raised at once; a
+    negative or NaN one is no answer (None)."""
     millis = headers.get("retry-after-ms")
     if millis:
         try:
@@ -126,7 +129,7 @@ def parse_retry_after(headers: Mapping[str, str] | Any, now: float | None = None
         except ValueError:
             pass
         else:
-            if value >= 0.0 and value == value and value != float("inf"):
+            if value >= 0.0:  # False for NaN
                 return value
     header = headers.get("retry-after")
     if not header:
@@ -142,7 +145,7 @@ def parse_retry_after(headers: Mapping[str, str] | Any, now: float | None = None
         if date.tzinfo is None:
             return None
         return max(0.0, date.timestamp() - (time.time() if now is None else now))
-    if seconds != seconds or seconds < 0.0 or seconds == float("inf"):
+    if not seconds >= 0.0:  # negative, or NaN
         return None
     return seconds
 
@@ -281,8 +284,9 @@ def _payload_error(
     error_type = details.type or details.code
     cls: type[ModelError] = ModelError
     status: int | None = None
-    if details.code and details.code.isdigit():
-        status = int(details.code)
+    coded = whole_number(details.code, 3) if details.code else None
+    if coded is not None:
+        status = coded
         cls = _class_for_status(status)
     elif error_type:
         lowered = error_type.lower()

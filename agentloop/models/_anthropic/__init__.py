@@ -30,13 +30,23 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import RetryPolicy, Timeouts
-from ._http._provider import HTTPChatModel, retry_policy
-from ._media import web_url
-from ._secrets import clean_api_key
-from ._strict import strict_schema
-from ._wire import (
+from .._base import (
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    TokenCount,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+from .._history_rules import has_tool_rounds, tool_rounds_as_text
+from .._http import RetryPolicy, Timeouts
+from .._http._provider import HTTPChatModel, retry_policy
+from .._media import web_url
+from .._secrets import clean_api_key
+from .._strict import strict_schema
+from .._unknown import ignore_unknown, kind_of, known_items
+from .._wire import (
     add_turn,
     arguments_object,
     check_tool_offered,
@@ -55,6 +65,8 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 _PROVIDER = "anthropic"
 _PATH = "/v1/messages"
+_COUNT_PATH = "/v1/messages/count_tokens"
+_COUNTED = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
 _OVERLOADED = (529,)  # Anthropic's "overloaded": retried like a 503
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type"})
 _RESERVED = frozenset({"messages", "system", "tools", "tool_choice", "stream"})
@@ -97,9 +109,13 @@ class _Block(msgspec.Struct):
 class _Message(msgspec.Struct):
     id: str | None = None
     model: str | None = None
-    content: list[_Block] = []
+    content: list[msgspec.Raw] = []  # the blocks agentloop knows are read by `_blocks`
     stop_reason: str | None = None
     usage: _Usage | None = None
+
+
+class _Count(msgspec.Struct, gc=False):
+    input_tokens: int
 
 
 class _MessageStart(msgspec.Struct):
@@ -108,7 +124,7 @@ class _MessageStart(msgspec.Struct):
 
 class _BlockStart(msgspec.Struct):
     index: int
-    content_block: _Block
+    content_block: msgspec.Raw  # read by `_blocks` when its kind is known
 
 
 class _Delta(msgspec.Struct, gc=False):
@@ -121,7 +137,7 @@ class _Delta(msgspec.Struct, gc=False):
 
 class _BlockDelta(msgspec.Struct, gc=False):
     index: int
-    delta: _Delta
+    delta: msgspec.Raw  # read as a `_Delta` when its kind is known
 
 
 class _BlockStop(msgspec.Struct, gc=False):
@@ -142,12 +158,29 @@ class _Typed(msgspec.Struct, gc=False):
 
 
 _message_decoder = msgspec.json.Decoder(_Message)
+_count_decoder = msgspec.json.Decoder(_Count)
 _start_decoder = msgspec.json.Decoder(_MessageStart)
 _block_start_decoder = msgspec.json.Decoder(_BlockStart)
 _block_delta_decoder = msgspec.json.Decoder(_BlockDelta)
 _block_stop_decoder = msgspec.json.Decoder(_BlockStop)
 _message_delta_decoder = msgspec.json.Decoder(_MessageDelta)
 _typed_decoder = msgspec.json.Decoder(_Typed)
+_block_decoder = msgspec.json.Decoder(_Block)
+_delta_decoder = msgspec.json.Decoder(_Delta)
+_BLOCKS = dict.fromkeys(("text", "tool_use", "thinking", "redacted_thinking"), _block_decoder)
+_DELTAS = dict.fromkeys(
+    ("text_delta", "input_json_delta", "thinking_delta", "signature_delta"), _delta_decoder
+)
+_UNUSED_DELTAS = frozenset({"citations_delta"})  # documented; agentloop keeps no citations
+_EVENTS = frozenset(
+    {"message_start", "message_delta", "message_stop", "content_block_start", "content_block_delta"}
+    | {"content_block_stop", "error", "ping"}
+)
+
+
+def _blocks(raws: Sequence[msgspec.Raw]) -> list[_Block]:
+    """The content blocks of a kind agentloop knows; others (server tools' blocks, newer kinds) skipped."""
+    return known_items(raws, _BLOCKS, "anthropic", "a content block")
 
 
 # -- the model -----------------------------------------------------------------------------------------------
@@ -275,7 +308,7 @@ class AnthropicChatModel(HTTPChatModel):
             message = await self._http.request_json(
                 _PATH, body, _message_decoder, tools=bool(request.tool_specifications)
             )
-            return self._response(message.content, message)
+            return self._response(_blocks(message.content), message)
 
     async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
@@ -309,11 +342,23 @@ class AnthropicChatModel(HTTPChatModel):
                     request_id=events.request_id,
                 )
 
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, as Anthropic's `POST /v1/messages/count_tokens` counts them
+        (system prompt, messages, tools): exact."""
+        with self._errors():
+            sent = self.build_body(request, stream=False)
+            body = self._http.encode({k: v for k, v in sent.items() if k in _COUNTED})
+            answer = await self._http.request_json(_COUNT_PATH, body, _count_decoder)
+            return TokenCount(tokens=answer.input_tokens, exact=True)
+
     # -- request ---------------------------------------------------------------------------------------------
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
-        system, messages = self._messages(request.messages)
+        history = request.messages
+        if not request.tool_specifications and has_tool_rounds(history):
+            history = tool_rounds_as_text(history)  # the API takes tool blocks only with tools defined
+        system, messages = self._messages(history)
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.defaults}
         if system:
             body["system"] = system
@@ -529,8 +574,12 @@ class _Assembler:
             current = self._open.get(event.index)
             if current is None:
                 return None
-            delta = event.delta
-            kind = delta.type
+            kind = kind_of(event.delta)
+            if kind not in _DELTAS:
+                if kind not in _UNUSED_DELTAS:
+                    ignore_unknown("anthropic", "a content block delta", kind)
+                return None
+            delta = _delta_decoder.decode(event.delta)
             if kind == "text_delta":
                 if delta.text:
                     current.parts.append(delta.text)
@@ -548,7 +597,10 @@ class _Assembler:
             return None  # citations and delta types added after this was written
         if name == "content_block_start":
             start = _block_start_decoder.decode(data)
-            block = start.content_block
+            known = _blocks((start.content_block,))
+            if not known:
+                return None
+            block = known[0]
             current = _Open(block, [])
             self._open[start.index] = current
             if block.type == "tool_use":
@@ -588,7 +640,9 @@ class _Assembler:
             return _STOP
         if name == "error":
             return _ERROR
-        return None  # ping, and event types added after this was written
+        if name not in _EVENTS:  # event types added after this was written
+            ignore_unknown("anthropic", "a streamed event", name)
+        return None
 
     def blocks(self) -> list[_Block]:
         """The content blocks received, in order, completed with what their deltas carried."""

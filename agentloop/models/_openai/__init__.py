@@ -38,14 +38,24 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
-from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
-from ._http import RetryPolicy, Timeouts
-from ._http._client import AsyncHTTPClient
-from ._http._provider import HTTPChatModel, retry_policy
-from ._media import media_of_results_note, web_url
-from ._secrets import clean_api_key
-from ._strict import strict_schema
-from ._wire import check_tool_offered, check_tools_for_choice, unanswered_result
+from .._base import (
+    ModelEvent,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    TokenCount,
+    ToolCallComplete,
+    ToolCallDelta,
+)
+from .._counting import openai_count
+from .._http import RetryPolicy, Timeouts
+from .._http._client import AsyncHTTPClient
+from .._http._provider import HTTPChatModel, retry_policy
+from .._media import media_of_results_note, web_url
+from .._secrets import clean_api_key
+from .._strict import strict_schema
+from .._unknown import ignore_unknown, known_items
+from .._wire import check_tool_offered, check_tools_for_choice, unanswered_result
 
 __all__ = ["OpenAIChatModel"]
 
@@ -110,6 +120,7 @@ class _Function(msgspec.Struct, gc=False):
 class _ToolCall(msgspec.Struct, gc=False):
     index: int | None = None
     id: str | None = None
+    type: str | None = None  # "function"; others ("custom", newer kinds) are skipped
     function: _Function | None = None
 
 
@@ -119,7 +130,7 @@ class _Part(msgspec.Struct, gc=False):
 
 
 class _Message(msgspec.Struct, gc=False):
-    content: Union[str, list[_Part], None] = None
+    content: Union[str, list[msgspec.Raw], None] = None  # parts: the text ones are read by `_text_parts`
     refusal: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
@@ -178,6 +189,8 @@ class _Chunk(msgspec.Struct, gc=False):
     error: Any = None
 
 
+_PART = msgspec.json.Decoder(_Part)
+_TEXT_PARTS = {"text": _PART, "": _PART}  # servers that give parts no type mean text
 _COMPLETION = msgspec.json.Decoder(_Completion)
 _CHUNK = msgspec.json.Decoder(_Chunk)
 _encode = msgspec.json.Encoder().encode
@@ -422,6 +435,12 @@ class OpenAIChatModel(HTTPChatModel):
                 "(messages, tool_specifications, tool_choice) or from chat() / stream()"
             )
 
+    async def count_tokens(self, request: ChatRequest) -> TokenCount:
+        """The input tokens `request` takes, counted with tiktoken (extra `tokens`) as OpenAI counts chat
+        messages; an estimate (`exact=False`) without the extra or for a model tiktoken does not know."""
+        body = self.build_body(request, stream=False)
+        return await openai_count(self.model, request, body["messages"], body.get("tools") or [])
+
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
         body: dict[str, Any] = {"model": self.model, "messages": _messages(request.messages)}
@@ -473,9 +492,10 @@ class OpenAIChatModel(HTTPChatModel):
         message = choice.message
         content = message.content
         if isinstance(content, list):
-            content = "".join(part.text or "" for part in content if part.type in (None, "text"))
+            parts = known_items(content, _TEXT_PARTS, "openai", "a message content part")
+            content = "".join(part.text or "" for part in parts)
         text = content if content else (message.refusal or content)
-        tool_calls = message.tool_calls or ()
+        tool_calls = [call for call in message.tool_calls or () if _function_call(call)]
         cut = len(tool_calls) - 1 if choice.finish_reason == "length" else -1  # the call a cut may be in
         calls = tuple(
             ToolExecutionRequest(
@@ -571,6 +591,14 @@ class OpenAIChatModel(HTTPChatModel):
             await opened.__aexit__(*exc_info)
 
 
+def _function_call(call: _ToolCall) -> bool:
+    """Whether `call` is a function call (the only kind agentloop runs); another kind is noted once."""
+    if call.type is None or call.type == "function":
+        return True
+    ignore_unknown("openai", "a tool call", call.type)
+    return False
+
+
 class _Call:
     """One tool call being reassembled from its deltas."""
 
@@ -597,6 +625,7 @@ class _StreamState:
         "calls",
         "finish_reason",
         "id",
+        "ignored",
         "model",
         "text",
         "thinking",
@@ -610,6 +639,7 @@ class _StreamState:
         self.thinking: list[str] = []
         self.calls: list[_Call] = []
         self.wire_index: dict[int, int] = {}
+        self.ignored: set[int] = set()  # wire indexes of calls of a kind agentloop does not run
         self.finish_reason: str | None = None
         self.usage: TokenUsage | None = None
         self.id: str | None = None
@@ -646,6 +676,10 @@ class _StreamState:
         return events
 
     def _call_delta(self, call: _ToolCall, events: list[ModelEvent]) -> None:
+        if call.index in self.ignored or not _function_call(call):
+            if call.index is not None:  # its later pieces carry only the index
+                self.ignored.add(call.index)
+            return
         function = call.function
         name = function.name if function is not None else None
         arguments = function.arguments if function is not None else None

@@ -1,0 +1,7 @@
+"""`ToolSearch`: a large toolset behind a `search_tools(query)` tool (BM25, offline)."""
+
+from __future__ import annotations
+
+from ._search import SearchTool, ToolSearch, search_filters
+
+__all__ = ["SearchTool", "ToolSearch", "search_filters"]

@@ -1,0 +1,38 @@
+"""Run control: reach a running invocation (cancel it, steer it) from this process or any other.
+
+A `RunControl` is where running invocations register and where commands for them are sent:
+`LocalRunControl` (one process, the default), `SQLiteRunControl(path)` (processes on one machine) and
+`RedisRunControl(url)` (processes anywhere, extra `redis`). An invocation registers for as long as it runs
+(`async with control.running(invocation_id, memory_id) as inbox`) and reads its commands from the inbox;
+`await control.send(command, invocation_id=... | memory_id=...)` delivers a command and says whether any
+running invocation received it.
+
+Importing this package does not import `redis`; `RedisRunControl` loads it when constructed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._base import Inbox, RunControl
+from ._command import RunCommand
+from ._local import LocalRunControl
+from ._sqlite import SQLiteRunControl
+
+if TYPE_CHECKING:
+    from ._redis import RedisRunControl
+
+__all__ = ["Inbox", "LocalRunControl", "RedisRunControl", "RunCommand", "RunControl", "SQLiteRunControl"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisRunControl":
+        from ._redis import RedisRunControl
+
+        return RedisRunControl
+    raise AttributeError(f"module 'agentloop.control' has no attribute {name!r}")
+
+
+for _name in ("Inbox", "LocalRunControl", "RunCommand", "RunControl", "SQLiteRunControl"):
+    globals()[_name].__module__ = __name__
+del _name
