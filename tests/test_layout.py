@@ -29,6 +29,7 @@ PUBLIC_PACKAGES = [
     "agentloop.mcp",
     "agentloop.otel",
     "agentloop.dbos",
+    "agentloop.control",
 ]
 
 

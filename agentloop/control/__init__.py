@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish, publish_one
 from ._base import Inbox, RunControl
 from ._command import RunCommand
 from ._local import LocalRunControl
@@ -29,10 +30,8 @@ def __getattr__(name: str) -> Any:
     if name == "RedisRunControl":
         from ._redis import RedisRunControl
 
-        return RedisRunControl
+        return publish_one(RedisRunControl, __name__)
     raise AttributeError(f"module 'agentloop.control' has no attribute {name!r}")
 
 
-for _name in ("Inbox", "LocalRunControl", "RunCommand", "RunControl", "SQLiteRunControl"):
-    globals()[_name].__module__ = __name__
-del _name
+publish(globals(), __all__, __name__)
