@@ -66,10 +66,21 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class _Invocation:
+class _Whose:
     invocation_id: str
     memory_id: Any
+
+
+@dataclass(frozen=True)
+class _HeldRound:
+    """What approval's stored form reads of a held round (the seam's `HeldRound` has these fields)."""
+
+    response: ChatResponse
+    round: int
+    finished: tuple[ToolExecution, ...]
+    messages: tuple[Any, ...]
     user_message: UserMessage
+    context: _Whose
     call_options: Any
 
 
@@ -159,9 +170,10 @@ def documents() -> dict[str, bytes]:
         msgspec.structs.replace(_execution(1, "lookup", None, "bob is a friend"), request=calls[1]),
         msgspec.structs.replace(_execution(2, "delete_file", denied), request=calls[2]),
     ]
-    invocation = _Invocation("inv-golden", "ann", asked, CallOptions(Answer, (Audit(),)))
+    options = CallOptions(Answer, (Audit(),))
+    held = _HeldRound(calling, 1, tuple(finished), (asked,), asked, _Whose("inv-golden", "ann"), options)
     waiting = [ToolApprovalRequest("c_pay", "pay", calls[0].arguments, 0, 1, "ann")]
-    pending = _paused(invocation, calling, 1, waiting, finished, [asked])
+    pending = _paused(held, waiting)
     result = Result(
         content="done",
         tool_executions=executions(),

@@ -217,8 +217,8 @@ def test_the_current_golden_files_read_back_as_written() -> None:
 
 def test_every_golden_file_is_checked() -> None:
     """Each stored document under tests/golden/ (old formats and today's) is read by a test (here, or the
-    codec's own in test_codec.py)."""
-    source = Path(__file__).read_text() + (Path(__file__).parent / "test_codec.py").read_text()
+    feature's own: test_codec.py, test_compaction.py, ...)."""
+    source = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     current = set(documents())
     for path in sorted(GOLDEN.rglob("*")):
         relative = path.relative_to(GOLDEN).as_posix()
