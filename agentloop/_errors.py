@@ -13,6 +13,7 @@ __all__ = [
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
+    "LimitExceededError",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
@@ -131,6 +132,18 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
 
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message)
+        self.timeout = timeout
+
+
+class LimitExceededError(AgentLoopError, TimeoutError):
+    """A `ConcurrencyLimit` wait outlasted its `timeout`: `key` is the limited key, `limit` its setting and
+    `timeout` the seconds waited. Nothing was taken: the call it guarded never started."""
+
+    def __init__(self, message: str, *, key: str, limit: int, timeout: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.limit = limit
         self.timeout = timeout
 
 

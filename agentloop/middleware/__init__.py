@@ -2,12 +2,17 @@
 
 `UsageLimits` stops an invocation that would exceed a budget of model requests, tool calls or tokens;
 `InputGuardrail` / `OutputGuardrail` stop one whose message or answer a check of yours rejects; `ToolRetry`
-runs a failed tool call again. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before
+runs a failed tool call again; `ConcurrencyLimit` and `RateLimit` share limits among every invocation with
+the same key (a tenant, a user, a model), in this process or, with `backend=RedisLimiter(url)`, across
+workers. A stopped invocation raises (`UsageLimitExceeded`, `GuardrailTripped`) before
 anything of its current round reaches memory, and the error names the limit or guardrail and its value.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from .._errors import LimitExceededError
 from .._seam import (
     CallContext,
     InvocationCall,
@@ -20,22 +25,41 @@ from .._seam import (
 )
 from ._errors import GuardrailTripped, UsageLimitExceeded
 from ._guardrails import InputGuardrail, OutputGuardrail
+from ._keyed import ConcurrencyLimit, RateLimit
+from ._limiter import Limiter, LocalLimiter
 from ._limits import UsageLimits
 from ._retry import ToolRetry
 
+if TYPE_CHECKING:
+    from ._redis_limiter import RedisLimiter
+
 __all__ = [
     "CallContext",
+    "ConcurrencyLimit",
     "GuardrailTripped",
     "InputGuardrail",
     "InvocationCall",
+    "LimitExceededError",
+    "Limiter",
+    "LocalLimiter",
     "Middleware",
     "ModelCall",
     "NextInvocation",
     "NextModelCall",
     "NextToolCall",
     "OutputGuardrail",
+    "RateLimit",
+    "RedisLimiter",
     "ToolCall",
     "ToolRetry",
     "UsageLimitExceeded",
     "UsageLimits",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisLimiter":
+        from ._redis_limiter import RedisLimiter
+
+        return RedisLimiter
+    raise AttributeError(f"module 'agentloop.middleware' has no attribute {name!r}")
