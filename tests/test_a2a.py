@@ -176,6 +176,11 @@ async def test_tasks_cancel_cancels_the_running_invocation(served: tuple[str, Ga
                 await anyio.sleep(0.01)
         task = await client.get_task(GetTaskRequest(id=task_id))
         assert task.status.state == TaskState.TASK_STATE_CANCELED
+        # nothing of the cancelled round was stored: the conversation's next message is its first
+        later = [e async for e in client.send_message(user("after", task.context_id))]
+        updates = [e.artifact_update for e in later if e.HasField("artifact_update")]
+        text = "".join(p.text for update in updates for p in update.artifact.parts)
+        assert text == "you said after (message 1 of this conversation)"
 
 
 def sdk_server_app() -> Starlette:
