@@ -1,6 +1,6 @@
-"""examples/serve_workers.py over real HTTP: an A2A agent on two uvicorn workers sharing one real Redis, called
-with a2a-sdk's client; the conversation goes on across workers and the model-call limit holds across them
-(the example asserts both)."""
+"""examples/serve_workers.py over real HTTP: an A2A agent on two uvicorn workers sharing one real Redis,
+called with a2a-sdk's client; the conversation goes on across workers and the model-call limit holds
+across them (the example asserts both)."""
 
 from __future__ import annotations
 
