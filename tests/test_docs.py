@@ -68,6 +68,7 @@ ELSEWHERE = {
     "observability.md": "tests/test_otel.py",  # the OpenTelemetry SDK's in-memory exporter
     "output.md": "tests/test_output_docs.py",
     "web.md": "tests/test_ui.py",  # agentloop.ui's apps, in process
+    "serving.md": "tests/test_serving_docs.py",  # a real redis-server; a2a-sdk's server on asyncio
 }
 
 

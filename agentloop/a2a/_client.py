@@ -78,8 +78,11 @@ class A2AAgent:
     async def fetch_card(self) -> AgentCard:
         """The remote agent card (fetched once, then kept)."""
         if self._card is None:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
-                self._card = await A2ACardResolver(client, self.url).get_agent_card()
+            if self._http_client is not None:
+                self._card = await A2ACardResolver(self._http_client, self.url).get_agent_card()
+            else:
+                async with httpx.AsyncClient(timeout=self.timeout) as client:
+                    self._card = await A2ACardResolver(client, self.url).get_agent_card()
         return self._card
 
     def _card_now(self) -> AgentCard:
