@@ -319,3 +319,31 @@ def test_the_redis_url_password_stays_out_of_the_repr(redis_url: str) -> None:
     limiter = RedisLimiter(redis_url.replace("redis://", "redis://user:s3cret@"))
     assert "s3cret" not in repr(limiter)
     assert "s3cret" not in repr(ConcurrencyLimit(1, backend=limiter))
+
+
+def test_imports_stay_lazy_and_a_missing_extra_says_what_to_install() -> None:
+    """`agentloop` and `agentloop.middleware` load neither redis nor a2a-sdk; without the extras, the error
+    names the extra to install."""
+    code = (
+        "import sys, agentloop, agentloop.middleware\n"
+        "assert 'redis' not in sys.modules and 'a2a' not in sys.modules\n"
+        "agentloop.middleware.RedisLimiter\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    without = (
+        "import sys; sys.modules['redis'] = None; sys.modules['a2a'] = None\n"
+        "from agentloop.middleware import RedisLimiter\n"
+        "try:\n"
+        "    RedisLimiter('redis://127.0.0.1:1/0')\n"
+        "except ImportError as error:\n"
+        "    assert \"pip install 'agentloop-runtime[redis]'\" in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('no ImportError')\n"
+        "try:\n"
+        "    import agentloop.a2a\n"
+        "except ImportError as error:\n"
+        "    assert \"pip install 'agentloop-runtime[a2a]'\" in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('no ImportError')\n"
+    )
+    subprocess.run([sys.executable, "-c", without], check=True)
