@@ -51,7 +51,7 @@ if redis.call('ZRANK', KEYS[2], token) < free then
   redis.call('ZREM', KEYS[2], token)
   redis.call('ZREM', KEYS[3], token)
   redis.call('ZADD', KEYS[1], now + lease, token)
-  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], lease + alive) end
+  for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], lease + alive) end
   return 1
 end
 redis.call('ZADD', KEYS[3], now + alive, token)
