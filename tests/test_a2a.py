@@ -36,6 +36,7 @@ from starlette.applications import Starlette
 
 from agentloop import (
     Agent,
+    BadRequestError,
     ChatMessage,
     IllegalConfigurationError,
     MessageWindowChatMemory,
@@ -61,6 +62,8 @@ class Gate:
 def echo_agent(gate: Gate) -> Agent:
     async def answer(messages: list[ChatMessage], tools: Any) -> str:
         said = str(messages[-1].text)
+        if said == "boom":
+            raise BadRequestError("the provider refused the request", provider="openai", status_code=400)
         if said == "hang":
             gate.started = True
             try:
@@ -181,6 +184,37 @@ async def test_tasks_cancel_cancels_the_running_invocation(served: tuple[str, Ga
         updates = [e.artifact_update for e in later if e.HasField("artifact_update")]
         text = "".join(p.text for update in updates for p in update.artifact.parts)
         assert text == "you said after (message 1 of this conversation)"
+
+
+async def test_a_failed_invocation_fails_the_task_naming_the_error(served: tuple[str, Gate]) -> None:
+    url, _ = served
+    async with httpx.AsyncClient() as http:
+        client = await sdk_client(url, http, streaming=True)
+        statuses = [
+            e.status_update.status
+            async for e in client.send_message(user("boom"))
+            if e.HasField("status_update")
+        ]
+    assert statuses[-1].state == TaskState.TASK_STATE_FAILED
+    assert statuses[-1].message.parts[0].text == "BadRequestError: the provider refused the request"
+
+
+async def test_a_0_3_client_is_answered_too(served: tuple[str, Gate]) -> None:
+    """The method names and shapes of protocol 0.3 (`message/send`, `tasks/get`), as raw JSON-RPC."""
+    url, _ = served
+    message = {"role": "user", "parts": [{"kind": "text", "text": "old"}], "messageId": uuid.uuid4().hex}
+    async with httpx.AsyncClient() as http:
+        sent = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+        )
+        task = sent.json()["result"]
+        assert task["kind"] == "task" and task["status"]["state"] == "completed"
+        answer = "".join(part["text"] for part in task["artifacts"][0]["parts"])
+        assert answer == "you said old (message 1 of this conversation)"
+        got = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}
+        )
+        assert got.json()["result"]["status"]["state"] == "completed"
 
 
 def sdk_server_app() -> Starlette:
