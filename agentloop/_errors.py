@@ -14,6 +14,7 @@ __all__ = [
     "IllegalConfigurationError",
     "InvocationTimeoutError",
     "LimitExceededError",
+    "LimiterError",
     "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
@@ -145,6 +146,16 @@ class LimitExceededError(AgentLoopError, TimeoutError):
         self.key = key
         self.limit = limit
         self.timeout = timeout
+
+
+class LimiterError(AgentLoopError):
+    """A keyed limit's backend (`RedisLimiter`) could not be reached or refused a step: `backend` names it
+    (its URL without a password). The call it guarded did not start."""
+
+    def __init__(self, message: str, *, backend: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.backend = backend
 
 
 class ApprovalError(AgentLoopError):

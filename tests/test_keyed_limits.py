@@ -18,6 +18,7 @@ from agentloop import (
     Agent,
     ChatMessage,
     IllegalConfigurationError,
+    LimiterError,
     LimitExceededError,
     RateLimitError,
     TokenUsage,
@@ -347,3 +348,14 @@ def test_imports_stay_lazy_and_a_missing_extra_says_what_to_install() -> None:
         "    raise AssertionError('no ImportError')\n"
     )
     subprocess.run([sys.executable, "-c", without], check=True)
+
+
+async def test_an_unreachable_redis_is_named_without_its_password() -> None:
+    limiter = RedisLimiter("redis://user:s3cret@127.0.0.1:1/0", timeout=0.5)
+    agent = Agent(ScriptedChatModel(["never"]), middleware=[ConcurrencyLimit(1, backend=limiter)])
+    with pytest.raises(LimiterError) as raised:
+        await agent.chat("x")
+    assert "redis://user:***@127.0.0.1:1/0" in str(raised.value)
+    assert "s3cret" not in str(raised.value) and "s3cret" not in raised.value.backend
+    assert "check that the server is running" in str(raised.value)
+    await limiter.aclose()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import LimitExceededError
+from .._errors import LimiterError, LimitExceededError
 from .._seam import (
     CallContext,
     InvocationCall,
@@ -41,6 +41,7 @@ __all__ = [
     "InvocationCall",
     "LimitExceededError",
     "Limiter",
+    "LimiterError",
     "LocalLimiter",
     "Middleware",
     "ModelCall",

@@ -73,7 +73,8 @@ class ConcurrencyLimit(Middleware):
     """At most `limit` invocations, model calls or tool calls (`on=`) run at once per key.
 
     `key(call) -> str` picks the key from the call (an `InvocationCall`, `ModelCall` or `ToolCall`, after
-    `on`); without it every call shares one key. A call waits for a slot, first come first served within its
+    `on`; in each, `call.context.context` is the `context=` given to `chat()`, the usual place for a
+    tenant); without it every call shares one key. A call waits for a slot, first come first served within its
     key; keys never wait for each other. Waiting longer than `timeout` seconds raises `LimitExceededError`
     naming the key and the limit (the call never started). `backend=RedisLimiter(url)` shares the slots
     with every process using the same Redis; the default `LocalLimiter()` keeps them in this process.

@@ -15,11 +15,12 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
 from .._backend import running_on_asyncio
+from .._errors import LimiterError
+from .._urls import without_password
 from ._limiter import WINDOW
 
 __all__ = ["RedisLimiter"]
@@ -138,17 +139,6 @@ _SCRIPTS = {
 }
 
 
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else "***@"
-    return urlunsplit(parts._replace(netloc=user + host))
-
-
 class RedisLimiter:
     """Keyed limits kept in Redis, shared by every process and machine using it: pass it as `backend=` to
     `ConcurrencyLimit` and `RateLimit`.
@@ -178,7 +168,7 @@ class RedisLimiter:
             raise ValueError("lease_ttl, poll and timeout must be positive numbers of seconds")
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
-        self.url = _without_password(url)
+        self.url = without_password(url)
         self.prefix = prefix
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -190,6 +180,7 @@ class RedisLimiter:
         }
         pool = redis.BlockingConnectionPool.from_url(url, **self._options)
         self._client = redis.Redis(connection_pool=pool)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError,)
         self._scripts = {name: self._client.register_script(code) for name, code in _SCRIPTS.items()}
         self._native: tuple[object, Any, dict[str, Any]] | None = None
 
@@ -272,10 +263,18 @@ class RedisLimiter:
 
     async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         """One of the scripts: natively on asyncio, through a worker thread elsewhere."""
-        if running_on_asyncio():
-            return await self._native_scripts()[script](keys=keys, args=args)
-        sync = self._scripts[script]
-        return await anyio.to_thread.run_sync(lambda: sync(keys=keys, args=args))
+        try:
+            if running_on_asyncio():
+                return await self._native_scripts()[script](keys=keys, args=args)
+            sync = self._scripts[script]
+            return await anyio.to_thread.run_sync(lambda: sync(keys=keys, args=args))
+        except self._errors as error:
+            detail = str(error).split(" AUTH ", 1)[0][:300]  # never an AUTH argument redis may echo
+            raise LimiterError(
+                f"{self!r}: Redis failed a limiter step ({type(error).__name__}: {detail}): check that the "
+                "server is running and reachable from here, the URL and its credentials",
+                backend=repr(self),
+            ) from None
 
     def _native_scripts(self) -> dict[str, Any]:
         import asyncio
