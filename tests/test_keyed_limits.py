@@ -359,3 +359,27 @@ async def test_an_unreachable_redis_is_named_without_its_password() -> None:
     assert "s3cret" not in str(raised.value) and "s3cret" not in raised.value.backend
     assert "check that the server is running" in str(raised.value)
     await limiter.aclose()
+
+
+async def test_a_providers_429_over_http_pauses_the_key_through_its_retry_after(redis_url: str) -> None:
+    """The whole path: the OpenAI client reads the fake server's 429 and its Retry-After header
+    (`ModelError.retry_after`), `RateLimit` pauses the key in Redis, and another worker's call waits."""
+    from agentloop.models import OpenAIChatModel
+    from agentloop.testing import FakeOpenAIServer
+
+    prefix = f"test-{uuid.uuid4().hex}"
+    here, there = RedisLimiter(redis_url, prefix=prefix), RedisLimiter(redis_url, prefix=prefix)
+    script = [FakeOpenAIServer.error(429, "slow down", headers=[("retry-after", "30")]), "never sent"]
+    async with FakeOpenAIServer(script) as server:
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test", max_retries=0)
+        by_model = RateLimit(requests_per_minute=1000, key=lambda call: "gpt-4o-mini", backend=here)
+        with pytest.raises(RateLimitError) as raised:
+            await Agent(model, middleware=[by_model]).chat("hi")
+        assert raised.value.retry_after == 30.0
+        elsewhere = RateLimit(requests_per_minute=1000, key=lambda call: "gpt-4o-mini", backend=there)
+        with anyio.move_on_after(0.5) as waiting:
+            await Agent(model, middleware=[elsewhere]).chat("hi")
+        assert waiting.cancelled_caught
+        assert len(server.requests) == 1  # the paused key sent nothing more
+    await here.aclose()
+    await there.aclose()
