@@ -45,6 +45,7 @@ FEATURES = (
     "fallback",
     "mcp",
     "middleware",
+    "limits",
 )
 OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
 SUM = 5
@@ -83,6 +84,22 @@ class Recorder(Middleware):
     async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
         self.log.append(f"tool:{call.request.name}")
         return await call_next(call)
+
+
+def limits() -> list[Middleware]:
+    """The keyed limits of the suite, on each kind of call: one tenant's invocations, its tools one at a
+    time, and a rate it stays well under (they must change nothing of what the run shows)."""
+    from agentloop.middleware import ConcurrencyLimit, RateLimit
+
+    def tenant(call: Any) -> str:
+        return "tenant-a"
+
+    return [
+        ConcurrencyLimit(2, key=tenant, timeout=30),
+        ConcurrencyLimit(1, key=tenant, on="tool"),
+        ConcurrencyLimit(1, on="model"),
+        RateLimit(requests_per_minute=1000, tokens_per_minute=1_000_000, key=tenant),
+    ]
 
 
 class Down:
@@ -184,8 +201,13 @@ class Scenario:
         mode = self.output_mode
         if mode is not None:
             options["output_mode"] = mode
+        middleware: list[Middleware] = []
         if "middleware" in self.features:
-            options["middleware"] = [self.recorder]
+            middleware.append(self.recorder)
+        if "limits" in self.features:
+            middleware += limits()
+        if middleware:
+            options["middleware"] = middleware
         if tools is None:
             tools = [] if "mcp" in self.features else [add if self.gated else add_freely]
         return Agent(self.model(resumed=resumed), name=name, tools=tools, **options)
