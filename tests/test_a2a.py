@@ -41,6 +41,7 @@ from agentloop import (
     IllegalConfigurationError,
     MessageWindowChatMemory,
     ToolExecutionError,
+    tool,
 )
 from agentloop.a2a import A2AAgent, a2a_app
 from agentloop.testing import FunctionChatModel, ScriptedChatModel
@@ -197,6 +198,23 @@ async def test_a_failed_invocation_fails_the_task_naming_the_error(served: tuple
         ]
     assert statuses[-1].state == TaskState.TASK_STATE_FAILED
     assert statuses[-1].message.parts[0].text == "BadRequestError: the provider refused the request"
+
+
+async def test_a_call_waiting_for_approval_fails_the_task_saying_why() -> None:
+    @tool(requires_approval=True)
+    def delete_all() -> str:
+        """Deletes everything."""
+        return "deleted"
+
+    agent = Agent(ScriptedChatModel([calls(("delete_all", {}))]), tools=[delete_all])
+    app = a2a_app(agent, name="Risky", description="Deletes things.")
+    with serving(app) as url:  # over uvicorn's asyncio loop: a2a-sdk's server does not run on trio
+        async with httpx.AsyncClient() as http:
+            client = await sdk_client(url, http, streaming=True)
+            events = [e async for e in client.send_message(user("clean up"))]
+    status = [e.status_update.status for e in events if e.HasField("status_update")][-1]
+    assert status.state == TaskState.TASK_STATE_FAILED
+    assert "calls of delete_all wait for approval" in status.message.parts[0].text
 
 
 async def test_a_0_3_client_is_answered_too(served: tuple[str, Gate]) -> None:

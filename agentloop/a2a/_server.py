@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from .._errors import AgentLoopError, IllegalConfigurationError
+from .._errors import AgentLoopError, ApprovalError, IllegalConfigurationError
 
 __all__ = ["ANSWER", "a2a_app"]
 
@@ -81,6 +81,13 @@ class _AgentExecutor(AgentExecutor):
                     )
                     first = False
                 held = token
+            pending = stream.result.pending
+        if pending is not None:  # nobody could approve it over A2A
+            waiting = ", ".join(request.tool_name for request in pending.requests)
+            raise ApprovalError(
+                f"The agent's calls of {waiting} wait for approval, which an A2A client cannot give; give "
+                "the served agent an approval_handler"
+            )
         await updater.add_artifact(
             [Part(text=held or "")], artifact_id=artifact, name=ANSWER, append=not first, last_chunk=True
         )
