@@ -109,6 +109,7 @@ async def test_each_key_has_its_own_slots_and_a_busy_key_does_not_hold_up_anothe
         for n in range(3):
             group.start_soon(lambda n=n: agent.chat(f"a:{n}", context={"tenant": "a"}))
         # tenant a's first invocation holds its only slot until the gate opens; b's run meanwhile
+        await gauge.reached("a", 1)
         for n in range(3):
             result = await agent.chat(f"b:{n}", context={"tenant": "b"})
             assert result.content == "done"
