@@ -39,7 +39,9 @@ from agentloop import (
     BadRequestError,
     ChatMessage,
     IllegalConfigurationError,
+    InvocationCall,
     MessageWindowChatMemory,
+    Middleware,
     ToolExecutionError,
     tool,
 )
@@ -58,6 +60,7 @@ class Gate:
     def __init__(self) -> None:
         self.started = False
         self.cancelled = False
+        self.seen_context: dict[str, Any] = {}
 
 
 def echo_agent(gate: Gate) -> Agent:
@@ -74,7 +77,13 @@ def echo_agent(gate: Gate) -> Agent:
         users = sum(1 for m in messages if type(m).__name__ == "UserMessage")
         return f"you said {said} (message {users} of this conversation)"
 
-    return Agent(FunctionChatModel(answer, chunk_size=4), memory=MessageWindowChatMemory.provider(50))
+    class SeeContext(Middleware):
+        async def wrap_invocation(self, call: InvocationCall, call_next: Any) -> Any:
+            gate.seen_context = dict(call.context.context)
+            return await call_next(call)
+
+    memory = MessageWindowChatMemory.provider(50)
+    return Agent(FunctionChatModel(answer, chunk_size=4), memory=memory, middleware=[SeeContext()])
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +161,24 @@ async def test_message_stream_sends_the_answer_in_chunks_and_the_context_id_keep
             p.text for e in later if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts
         )
         assert text == "you said two (message 2 of this conversation)"
+
+
+async def test_the_invocation_context_names_the_task_the_conversation_and_the_metadata(
+    served: tuple[str, Gate],
+) -> None:
+    url, gate = served
+    async with httpx.AsyncClient() as http:
+        client = await sdk_client(url, http, streaming=False)
+        request = user("who")
+        request.metadata.update({"tenant": "acme"})
+        task = [e async for e in client.send_message(request)][-1].task
+    assert gate.seen_context == {
+        "a2a_task_id": task.id,
+        "a2a_context_id": task.context_id,
+        "a2a_tenant": "",
+        "a2a_user": None,
+        "a2a_metadata": {"tenant": "acme"},
+    }
 
 
 async def test_tasks_cancel_cancels_the_running_invocation(served: tuple[str, Gate]) -> None:

@@ -53,7 +53,7 @@ class _AgentExecutor(AgentExecutor):
         scope = self._running[task.id] = anyio.CancelScope()
         try:
             with scope:
-                await self._answer(context.get_user_input(), task.context_id, updater)
+                await self._answer(context.get_user_input(), task.context_id, _context_of(context), updater)
         except AgentLoopError as error:
             failure = f"{type(error).__name__}: {error}"
             await updater.failed(updater.new_agent_message([Part(text=failure)]))
@@ -63,13 +63,13 @@ class _AgentExecutor(AgentExecutor):
         if not scope.cancelled_caught:
             await updater.complete()
 
-    async def _answer(self, text: str, memory_id: str, updater: TaskUpdater) -> None:
+    async def _answer(self, text: str, memory_id: str, context: dict[str, Any], updater: TaskUpdater) -> None:
         """Streams the answer as one artifact; each chunk is sent once the next one came (so the last one
         can say it is the last)."""
         artifact = f"{updater.task_id}-{ANSWER}"
         held: str | None = None
         first = True
-        async with self._agent.stream(text, memory_id=memory_id) as stream:
+        async with self._agent.stream(text, memory_id=memory_id, context=context) as stream:
             async for token in stream:
                 if held is not None:
                     await updater.add_artifact(
@@ -98,6 +98,19 @@ class _AgentExecutor(AgentExecutor):
         if scope is not None:
             scope.cancel()
         await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
+
+
+def _context_of(request: RequestContext) -> dict[str, Any]:
+    """The invocation's `context=`: the A2A task and conversation, the tenant, the authenticated user (None
+    when the request was not authenticated) and the message's metadata; for tools and keyed limits."""
+    user = request.call_context.user
+    return {
+        "a2a_task_id": request.task_id,
+        "a2a_context_id": request.context_id,
+        "a2a_tenant": request.tenant,
+        "a2a_user": user.user_name if user.is_authenticated else None,
+        "a2a_metadata": request.metadata,
+    }
 
 
 def _skills(skills: Sequence[Any] | None, name: str, description: str) -> list[AgentSkill]:
