@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._content import Content, DocumentContent, ImageContent, TextContent
-from ._errors import (
+from ._values._content import Content, DocumentContent, ImageContent, TextContent
+from ._values._errors import (
     AgentLoopError,
     ApprovalError,
     AuthenticationError,
@@ -49,7 +49,7 @@ from ._errors import (
     ToolRoundsExceededError,
     ToolsNotSupportedError,
 )
-from ._messages import (
+from ._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,
@@ -64,13 +64,38 @@ from ._messages import (
     UserInput,
     UserMessage,
 )
-from ._spec import ToolSpecification
+from ._values._spec import ToolSpecification
 
 if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._context import ToolContext, ToolMemoryId
-    from ._decorator import tool, tool_specification_from
-    from ._events import (
+    from ._api._agent import Agent
+    from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
+    from ._memory._chat import (
+        ChatMemory,
+        ChatMemoryStore,
+        InMemoryChatMemoryStore,
+        MemoryLease,
+        MessageWindowChatMemory,
+        PendingApprovalStore,
+        StoredMemory,
+        VersionedChatMemoryStore,
+    )
+    from ._runtime._observe import Observer, instrument, uninstrument
+    from ._runtime._one_response import execute_tool_calls
+    from ._runtime._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
+    from ._runtime._stream import TokenStream
+    from ._tools._decorator import tool, tool_specification_from
+    from ._tools._execution import ToolExecution, ToolRunner, should_return_immediately
+    from ._tools._schema import P
+    from ._tools._tool import ReturnBehavior, Tool, ToolExecutor
+    from ._tools._toolset import (
+        ToolProvider,
+        ToolProviderRequest,
+        ToolProviderResult,
+        ToolSource,
+        tool_specifications_from,
+    )
+    from ._values._context import ToolContext, ToolMemoryId
+    from ._values._events import (
         ApprovalRequired,
         BeforeToolExecution,
         CompleteResponse,
@@ -83,41 +108,18 @@ if TYPE_CHECKING:
         StreamEvent,
         ToolExecuted,
     )
-    from ._execution import ToolExecution, ToolRunner, should_return_immediately
-    from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
-    from ._memory import (
-        ChatMemory,
-        ChatMemoryStore,
-        InMemoryChatMemoryStore,
-        MemoryLease,
-        MessageWindowChatMemory,
-        PendingApprovalStore,
-        StoredMemory,
-        VersionedChatMemoryStore,
-    )
-    from ._observe import Observer, instrument, uninstrument
-    from ._one_response import execute_tool_calls
-    from ._result import Result
-    from ._schema import P
-    from ._seam import CallContext, InvocationCall, Middleware, ModelCall, ToolCall
-    from ._stream import TokenStream
-    from ._tool import ReturnBehavior, Tool, ToolExecutor
-    from ._toolset import (
-        ToolProvider,
-        ToolProviderRequest,
-        ToolProviderResult,
-        ToolSource,
-        tool_specifications_from,
-    )
+    from ._values._result import Result
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
-    "P": "._schema",
-    **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tool"),
-    **dict.fromkeys(["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._seam"),
-    **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._context"),
-    **dict.fromkeys(["tool", "tool_specification_from"], "._decorator"),
+    "P": "._tools._schema",
+    **dict.fromkeys(["ReturnBehavior", "Tool", "ToolExecutor"], "._tools._tool"),
+    **dict.fromkeys(
+        ["CallContext", "InvocationCall", "Middleware", "ModelCall", "ToolCall"], "._runtime._seam"
+    ),
+    **dict.fromkeys(["ToolContext", "ToolMemoryId"], "._values._context"),
+    **dict.fromkeys(["tool", "tool_specification_from"], "._tools._decorator"),
     **dict.fromkeys(
         [
             "ToolProvider",
@@ -126,10 +128,10 @@ _LAZY: dict[str, str] = {
             "ToolSource",
             "tool_specifications_from",
         ],
-        "._toolset",
+        "._tools._toolset",
     ),
-    **dict.fromkeys(["ToolExecution", "ToolRunner", "should_return_immediately"], "._execution"),
-    "execute_tool_calls": "._one_response",
+    **dict.fromkeys(["ToolExecution", "ToolRunner", "should_return_immediately"], "._tools._execution"),
+    "execute_tool_calls": "._runtime._one_response",
     **dict.fromkeys(
         [
             "ChatMemory",
@@ -141,7 +143,7 @@ _LAZY: dict[str, str] = {
             "StoredMemory",
             "VersionedChatMemoryStore",
         ],
-        "._memory",
+        "._memory._chat",
     ),
     **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._features.approval"),
     **dict.fromkeys(
@@ -158,12 +160,12 @@ _LAZY: dict[str, str] = {
             "StreamEvent",
             "ToolExecuted",
         ],
-        "._events",
+        "._values._events",
     ),
-    **dict.fromkeys(["Observer", "instrument", "uninstrument"], "._observe"),
-    "Agent": "._agent",
-    "Result": "._result",
-    "TokenStream": "._stream",
+    **dict.fromkeys(["Observer", "instrument", "uninstrument"], "._runtime._observe"),
+    "Agent": "._api._agent",
+    "Result": "._values._result",
+    "TokenStream": "._runtime._stream",
 }
 
 __all__ = [

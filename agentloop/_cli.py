@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable
 from typing import TextIO
 
-from ._errors import AgentLoopError
+from ._values._errors import AgentLoopError
 
 __all__ = ["add_common_arguments", "failure_line", "run_command"]
 

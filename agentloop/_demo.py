@@ -13,12 +13,18 @@ import sys
 import time
 from typing import Annotated, TextIO
 
-from ._agent import Agent
+from ._api._agent import Agent
 from ._cli import add_common_arguments, run_command
-from ._decorator import tool
-from ._events import BeforeToolExecution, CompleteResponse, ModelProgress, PartialResponse, ToolExecuted
-from ._result import Result
-from ._schema import P
+from ._tools._decorator import tool
+from ._tools._schema import P
+from ._values._events import (
+    BeforeToolExecution,
+    CompleteResponse,
+    ModelProgress,
+    PartialResponse,
+    ToolExecuted,
+)
+from ._values._result import Result
 from .models import ChatModel
 
 DEFAULT_QUESTION = "Use the tools: add 1234 and 4321, and look up the capital of Japan."

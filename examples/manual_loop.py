@@ -22,7 +22,7 @@ from agentloop import (
     tool,
     tool_specifications_from,
 )
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 from agentloop.models import ChatModel
 from agentloop.testing import ScriptedChatModel
 

@@ -26,7 +26,7 @@ from agentloop import (
     PendingApproval,
     tool,
 )
-from agentloop._messages import decode_messages, encode_messages
+from agentloop._values._messages import decode_messages, encode_messages
 from agentloop.stores import SQLiteChatMemoryStore
 from agentloop.testing import ScriptedChatModel
 

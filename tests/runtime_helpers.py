@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from agentloop import AiMessage, ToolExecutionRequest, ToolExecutionResultMessage
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 
 
 def calls(

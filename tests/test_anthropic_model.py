@@ -410,7 +410,7 @@ async def test_thinking_with_tools_is_sent_back_with_its_signature(server: FakeA
 async def test_a_tool_loop_resumed_from_storage_by_a_new_model_keeps_its_signed_thinking(
     server: FakeAnthropicServer,
 ) -> None:
-    from agentloop._codec import decode_messages, encode_messages
+    from agentloop._values._codec import decode_messages, encode_messages
 
     call = ToolExecutionRequest("toolu_t", "get_time", "{}")
     server.add(AiMessage("Checking the clock.", [call], thinking="The user wants the time."))

@@ -39,7 +39,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop._tool import Tool
+from agentloop._tools._tool import Tool
 from agentloop.testing import ScriptedChatModel
 from tests.snippets import python_blocks, run_snippets
 

@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel, Field, field_validator
 
 from agentloop import P, ToolArgumentsError, ToolContext, ToolMemoryId, tool
-from agentloop._tool import Tool
-from agentloop._toolset import resolve_tools
+from agentloop._tools._tool import Tool
+from agentloop._tools._toolset import resolve_tools
 
 from .tool_samples import CASES, Node, Person, Point, Unit
 
@@ -254,5 +254,5 @@ def test_programmatic_tools_see_the_raw_arguments() -> None:
 
 def test_lone_surrogates_in_arguments_are_repaired_not_refused() -> None:
     """Arguments built in code may hold lone surrogates (no model can send one): replaced with U+FFFD, as
-    every text that crosses a boundary (agentloop._text)."""
+    every text that crosses a boundary (agentloop._values._text)."""
     assert prepared(get_weather, '{"city": "Par\ud800is"}')["city"] == "Par\ufffdis"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agentloop._codec as codec
+import agentloop._values._codec as codec
 from agentloop import (
     AiMessage,
     ChatRequest,
@@ -28,7 +28,14 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._codec import CodecError, RecordedToolError, decode, decode_messages, encode, encode_messages
+from agentloop._values._codec import (
+    CodecError,
+    RecordedToolError,
+    decode,
+    decode_messages,
+    encode,
+    encode_messages,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "codec"
 

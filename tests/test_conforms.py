@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 from agentloop import InMemoryChatMemoryStore, MessageWindowChatMemory
 from agentloop._conforms import _KEEP, _answers, conforms
-from agentloop._memory import ChatMemory, ExclusiveMemory, LeasingStore, VersionedChatMemoryStore
+from agentloop._memory._chat import ChatMemory, ExclusiveMemory, LeasingStore, VersionedChatMemoryStore
 
 
 @runtime_checkable

@@ -22,7 +22,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._codec import decode, decode_messages, encode, encode_messages
+from agentloop._values._codec import decode, decode_messages, encode, encode_messages
 from agentloop.testing import FunctionChatModel
 
 from .store_servers import free_port, redis_server, redis_url  # noqa: F401 (fixtures)

@@ -147,7 +147,7 @@ async def test_the_embedded_model_refuses_pictures_before_doing_anything(tmp_pat
 
 
 def test_a_tools_pictures_go_beside_its_text_and_errors_carry_none() -> None:
-    from agentloop._convert import result_media, result_to_text
+    from agentloop._tools._convert import result_media, result_to_text
 
     image = ImageContent(PNG)
     assert result_to_text(image) == f"[image 1: image/png, {len(PNG)} bytes]"
@@ -169,7 +169,7 @@ def test_mcp_image_results_become_image_content() -> None:
     answer = result_of(result, server="s", tool_name="shot")
     assert answer.text == f"Here:\n[image: image/png, {len(PNG)} bytes]"
     assert answer.media == (ImageContent(PNG, media_type="image/png"),)
-    from agentloop._convert import result_media
+    from agentloop._tools._convert import result_media
 
     assert result_media(answer) == answer.media
 

@@ -33,7 +33,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop._codec import RecordedToolError
+from agentloop._values._codec import RecordedToolError
 from agentloop.dbos import DBOSAgent, decode_result
 from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel

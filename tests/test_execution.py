@@ -25,8 +25,8 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._execution import ExecutionOptions, ToolExecution, execute_tool_call
-from agentloop._toolset import resolve_tools
+from agentloop._tools._execution import ExecutionOptions, ToolExecution, execute_tool_call
+from agentloop._tools._toolset import resolve_tools
 
 
 def call(name: str, arguments: str = "{}", id: str | None = None) -> ToolExecutionRequest:

@@ -24,9 +24,9 @@ from agentloop import (
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
-    _codec,
     tool,
 )
+from agentloop._values import _codec
 from agentloop.testing import ScriptedChatModel
 
 from .store_servers import redis_url  # noqa: F401 (fixture)

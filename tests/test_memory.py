@@ -14,7 +14,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 from agentloop.testing import ScriptedChatModel
 
 

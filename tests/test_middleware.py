@@ -31,7 +31,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop._events import PartialResponse
+from agentloop._values._events import PartialResponse
 from agentloop.middleware import (
     GuardrailTripped,
     InputGuardrail,
@@ -447,7 +447,7 @@ async def test_user_model_middleware_sees_the_request_as_structured_output_shape
 async def test_without_features_or_middleware_the_seam_has_no_chain(monkeypatch: pytest.MonkeyPatch) -> None:
     """An agent with no middleware, no approval rule or gated tool and no structured output pays for no
     chain at all (one attribute test per model call and per tool call)."""
-    import agentloop._agent as agent_module
+    import agentloop._api._agent as agent_module
 
     seams: list[Any] = []
     original = agent_module.run_invocation

@@ -292,7 +292,7 @@ async def test_an_error_status_with_an_event_stream_body_keeps_the_providers_mes
 
 def test_stored_documents_repair_lone_surrogates_too() -> None:
     """The storage format (what persistent stores write) is a boundary like a provider's request."""
-    from agentloop._codec import decode, encode
+    from agentloop._values._codec import decode, encode
 
     messages = [
         UserMessage(f"list {LISTING}"),

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import ToolExecutionError, ToolExecutionRequest, execute_tool_calls, tool
-from agentloop._convert import ResultConversionError, result_to_text
+from agentloop._tools._convert import ResultConversionError, result_to_text
 
 from .tool_samples import Address, Person, Point, Priority, Unit
 

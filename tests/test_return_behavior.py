@@ -12,7 +12,7 @@ from agentloop import (
     should_return_immediately,
     tool,
 )
-from agentloop._execution import any_error, behaviours
+from agentloop._tools._execution import any_error, behaviours
 
 TO_LLM = ReturnBehavior.TO_LLM
 IMMEDIATE = ReturnBehavior.IMMEDIATE

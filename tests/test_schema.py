@@ -18,7 +18,7 @@ import pytest
 from pydantic import Field
 
 from agentloop import IllegalConfigurationError, P, ToolContext, ToolMemoryId, tool, tool_specification_from
-from agentloop._schema import compile_signature
+from agentloop._tools._schema import compile_signature
 
 from .tool_samples import CASES
 
@@ -147,7 +147,7 @@ def test_unannotated_parameters_accept_anything() -> None:
 
 
 def test_schema_is_compiled_once_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agentloop._decorator as tool_module
+    import agentloop._tools._decorator as tool_module
 
     calls: list[Callable[..., Any]] = []
 
@@ -163,7 +163,7 @@ def test_schema_is_compiled_once_per_tool(monkeypatch: pytest.MonkeyPatch) -> No
 
     first = tool_specification_from(once)
     assert tool_specification_from(once) is first
-    from agentloop._toolset import resolve_tools
+    from agentloop._tools._toolset import resolve_tools
 
     resolve_tools(once)
     resolve_tools([once])

@@ -29,7 +29,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._memory import PendingApprovalStore, VersionedChatMemoryStore, _evict
+from agentloop._memory._chat import PendingApprovalStore, VersionedChatMemoryStore, _evict
 from agentloop.stores import (
     ChatMemoryConflictError,
     ChatMemoryStoreError,

@@ -26,7 +26,7 @@ from agentloop import (
     ToolRoundsExceededError,
     tool,
 )
-from agentloop._stream import BUFFER_SIZE
+from agentloop._runtime._stream import BUFFER_SIZE
 from agentloop.models import ResponseComplete, TextDelta
 from agentloop.testing import ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls

@@ -27,8 +27,8 @@ from agentloop import (
     tool_specification_from,
     tool_specifications_from,
 )
-from agentloop._tool import Tool
-from agentloop._toolset import Toolset, ToolSource, is_dynamic, provide_tools, resolve_tools
+from agentloop._tools._tool import Tool
+from agentloop._tools._toolset import Toolset, ToolSource, is_dynamic, provide_tools, resolve_tools
 from agentloop.testing import TestModel
 
 # -- the forms of @tool -----------------------------------------------------------------------------------

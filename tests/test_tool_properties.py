@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentloop import ToolArgumentsError
-from agentloop._tool import Tool
-from agentloop._toolset import resolve_tools
+from agentloop._tools._tool import Tool
+from agentloop._tools._toolset import resolve_tools
 
 from .tool_samples import CASES
 

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-import agentloop._threads as threads_module
+import agentloop._tools._threads as threads_module
 from agentloop import (
     Agent,
     AiMessage,
@@ -26,14 +26,14 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop._threads import (
+from agentloop._tools._threads import (
     ABANDONED_THREADS_PER_TOOL,
     TOOL_THREADS,
     abandoned_threads,
     busy_threads,
     run_sync_in_worker,
 )
-from agentloop._tool import Tool
+from agentloop._tools._tool import Tool
 from agentloop.testing import ScriptedChatModel
 
 # -- hung sync tools ----------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from .._errors import AgentLoopError, ApprovalError, IllegalConfigurationError
+from .._values._errors import AgentLoopError, ApprovalError, IllegalConfigurationError
 
 __all__ = ["ANSWER", "a2a_app"]
 

@@ -23,19 +23,26 @@ import pydantic_core
 from dbos import DBOS, SetWorkflowID
 from dbos._core import StepOptions
 
-from .. import _codec
-from .._agent import Agent
+from .._api._agent import Agent
 from .._backend import running_on_asyncio
 from .._conforms import conforms
-from .._errors import ApprovalError, IllegalConfigurationError
-from .._execution import ToolExecution, ToolRunner
 from .._features.approval import Decision, Denied, PendingApproval
 from .._features.approval._format import _decisions as checked_decisions
 from .._features.approval._records import StoreBackedMemory
-from .._memory import ChatMemory, VersionedChatMemoryStore, exclusive_access
-from .._messages import ChatMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
-from .._result import Result
-from .._seam import Middleware, check_middleware
+from .._memory._chat import ChatMemory, VersionedChatMemoryStore, exclusive_access
+from .._runtime._seam import Middleware, check_middleware
+from .._tools._execution import ToolExecution, ToolRunner
+from .._values import _codec
+from .._values._errors import ApprovalError, IllegalConfigurationError
+from .._values._messages import (
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    TokenUsage,
+    ToolExecutionRequest,
+)
+from .._values._result import Result
 from ..models import ChatModel, ModelEvent
 from ..models._base import supports_response_format
 
@@ -414,7 +421,7 @@ class _StoredResult(msgspec.Struct, frozen=True):
 
 
 def encode_result(result: Result[Any]) -> bytes:
-    """A `Result` as JSON, its parts in agentloop's storage format (see `agentloop._codec`)."""
+    """A `Result` as JSON, its parts in agentloop's storage format (see `agentloop._values._codec`)."""
     final = result.final_response
     return msgspec.json.encode(
         _StoredResult(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from .._errors import AgentLoopError
+from .._values._errors import AgentLoopError
 from ._names import local_name
 
 __all__ = [

@@ -14,9 +14,9 @@ from typing import Any
 import mcp_types as types
 import pydantic_core
 
-from .._content import DocumentContent, ImageContent
-from .._execution import ToolExecution
-from .._result import Result
+from .._tools._execution import ToolExecution
+from .._values._content import DocumentContent, ImageContent
+from .._values._result import Result
 
 __all__ = ["content_blocks", "structured_content"]
 

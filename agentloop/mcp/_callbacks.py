@@ -31,9 +31,9 @@ from mcp.client.session import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 
-from .._content import ImageContent
-from .._errors import IllegalConfigurationError
-from .._messages import (
+from .._values._content import ImageContent
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,

@@ -20,7 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from .._context import LogLevel
+from .._values._context import LogLevel
 
 __all__ = ["LEVELS", "CallChannel", "LogLevels"]
 

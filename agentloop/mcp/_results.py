@@ -9,9 +9,9 @@ from typing import Any
 
 import mcp_types as types
 
-from .._content import IMAGE_MEDIA_TYPES, ImageContent
-from .._convert import result_to_text
-from .._errors import ToolExecutionError
+from .._tools._convert import result_to_text
+from .._values._content import IMAGE_MEDIA_TYPES, ImageContent
+from .._values._errors import ToolExecutionError
 
 __all__ = ["MCPToolError", "MCPToolResult", "content_text", "result_of"]
 

@@ -21,11 +21,11 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from .._context import bind_channel
-from .._errors import IllegalConfigurationError
-from .._execution import ExecutionOptions, execute_tool_call
-from .._messages import ToolExecutionRequest
-from .._toolset import Toolset, ToolsLike, resolve_tools
+from .._tools._execution import ExecutionOptions, execute_tool_call
+from .._tools._toolset import Toolset, ToolsLike, resolve_tools
+from .._values._context import bind_channel
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ToolExecutionRequest
 from ._blocks import content_blocks, structured_content
 from ._catalog import PromptsLike, ResourcesLike, catalog_of
 from ._channel import CallChannel, LogLevels

@@ -34,12 +34,12 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._context import ToolContext
-from .._errors import IllegalConfigurationError, ToolArgumentsError, ToolExecutionError
-from .._messages import ToolExecutionRequest
-from .._spec import ToolSpecification
-from .._tool import Tool, check_timeout
-from .._toolset import ToolProviderRequest, ToolProviderResult, Toolset
+from .._tools._tool import Tool, check_timeout
+from .._tools._toolset import ToolProviderRequest, ToolProviderResult, Toolset
+from .._values._context import ToolContext
+from .._values._errors import IllegalConfigurationError, ToolArgumentsError, ToolExecutionError
+from .._values._messages import ToolExecutionRequest
+from .._values._spec import ToolSpecification
 from ..models._base import ChatModel
 from ._callbacks import Callbacks, ElicitationHandler, LogHandler, ProgressHandler
 from ._names import check_prefix, local_name

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import LimiterError, LimitExceededError
-from .._seam import (
+from .._runtime._seam import (
     CallContext,
     InvocationCall,
     Middleware,
@@ -23,6 +22,7 @@ from .._seam import (
     NextToolCall,
     ToolCall,
 )
+from .._values._errors import LimiterError, LimitExceededError
 from ._errors import GuardrailTripped, UsageLimitExceeded
 from ._guardrails import InputGuardrail, OutputGuardrail
 from ._keyed import ConcurrencyLimit, RateLimit

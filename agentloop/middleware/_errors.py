@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import AgentLoopError
+from .._values._errors import AgentLoopError
 
 __all__ = ["GuardrailTripped", "UsageLimitExceeded"]
 

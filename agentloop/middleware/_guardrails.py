@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import IllegalConfigurationError
-from .._messages import ChatResponse
-from .._seam import InvocationCall, Middleware, ModelCall, NextInvocation, NextModelCall
+from .._runtime._seam import InvocationCall, Middleware, ModelCall, NextInvocation, NextModelCall
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ChatResponse
 from ._errors import GuardrailTripped
 
 __all__ = ["InputGuardrail", "OutputGuardrail"]

@@ -9,11 +9,7 @@ from typing import Any, Literal
 
 import anyio
 
-from .._errors import IllegalConfigurationError, LimitExceededError, ModelError
-from .._execution import ToolExecution
-from .._messages import ChatResponse
-from .._result import Result
-from .._seam import (
+from .._runtime._seam import (
     InvocationCall,
     Middleware,
     ModelCall,
@@ -22,6 +18,10 @@ from .._seam import (
     NextToolCall,
     ToolCall,
 )
+from .._tools._execution import ToolExecution
+from .._values._errors import IllegalConfigurationError, LimitExceededError, ModelError
+from .._values._messages import ChatResponse
+from .._values._result import Result
 from ._limiter import Limiter, LocalLimiter
 
 __all__ = ["ConcurrencyLimit", "RateLimit"]

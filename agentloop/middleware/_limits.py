@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import IllegalConfigurationError
-from .._messages import ChatResponse
-from .._seam import (
+from .._runtime._seam import (
     InvocationCall,
     Middleware,
     ModelCall,
@@ -16,6 +14,8 @@ from .._seam import (
     NextToolCall,
     ToolCall,
 )
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ChatResponse
 from ._errors import UsageLimitExceeded
 
 __all__ = ["UsageLimits"]

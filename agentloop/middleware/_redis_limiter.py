@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 
 from .._backend import running_on_asyncio
-from .._errors import LimiterError
-from .._urls import without_password
+from .._values._errors import LimiterError
+from .._values._urls import without_password
 from ._limiter import WINDOW
 
 __all__ = ["RedisLimiter"]

@@ -14,8 +14,8 @@ from tenacity import (
     wait_fixed,
 )
 
-from .._errors import IllegalConfigurationError, ModelRetry, ToolArgumentsError
-from .._seam import Middleware, NextToolCall, ToolCall
+from .._runtime._seam import Middleware, NextToolCall, ToolCall
+from .._values._errors import IllegalConfigurationError, ModelRetry, ToolArgumentsError
 
 __all__ = ["ToolRetry"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import msgspec
 
-from agentloop._content import Content, ImageContent, TextContent
-from agentloop._errors import BadRequestError, IllegalConfigurationError
-from agentloop._messages import (
+from agentloop._values._content import Content, ImageContent, TextContent
+from agentloop._values._errors import BadRequestError, IllegalConfigurationError
+from agentloop._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,
@@ -28,7 +28,7 @@ from agentloop._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._spec import ToolSpecification
+from agentloop._values._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts

@@ -7,7 +7,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 import msgspec
 
-from .._messages import ChatRequest, ChatResponse, ToolExecutionRequest
+from .._values._messages import ChatRequest, ChatResponse, ToolExecutionRequest
 
 __all__ = [
     "ChatModel",

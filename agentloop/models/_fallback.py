@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import msgspec
 
-from agentloop._errors import (
+from agentloop._values._errors import (
     IllegalConfigurationError,
     ModelConnectionError,
     ModelTimeoutError,
     RateLimitError,
     ServerError,
 )
-from agentloop._messages import ChatRequest, ChatResponse
+from agentloop._values._messages import ChatRequest, ChatResponse
 
 from ._base import (
     ChatModel,

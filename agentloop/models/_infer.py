@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from functools import partial
 
-from agentloop._errors import IllegalConfigurationError
+from agentloop._values._errors import IllegalConfigurationError
 
 from ._base import ChatModel
 from ._compatible import COMPATIBLE, Compatible

@@ -42,9 +42,22 @@ import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 
-from .._errors import AgentLoopError, BadRequestError, BadResponseError, IllegalConfigurationError, ModelError
-from .._messages import AiMessage, ChatRequest, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
-from .._text import valid_value
+from .._values._errors import (
+    AgentLoopError,
+    BadRequestError,
+    BadResponseError,
+    IllegalConfigurationError,
+    ModelError,
+)
+from .._values._messages import (
+    AiMessage,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    TokenUsage,
+    ToolExecutionRequest,
+)
+from .._values._text import valid_value
 from ._base import (
     GenerationProgress,
     ModelEvent,
@@ -429,7 +442,7 @@ class LocalChatModel:
         usage: TokenUsage | None = None
         if specs:
             schema = tool_calls_schema(specs, allow_no_call=allow_no_call, max_calls=self.max_tool_calls)
-            payload = valid_value(  # lone surrogates repaired (see agentloop._text)
+            payload = valid_value(  # lone surrogates repaired (see agentloop._values._text)
                 {
                     **{key: value for key, value in parameters.items() if key not in ("stop", "max_tokens")},
                     "max_tokens": self.tool_call_max_tokens,

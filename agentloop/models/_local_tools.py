@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
-from .._errors import BadResponseError, IllegalConfigurationError
-from .._messages import (
+from .._values._errors import BadResponseError, IllegalConfigurationError
+from .._values._messages import (
     AiMessage,
     ChatMessage,
     SystemMessage,
@@ -32,8 +32,8 @@ from .._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from .._spec import ToolSpecification
-from .._text import valid_text
+from .._values._spec import ToolSpecification
+from .._values._text import valid_text
 
 __all__ = [
     "ToolCallScanner",

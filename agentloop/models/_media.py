@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentloop._content import DocumentContent, ImageContent
-from agentloop._errors import BadRequestError, IllegalConfigurationError
-from agentloop._messages import ChatMessage, ToolExecutionResultMessage, UserMessage
+from agentloop._values._content import DocumentContent, ImageContent
+from agentloop._values._errors import BadRequestError, IllegalConfigurationError
+from agentloop._values._messages import ChatMessage, ToolExecutionResultMessage, UserMessage
 
 __all__ = ["media_of_results_note", "refuse_media", "web_url"]
 

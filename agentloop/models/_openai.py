@@ -19,9 +19,9 @@ from typing import Any, Union
 
 import msgspec
 
-from agentloop._content import Content, ImageContent, TextContent
-from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
-from agentloop._messages import (
+from agentloop._values._content import Content, ImageContent, TextContent
+from agentloop._values._errors import AgentLoopError, IllegalConfigurationError, ModelError
+from agentloop._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,
@@ -36,7 +36,7 @@ from agentloop._messages import (
     UserMessage,
     is_whole_object,
 )
-from agentloop._spec import ToolSpecification
+from agentloop._values._spec import ToolSpecification
 
 from ._base import ModelEvent, ResponseComplete, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._http import RetryPolicy, Timeouts

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
-from agentloop._errors import IllegalConfigurationError
+from agentloop._values._errors import IllegalConfigurationError
 
 __all__ = [
     "check_header_values",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import msgspec
 
-from .._errors import IllegalConfigurationError
+from .._values._errors import IllegalConfigurationError
 
 __all__ = [
     "CACHE_DIR_ENV",

@@ -7,10 +7,10 @@ from typing import Any
 
 import msgspec
 
-from agentloop._errors import IllegalConfigurationError
-from agentloop._messages import ToolChoice, ToolExecutionResultMessage
-from agentloop._spec import ToolSpecification
-from agentloop._text import valid_text
+from agentloop._values._errors import IllegalConfigurationError
+from agentloop._values._messages import ToolChoice, ToolExecutionResultMessage
+from agentloop._values._spec import ToolSpecification
+from agentloop._values._text import valid_text
 
 __all__ = [
     "add_turn",

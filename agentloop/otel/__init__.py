@@ -15,7 +15,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
         "agentloop.otel needs the OpenTelemetry API: pip install 'agentloop-runtime[otel]'", name=exc.name
     ) from exc
 
-from agentloop._observe import instrument, uninstrument
+from agentloop._runtime._observe import instrument, uninstrument
 
 from ._instrumentation import CONVENTIONS_VERSION, Instrumentation, capture_from_environment
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from agentloop._messages import (
+from agentloop._values._messages import (
     AiMessage,
     ChatMessage,
     ChatResponse,
@@ -17,7 +17,7 @@ from agentloop._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._spec import ToolSpecification
+from agentloop._values._spec import ToolSpecification
 
 __all__ = ["finish_reason", "input_messages", "output_messages", "system_instructions", "tool_definitions"]
 

@@ -25,9 +25,9 @@ from opentelemetry import metrics, trace
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from agentloop._messages import ChatRequest, ChatResponse, TokenUsage
-from agentloop._observe import Observer, retry_listener
-from agentloop._seam import ModelCall
+from agentloop._runtime._observe import Observer, retry_listener
+from agentloop._runtime._seam import ModelCall
+from agentloop._values._messages import ChatRequest, ChatResponse, TokenUsage
 from agentloop.models import (
     ChatModel,
     ClosableModel,
@@ -43,15 +43,15 @@ from . import _content
 from ._safety import Telemetry, describe
 
 if TYPE_CHECKING:
-    from agentloop._execution import ToolExecution
-    from agentloop._result import Result
-    from agentloop._seam import (
+    from agentloop._runtime._seam import (
         InvocationCall,
         NextInvocation,
         NextModelCall,
         NextToolCall,
         ToolCall,
     )
+    from agentloop._tools._execution import ToolExecution
+    from agentloop._values._result import Result
 
 __all__ = ["CONVENTIONS_VERSION", "Instrumentation"]
 

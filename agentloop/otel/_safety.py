@@ -19,7 +19,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
-from agentloop._errors import (
+from agentloop._values._errors import (
     ChatMemoryStoreError,
     InvocationTimeoutError,
     ModelConnectionError,

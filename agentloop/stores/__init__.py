@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._codec import CodecError, RecordedToolError, decode, encode
-from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
+from .._values._codec import CodecError, RecordedToolError, decode, encode
+from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from ._sqlite import SQLiteChatMemoryStore
 
 if TYPE_CHECKING:

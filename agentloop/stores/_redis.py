@@ -17,11 +17,11 @@ import anyio
 import anyio.lowlevel
 
 from .._backend import running_on_asyncio
-from .._codec import FORMAT, encode_messages
-from .._errors import ChatMemoryConflictError, ChatMemoryStoreError
-from .._memory import StoredMemory, split_round
-from .._messages import ChatMessage, UserMessage
-from .._urls import without_password
+from .._memory._chat import StoredMemory, split_round
+from .._values._codec import FORMAT, encode_messages
+from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
+from .._values._messages import ChatMessage, UserMessage
+from .._values._urls import without_password
 from ._lease import LastRound, hold_lease
 from ._rows import Damaged, damaged, memory_key, messages_of, stored_int
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._codec import CodecError, decode_messages
-from .._errors import ChatMemoryStoreError
-from .._messages import ChatMessage
+from .._values._codec import CodecError, decode_messages
+from .._values._errors import ChatMemoryStoreError
+from .._values._messages import ChatMessage
 
 __all__ = ["Damaged", "memory_key", "messages_of", "stored_float", "stored_int"]
 

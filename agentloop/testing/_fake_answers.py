@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from agentloop._messages import AiMessage, ChatResponse
+from agentloop._values._messages import AiMessage, ChatResponse
 
 from ._fake_server import split_text
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
+from agentloop._values._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 from agentloop.models._eventstream import encode_message
 
 from ._fake_answers import arguments_object, output_tokens, scripted_response

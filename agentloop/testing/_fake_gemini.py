@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
+from agentloop._values._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
 from ._fake_answers import output_tokens, scripted_response
 from ._fake_server import FakeServer, RecordedRequest, Reply, split_text

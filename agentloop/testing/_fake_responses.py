@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
+from agentloop._values._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
 from ._fake_answers import output_tokens, scripted_response
 from ._fake_openai import FakeOpenAIServer

@@ -6,8 +6,8 @@ import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Union
 
-from agentloop._messages import ChatMessage, ChatRequest, ChatResponse, TokenUsage
-from agentloop._spec import ToolSpecification
+from agentloop._values._messages import ChatMessage, ChatRequest, ChatResponse, TokenUsage
+from agentloop._values._spec import ToolSpecification
 from agentloop.models._base import ModelEvent
 
 from ._scripted import Answer, CallIds, Replay, Tokenizer, check_delay, make_tokenizer, resolve, to_response

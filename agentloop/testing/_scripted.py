@@ -16,8 +16,8 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from agentloop._errors import AgentLoopError
-from agentloop._messages import (
+from agentloop._values._errors import AgentLoopError
+from agentloop._values._messages import (
     AiMessage,
     ChatRequest,
     ChatResponse,

@@ -7,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-from agentloop._messages import (
+from agentloop._values._messages import (
     AiMessage,
     ChatRequest,
     ChatResponse,

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from store_servers import redis_server
 
 from agentloop import Agent, Denied, MessageWindowChatMemory, ToolExecutionRequest, tool
-from agentloop._codec import encode
-from agentloop._messages import AiMessage
+from agentloop._values._codec import encode
+from agentloop._values._messages import AiMessage
 from agentloop.dbos._agent import encode_decisions, encode_result
 from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import ScriptedChatModel

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from agentloop import AiMessage, PartialResponse, Result, ToolExecutionResultMessage, UserMessage
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 
 PLANTED_KEY = "sk-PLANTED-7f3c9a1e5b2d4f60a8c1e9d7b3a5f2c4"
 """An API key planted in the providers' environment variables and passed to every provider model of the

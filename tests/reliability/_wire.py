@@ -18,7 +18,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 from agentloop.models._anthropic import AnthropicChatModel
 from agentloop.models._http import RetryPolicy, Timeouts
 from agentloop.models._openai import OpenAIChatModel

@@ -31,7 +31,7 @@ from agentloop import (
     ToolProviderRequest,
     tool,
 )
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 from agentloop.models import ResponseComplete, TextDelta, ToolCallComplete, ToolCallDelta
 from agentloop.models._base import ModelEvent
 from agentloop.testing._fake_server import FakeServer, RecordedRequest

@@ -20,8 +20,8 @@ from agentloop import (
     PendingApproval,
     tool,
 )
-from agentloop._codec import RecordedToolError
 from agentloop._features.approval._format import _check_of, _decoder, _encoder, _pending_id
+from agentloop._values._codec import RecordedToolError
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer
 from tests.runtime_helpers import calls

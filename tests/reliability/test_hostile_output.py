@@ -24,7 +24,7 @@ from agentloop import (
     tool,
     tool_specification_from,
 )
-from agentloop._messages import ChatMessage
+from agentloop._values._messages import ChatMessage
 from agentloop.testing import Reply, ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer
 from tests.runtime_helpers import calls

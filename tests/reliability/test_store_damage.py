@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from agentloop import AiMessage, SystemMessage, UserMessage
-from agentloop._memory import StoredMemory
+from agentloop._memory._chat import StoredMemory
 from agentloop.stores import (
     ChatMemoryConflictError,
     ChatMemoryStoreError,

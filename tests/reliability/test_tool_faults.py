@@ -18,7 +18,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     tool,
 )
-from agentloop._execution import DEFAULT_MAX_RESULT_CHARS
+from agentloop._tools._execution import DEFAULT_MAX_RESULT_CHARS
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer
 from tests.runtime_helpers import calls

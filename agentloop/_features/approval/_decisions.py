@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
 
-from agentloop._context import ToolContext
-from agentloop._errors import (
+from agentloop._values._context import ToolContext
+from agentloop._values._errors import (
     IllegalConfigurationError,
 )
-from agentloop._messages import ToolExecutionRequest
+from agentloop._values._messages import ToolExecutionRequest
 
 if TYPE_CHECKING:
     pass

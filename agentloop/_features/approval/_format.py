@@ -9,18 +9,24 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentloop._codec import RecordedToolError, _from_stored, _to_stored, _ToolExecution, stored_type_name
-from agentloop._errors import (
+from agentloop._tools._execution import ToolExecution
+from agentloop._values._codec import (
+    RecordedToolError,
+    _from_stored,
+    _to_stored,
+    _ToolExecution,
+    stored_type_name,
+)
+from agentloop._values._errors import (
     ApprovalError,
     IllegalConfigurationError,
     ToolDeniedError,
 )
-from agentloop._execution import ToolExecution
-from agentloop._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
-from agentloop._options import CallOptions
+from agentloop._values._messages import ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
+from agentloop._values._options import CallOptions
 
 if TYPE_CHECKING:
-    from agentloop._loop import Invocation
+    from agentloop._runtime._loop import Invocation
 from agentloop._features.approval._decisions import Decision, Denied, ToolApprovalRequest
 
 _KIND = "pending_approval"

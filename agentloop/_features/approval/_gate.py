@@ -9,23 +9,23 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from agentloop._context import ToolContext
-from agentloop._errors import (
+from agentloop._runtime._hooks import DEFERRED
+from agentloop._runtime._seam import Middleware, NextToolCall, ToolCall
+from agentloop._tools._execution import ToolExecution
+from agentloop._tools._threads import _is_async_callable, run_sync_in_worker
+from agentloop._tools._tool import ReturnBehavior, Tool
+from agentloop._tools._toolset import Toolset
+from agentloop._values._context import ToolContext
+from agentloop._values._errors import (
     ApprovalError,
     IllegalConfigurationError,
     ToolArgumentsError,
     ToolDeniedError,
 )
-from agentloop._execution import ToolExecution
-from agentloop._hooks import DEFERRED
-from agentloop._messages import ChatMessage, ChatResponse
-from agentloop._seam import Middleware, NextToolCall, ToolCall
-from agentloop._threads import _is_async_callable, run_sync_in_worker
-from agentloop._tool import ReturnBehavior, Tool
-from agentloop._toolset import Toolset
+from agentloop._values._messages import ChatMessage, ChatResponse
 
 if TYPE_CHECKING:
-    from agentloop._loop import Invocation, Listener
+    from agentloop._runtime._loop import Invocation, Listener
 from agentloop._features.approval._decisions import ApprovalRules, Defer, Denied, ToolApprovalRequest
 from agentloop._features.approval._format import PendingApproval, _decisions, _paused, _verify
 from agentloop._features.approval._records import _claim, _record
@@ -173,7 +173,9 @@ class ApprovalGate(Middleware):
         self._waiting = []
         await _record(inv.memory, pending)
         if emit is not None:
-            from agentloop._events import ApprovalRequired  # here: _events imports this package (annotations)
+            from agentloop._values._events import (
+                ApprovalRequired,  # here: _events imports this package (annotations)
+            )
 
             await emit(ApprovalRequired(pending))
         return pending

@@ -10,11 +10,11 @@ import anyio
 import msgspec
 
 from agentloop._conforms import conforms
-from agentloop._errors import (
+from agentloop._features.approval._format import PendingApproval, _Check, _check_of, _compare
+from agentloop._memory._chat import ChatMemory, PendingApprovalStore
+from agentloop._values._errors import (
     ApprovalError,
 )
-from agentloop._features.approval._format import PendingApproval, _Check, _check_of, _compare
-from agentloop._memory import ChatMemory, PendingApprovalStore
 
 # -- where paused rounds are recorded ----------------------------------------------------------------------
 

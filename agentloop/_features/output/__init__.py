@@ -13,7 +13,7 @@ An invalid output goes back to the model as a correction naming each failing fie
 `output_retries` times; then `OutputValidationError`.
 """
 
-from ..._hooks import NOT_FOUND, RetryOutput
+from ..._runtime._hooks import NOT_FOUND, RetryOutput
 from ._answers import OutputRun, check_mode, check_retries, structured_output
 from ._types import (
     DEFAULT_OUTPUT_TOOL_NAME,

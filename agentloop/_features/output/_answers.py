@@ -15,11 +15,13 @@ from typing import (
 import msgspec
 import pydantic
 
-from agentloop._context import ToolContext
-from agentloop._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
-from agentloop._execution import ToolExecution
-from agentloop._hooks import NOT_FOUND, RetryOutput
-from agentloop._messages import (
+from agentloop._runtime._hooks import NOT_FOUND, RetryOutput
+from agentloop._runtime._seam import Middleware, ModelCall, NextModelCall
+from agentloop._tools._execution import ToolExecution
+from agentloop._tools._tool import ReturnBehavior, Tool
+from agentloop._values._context import ToolContext
+from agentloop._values._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
+from agentloop._values._messages import (
     AiMessage,
     ChatRequest,
     ChatResponse,
@@ -29,13 +31,11 @@ from agentloop._messages import (
     ToolExecutionRequest,
     UserMessage,
 )
-from agentloop._seam import Middleware, ModelCall, NextModelCall
-from agentloop._spec import ToolSpecification
-from agentloop._tool import ReturnBehavior, Tool
+from agentloop._values._spec import ToolSpecification
 from agentloop.models._base import ModelEvent, supports_response_format
 
 if TYPE_CHECKING:
-    from agentloop._loop import Listener
+    from agentloop._runtime._loop import Listener
 
 from agentloop._features.output._streaming import _Watch
 from agentloop._features.output._types import (

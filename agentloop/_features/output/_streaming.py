@@ -10,14 +10,14 @@ from typing import (
 
 import pydantic
 
-from agentloop._events import PartialOutput
-from agentloop._hooks import NOT_FOUND
 from agentloop._partial_json import PartialJSON
+from agentloop._runtime._hooks import NOT_FOUND
+from agentloop._values._events import PartialOutput
 from agentloop.models._base import ModelEvent, TextDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     from agentloop._features.output._answers import OutputRun
-    from agentloop._loop import Listener
+    from agentloop._runtime._loop import Listener
 
 from agentloop._features.output._partial import PartialTracker
 

@@ -22,10 +22,10 @@ import msgspec
 import pydantic
 from typing_extensions import TypedDict, is_typeddict
 
-from agentloop._context import ToolContext
-from agentloop._errors import IllegalConfigurationError, ModelRetry
 from agentloop._features.output._partial import list_item_adapter
-from agentloop._schema import _strip_titles
+from agentloop._tools._schema import _strip_titles
+from agentloop._values._context import ToolContext
+from agentloop._values._errors import IllegalConfigurationError, ModelRetry
 from agentloop.models._strict import has_maps, restore_maps
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from agentloop._errors import AuthenticationError, IllegalConfigurationError
+from agentloop._values._errors import AuthenticationError, IllegalConfigurationError
 
 from .._http import ProviderClient
 from .._secrets import clean_api_key, mask_secret

@@ -15,8 +15,8 @@ from urllib.parse import quote
 import anyio
 import httpx2
 
-from agentloop._errors import IllegalConfigurationError, ModelError
-from agentloop._messages import ChatRequest, ChatResponse
+from agentloop._values._errors import IllegalConfigurationError, ModelError
+from agentloop._values._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete
 from .._eventstream import EventStreamMessage

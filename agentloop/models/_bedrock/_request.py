@@ -16,9 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._content import IMAGE_MEDIA_TYPES, Content, DocumentContent, ImageContent, TextContent
-from agentloop._errors import BadRequestError, IllegalConfigurationError
-from agentloop._messages import (
+from agentloop._values._content import IMAGE_MEDIA_TYPES, Content, DocumentContent, ImageContent, TextContent
+from agentloop._values._errors import BadRequestError, IllegalConfigurationError
+from agentloop._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,
@@ -28,7 +28,7 @@ from agentloop._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._spec import ToolSpecification
+from agentloop._values._spec import ToolSpecification
 
 from .._media import media_of_results_note
 from .._strict import strict_schema

@@ -14,8 +14,14 @@ from typing import Any
 
 import msgspec
 
-from agentloop._errors import BadResponseError
-from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
+from agentloop._values._errors import BadResponseError
+from agentloop._values._messages import (
+    AiMessage,
+    ChatResponse,
+    FinishReason,
+    TokenUsage,
+    ToolExecutionRequest,
+)
 
 from ._shapes import PROVIDER, Block, Usage, encode
 

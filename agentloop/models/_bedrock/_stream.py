@@ -17,7 +17,7 @@ from typing import Any, cast
 import anyio
 import msgspec
 
-from agentloop._errors import (
+from agentloop._values._errors import (
     BadRequestError,
     ModelConnectionError,
     ModelError,
@@ -25,7 +25,7 @@ from agentloop._errors import (
     RateLimitError,
     ServerError,
 )
-from agentloop._messages import ChatResponse, ToolExecutionRequest
+from agentloop._values._messages import ChatResponse, ToolExecutionRequest
 
 from .._base import ModelEvent, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from .._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage

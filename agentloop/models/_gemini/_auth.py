@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from agentloop._errors import AuthenticationError, IllegalConfigurationError, ModelError
+from agentloop._values._errors import AuthenticationError, IllegalConfigurationError, ModelError
 
 from .._secrets import clean_api_key
 

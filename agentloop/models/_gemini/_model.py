@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from agentloop._errors import IllegalConfigurationError, ModelError
-from agentloop._messages import ChatRequest, ChatResponse
+from agentloop._values._errors import IllegalConfigurationError, ModelError
+from agentloop._values._messages import ChatRequest, ChatResponse
 
 from .._base import ModelEvent, ResponseComplete
 from .._http import RetryPolicy, Timeouts

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._content import Content, TextContent
-from agentloop._errors import BadRequestError, IllegalConfigurationError
-from agentloop._messages import (
+from agentloop._values._content import Content, TextContent
+from agentloop._values._errors import BadRequestError, IllegalConfigurationError
+from agentloop._values._messages import (
     AiMessage,
     ChatMessage,
     ChatRequest,
@@ -30,7 +30,7 @@ from agentloop._messages import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from agentloop._spec import ToolSpecification
+from agentloop._values._spec import ToolSpecification
 
 from .._media import media_of_results_note
 from .._wire import (

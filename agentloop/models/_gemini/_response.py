@@ -15,8 +15,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from agentloop._errors import BadResponseError, ModelError
-from agentloop._messages import AiMessage, ChatResponse, FinishReason, TokenUsage, ToolExecutionRequest
+from agentloop._values._errors import BadResponseError, ModelError
+from agentloop._values._messages import (
+    AiMessage,
+    ChatResponse,
+    FinishReason,
+    TokenUsage,
+    ToolExecutionRequest,
+)
 
 from .._base import ModelEvent, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from ._shapes import PROVIDER, Chunk, Part, PromptFeedback, UsageMetadata

@@ -13,7 +13,8 @@ import httpx2
 import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from agentloop._errors import (
+from agentloop._runtime._observe import retry_listener
+from agentloop._values._errors import (
     AgentLoopError,
     BadResponseError,
     IllegalConfigurationError,
@@ -21,8 +22,7 @@ from agentloop._errors import (
     ModelTimeoutError,
     ToolsNotSupportedError,
 )
-from agentloop._observe import retry_listener
-from agentloop._text import encode_json
+from agentloop._values._text import encode_json
 
 from .._secrets import check_header_values, scrub, scrub_exception, secret_forms, watch_http_logs
 from ._config import (
@@ -217,8 +217,8 @@ class ProviderClient:
         return _payload_error(payload, provider=self.provider, secrets=self._secrets, request_id=request_id)
 
     def encode(self, payload: Any) -> bytes:
-        """`payload` as a JSON body: lone surrogates in its strings repaired (see `agentloop._text`), values
-        JSON cannot carry reported as an `IllegalConfigurationError`."""
+        """`payload` as a JSON body: lone surrogates in its strings repaired (see `agentloop._values._text`),
+        values JSON cannot carry reported as an `IllegalConfigurationError`."""
         try:
             return encode_json(payload, _encode)
         except (TypeError, ValueError, OverflowError) as exc:  # msgspec.EncodeError is a ValueError

@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import msgspec
 
-from agentloop._errors import (
+from agentloop._values._errors import (
     AuthenticationError,
     BadRequestError,
     BadResponseError,

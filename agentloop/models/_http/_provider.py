@@ -28,7 +28,7 @@ import dataclasses
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar, TypeVar
 
-from agentloop._errors import AgentLoopError, IllegalConfigurationError, ModelError
+from agentloop._values._errors import AgentLoopError, IllegalConfigurationError, ModelError
 
 from ._client import ProviderClient
 from ._config import RetryPolicy, Timeouts

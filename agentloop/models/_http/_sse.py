@@ -22,7 +22,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import msgspec
 
-from agentloop._errors import BadResponseError
+from agentloop._values._errors import BadResponseError
 
 __all__ = ["SSEDecoder", "ServerSentEvent", "iter_sse"]
 

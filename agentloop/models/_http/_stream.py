@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 import anyio
 import httpx2
 
-from agentloop._errors import (
+from agentloop._values._errors import (
     ModelConnectionError,
     ModelError,
     ModelTimeoutError,

@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ._context import ToolContext
-from ._errors import IllegalConfigurationError
-from ._execution import ToolExecution
-from ._messages import ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
-from ._result import Result
-from ._tool import Tool
+from .._tools._execution import ToolExecution
+from .._tools._tool import Tool
+from .._values._context import ToolContext
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ChatRequest, ChatResponse, ToolExecutionRequest, UserMessage
+from .._values._result import Result
 
 __all__ = [
     "NO_MIDDLEWARE",

@@ -15,35 +15,42 @@ import anyio
 import msgspec
 import pydantic_core
 
-from ._conforms import conforms
-from ._context import ToolContext, new_invocation_id
-from ._errors import (
-    ApprovalError,
-    IllegalConfigurationError,
-    InvocationTimeoutError,
-    ToolArgumentsError,
-    ToolExecutionError,
-)
-from ._execution import (
-    DEFAULT_MAX_CALLS,
-    DEFAULT_MAX_RESULT_CHARS,
-    ExecutionOptions,
-    ReservingToolRunner,
-    ToolRunner,
-)
-from ._features.approval import ApprovalRules, Decision, PendingApproval
-from ._features.approval._gate import ApprovalGate, Resume
-from ._features.output import (
+from .._conforms import conforms
+from .._features.approval import ApprovalRules, Decision, PendingApproval
+from .._features.approval._gate import ApprovalGate, Resume
+from .._features.output import (
     DEFAULT_OUTPUT_TOOL_NAME,
     OutputMode,
     OutputRun,
     OutputValidator,
     structured_output,
 )
-from ._history import checked_history
-from ._loop import Invocation, Listener, run_invocation
-from ._memory import ChatMemory, WindowProvider, exclusive_access
-from ._messages import (
+from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
+from .._memory._history import checked_history
+from .._runtime._loop import Invocation, Listener, run_invocation
+from .._runtime._observe import Observer, default_observer, observer_for
+from .._runtime._pricing import PricingLike, load_prices, resolve_pricing
+from .._runtime._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
+from .._runtime._stream import TokenStream
+from .._runtime._sync import close_at_exit, run_sync
+from .._tools._execution import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_RESULT_CHARS,
+    ExecutionOptions,
+    ReservingToolRunner,
+    ToolRunner,
+)
+from .._tools._tool import ReturnBehavior, Tool
+from .._tools._toolset import ToolProvider, is_dynamic, resolve_tools
+from .._values._context import ToolContext, new_invocation_id
+from .._values._errors import (
+    ApprovalError,
+    IllegalConfigurationError,
+    InvocationTimeoutError,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
+from .._values._messages import (
     ChatMessage,
     FinishReason,
     SystemMessage,
@@ -52,18 +59,11 @@ from ._messages import (
     UserInput,
     UserMessage,
 )
-from ._observe import Observer, default_observer, observer_for
-from ._options import NO_OPTIONS, CallOptions
-from ._pricing import PricingLike, load_prices, resolve_pricing
-from ._result import Result
-from ._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
-from ._spec import ToolSpecification
-from ._stream import TokenStream
-from ._sync import close_at_exit, run_sync
-from ._tool import ReturnBehavior, Tool
-from ._toolset import ToolProvider, is_dynamic, resolve_tools
-from .models import ChatModel
-from .models._base import model_name_of, provider_of
+from .._values._options import NO_OPTIONS, CallOptions
+from .._values._result import Result
+from .._values._spec import ToolSpecification
+from ..models import ChatModel
+from ..models._base import model_name_of, provider_of
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -161,7 +161,7 @@ class Agent(Generic[OutputT]):
         middleware: Sequence[Middleware] | None = None,
     ) -> None:
         if isinstance(model, str):
-            from .models import infer_model
+            from ..models import infer_model
 
             model = infer_model(model)
         if max_tool_rounds < 0:

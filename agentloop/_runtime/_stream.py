@@ -30,8 +30,9 @@ from typing import Any, Generic
 import anyio
 from typing_extensions import TypeVar
 
-from ._errors import AgentLoopError
-from ._events import (
+from .._tools._execution import ToolExecution, current_asyncio_task
+from .._values._errors import AgentLoopError
+from .._values._events import (
     ApprovalRequired,
     BeforeToolExecution,
     CompleteResponse,
@@ -44,10 +45,9 @@ from ._events import (
     StreamEvent,
     ToolExecuted,
 )
-from ._execution import ToolExecution, current_asyncio_task
+from .._values._messages import ChatResponse
+from .._values._result import Result
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
-from ._messages import ChatResponse
-from ._result import Result
 
 __all__ = ["TokenStream"]
 

@@ -10,13 +10,14 @@ from typing import Any, Union
 
 import msgspec
 
+from .._features.approval import PendingApproval, ToolApprovalRequest
+
 # Imported for real, not under TYPE_CHECKING: the events' annotations name these, and help() and
 # typing.get_type_hints() resolve annotations in this module's namespace (a NameError otherwise).
-from ._execution import ToolExecution
-from ._features.approval import PendingApproval, ToolApprovalRequest
+from .._tools._execution import ToolExecution
+from ..models import GenerationProgress
 from ._messages import ChatResponse, TokenUsage, ToolExecutionRequest
 from ._result import Result
-from .models import GenerationProgress
 
 __all__ = [
     "ApprovalRequired",

@@ -17,10 +17,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ._calls import Calls
-from ._context import _NO_CONTEXT, new_invocation_id
-from ._events import BeforeToolExecution, StreamEvent, ToolExecuted
-from ._execution import (
+from .._tools._execution import (
     DEFAULT_MAX_CALLS,
     DEFAULT_MAX_RESULT_CHARS,
     ErrorHandler,
@@ -32,10 +29,13 @@ from ._execution import (
     _hallucinated,
     _maybe_await,
 )
+from .._tools._toolset import ToolsLike, resolve_tools
+from .._values._context import _NO_CONTEXT, new_invocation_id
+from .._values._events import BeforeToolExecution, StreamEvent, ToolExecuted
+from .._values._messages import ToolExecutionRequest
+from ._calls import Calls
 from ._loop import _first_error
-from ._messages import ToolExecutionRequest
 from ._seam import NO_MIDDLEWARE, Middleware, Seam, check_middleware
-from ._toolset import ToolsLike, resolve_tools
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from ._errors import IllegalConfigurationError
+from .._values._errors import IllegalConfigurationError
+from .._values._spec import ToolSpecification, check_tool_name
 from ._schema import Signature, UnresolvedAnnotationError, compile_signature
-from ._spec import ToolSpecification, check_tool_name
 from ._threads import _qualname
 from ._tool import (
     _ATTR,

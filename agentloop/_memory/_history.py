@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._errors import IllegalConfigurationError
-from ._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
 
 __all__ = ["checked_history"]
 

@@ -17,8 +17,8 @@ import pydantic
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from ._context import ToolContext, ToolMemoryId
-from ._errors import IllegalConfigurationError
+from .._values._context import ToolContext, ToolMemoryId
+from .._values._errors import IllegalConfigurationError
 
 __all__ = ["P", "Signature", "UnresolvedAnnotationError", "compile_signature"]
 

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 
 import msgspec
 
+from .._values._context import ToolContext
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ToolExecutionRequest
+from .._values._spec import ToolSpecification, check_tool_name
+from .._values._text import valid_text
 from ._arguments import validate_arguments
-from ._context import ToolContext
 from ._convert import result_to_text
-from ._errors import IllegalConfigurationError
-from ._messages import ToolExecutionRequest
 from ._schema import Signature
-from ._spec import ToolSpecification, check_tool_name
-from ._text import valid_text
 from ._threads import _is_async_callable, _qualname, run_sync_in_worker
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import pydantic_core
 
-from ._content import Content, DocumentContent, ImageContent, TextContent
-from ._text import valid_text, valid_value
+from .._values._content import Content, DocumentContent, ImageContent, TextContent
+from .._values._text import valid_text, valid_value
 
 __all__ = [
     "SUCCESS",

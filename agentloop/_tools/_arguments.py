@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pydantic
 
-from ._errors import ToolArgumentsError
+from .._values._errors import ToolArgumentsError
+from .._values._text import valid_text
 from ._schema import Signature
-from ._text import valid_text
 
 __all__ = ["decode_arguments", "validate_arguments"]
 

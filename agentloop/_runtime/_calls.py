@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from ._context import ToolContext
-from ._errors import BadResponseError
-from ._events import BeforeToolExecution, ToolExecuted
-from ._execution import ToolExecution, execute_tool_call, rejected_call
+from .._tools._execution import ToolExecution, execute_tool_call, rejected_call
+from .._tools._toolset import Toolset
+from .._values._context import ToolContext
+from .._values._errors import BadResponseError
+from .._values._events import BeforeToolExecution, ToolExecuted
+from .._values._messages import ToolExecutionRequest, is_whole_object
 from ._hooks import DEFERRED
-from ._messages import ToolExecutionRequest, is_whole_object
 from ._observe import log_tool_call
 from ._seam import ToolCall
-from ._toolset import Toolset
 
 if TYPE_CHECKING:
-    from ._execution import ExecutionOptions
+    from .._tools._execution import ExecutionOptions
     from ._loop import Listener
     from ._seam import Seam
 

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from ._errors import IllegalConfigurationError
-from ._execution import ToolExecution
+from .._tools._execution import ToolExecution
+from .._values._errors import IllegalConfigurationError
 from ._seam import Middleware
 
 if TYPE_CHECKING:
+    from .._values._messages import ChatResponse
     from ._loop import Invocation
-    from ._messages import ChatResponse
 
 __all__ = [
     "Observer",
@@ -90,7 +90,7 @@ def uninstrument() -> None:
 def new_instrumentation(tracer_provider: Any, meter_provider: Any, capture_content: bool | None) -> Observer:
     """An `agentloop.otel.Instrumentation`, or an error saying how to install the extra."""
     try:
-        from .otel import Instrumentation
+        from ..otel import Instrumentation
     except ImportError as exc:
         raise IllegalConfigurationError(
             "Tracing needs the OpenTelemetry API: pip install 'agentloop-runtime[otel]'"

@@ -8,11 +8,12 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from .._features.approval import PendingApproval
+from .._runtime._pricing import PriceSource
+
 # Imported for real, not under TYPE_CHECKING, so help(Result) and typing.get_type_hints() resolve the fields.
-from ._execution import ToolExecution
-from ._features.approval import PendingApproval
+from .._tools._execution import ToolExecution
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
-from ._pricing import PriceSource
 
 __all__ = ["Result"]
 
@@ -54,7 +55,7 @@ class Result(Generic[T]):
         None when no price source is set or a call's price is unknown."""
         if self.price_source is None:
             return None
-        from ._pricing import cost_of
+        from .._runtime._pricing import cost_of
 
         return cost_of([*self.intermediate_responses, self.final_response], self.price_source)
 

@@ -21,7 +21,7 @@ from ._spec import ToolSpecification
 from ._text import valid_value
 
 if TYPE_CHECKING:
-    from ._execution import ToolExecution
+    from .._tools._execution import ToolExecution
 
 __all__ = [
     "FORMAT",
@@ -104,8 +104,8 @@ def _to_stored(execution: ToolExecution) -> _ToolExecution:
 
 
 def _from_stored(stored: _ToolExecution) -> ToolExecution:
-    from ._execution import ToolExecution
-    from ._tool import ReturnBehavior
+    from .._tools._execution import ToolExecution
+    from .._tools._tool import ReturnBehavior
 
     error = stored.error
     return ToolExecution(
@@ -186,7 +186,7 @@ def _document(name: str, stored_type: Any) -> type:
 
 
 def _execution_kind() -> _Kind:
-    from ._execution import ToolExecution
+    from .._tools._execution import ToolExecution
 
     return _Kind("tool_execution", ToolExecution, _ToolExecution, _to_stored, _from_stored)
 
@@ -242,7 +242,7 @@ def _kind_of(value: Any) -> str:
         return "chat_response"
     if isinstance(value, ToolSpecification):
         return "tool_specification"
-    from ._execution import ToolExecution
+    from .._tools._execution import ToolExecution
 
     if isinstance(value, ToolExecution):
         return "tool_execution"
@@ -279,7 +279,7 @@ def encode(value: Any, kind: str | None = None) -> bytes:
         document = {"format": FORMAT, "kind": spec.name, "data": spec.to_stored(value)}
         try:
             return _encoder.encode(document)
-        except UnicodeEncodeError:  # lone surrogates (see agentloop._text) are stored repaired
+        except UnicodeEncodeError:  # lone surrogates (see agentloop._values._text) are stored repaired
             return _encoder.encode(valid_value(msgspec.to_builtins(document)))
     except (TypeError, ValueError) as error:
         raise CodecError(f"Cannot encode this {spec.name} as JSON: {error}") from None

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, Union
 
-from ._errors import IllegalConfigurationError
-from ._messages import ChatResponse, TokenUsage
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ChatResponse, TokenUsage
 
 __all__ = [
     "PriceSource",

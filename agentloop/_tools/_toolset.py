@@ -16,11 +16,11 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import msgspec
 
-from ._conforms import conforms
+from .._conforms import conforms
+from .._values._errors import IllegalConfigurationError
+from .._values._messages import ChatMessage, UserMessage
+from .._values._spec import ToolSpecification
 from ._decorator import definition_of, function_tool, tool_members, tools_of
-from ._errors import IllegalConfigurationError
-from ._messages import ChatMessage, UserMessage
-from ._spec import ToolSpecification
 from ._threads import _is_async_callable, run_sync_in_worker
 from ._tool import Tool
 

@@ -15,9 +15,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import anyio
 
-from ._conforms import conforms
-from ._errors import ChatMemoryConflictError
-from ._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
+from .._conforms import conforms
+from .._values._errors import ChatMemoryConflictError
+from .._values._messages import AiMessage, ChatMessage, SystemMessage, ToolExecutionResultMessage, UserMessage
 
 __all__ = [
     "ChatMemory",

@@ -18,15 +18,15 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._execution import ToolExecution
-from ._messages import AiMessage, ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
-from ._tool import ReturnBehavior
+from .._tools._execution import ToolExecution
+from .._tools._tool import ReturnBehavior
+from .._values._messages import AiMessage, ChatMessage, ChatResponse, ToolExecutionRequest, UserMessage
 
 if TYPE_CHECKING:
-    from ._context import ToolContext
+    from .._tools._toolset import Toolset
+    from .._values._context import ToolContext
+    from ..models import ModelEvent
     from ._loop import Invocation, Listener
-    from ._toolset import Toolset
-    from .models import ModelEvent
 
 __all__ = ["DEFERRED", "NOT_FOUND", "Checkpoint", "OutputHook", "RetryOutput", "SavedRound"]
 

@@ -20,16 +20,16 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from ._context import _NO_CONTEXT, ToolContext
-from ._convert import result_media
-from ._errors import (
+from .._values._context import _NO_CONTEXT, ToolContext
+from .._values._errors import (
     HallucinatedToolError,
     IllegalConfigurationError,
     ModelRetry,
     ToolArgumentsError,
     ToolExecutionError,
 )
-from ._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from .._values._messages import ToolExecutionRequest, ToolExecutionResultMessage
+from ._convert import result_media
 from ._threads import starved_call
 from ._tool import ReturnBehavior, Tool, check_timeout
 from ._toolset import Toolset

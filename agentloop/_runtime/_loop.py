@@ -28,11 +28,13 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
-from ._calls import Calls
-from ._conforms import conforms
-from ._context import ToolContext
-from ._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
-from ._events import (
+from .._conforms import conforms
+from .._memory._chat import ChatMemory, FinalCommitMemory
+from .._tools._execution import ExecutionOptions, ToolExecution, should_return_immediately
+from .._tools._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
+from .._values._context import ToolContext
+from .._values._errors import BadResponseError, ResponseTruncatedError, ToolRoundsExceededError
+from .._values._events import (
     IntermediateResponse,
     ModelProgress,
     PartialResponse,
@@ -40,10 +42,7 @@ from ._events import (
     PartialToolCall,
     StreamEvent,
 )
-from ._execution import ExecutionOptions, ToolExecution, should_return_immediately
-from ._hooks import NOT_FOUND, Checkpoint, OutputHook, RetryOutput
-from ._memory import ChatMemory, FinalCommitMemory
-from ._messages import (
+from .._values._messages import (
     ChatMessage,
     ChatRequest,
     ChatResponse,
@@ -54,12 +53,9 @@ from ._messages import (
     UserMessage,
     is_whole_object,
 )
-from ._observe import log_model_call
-from ._options import NO_OPTIONS, CallOptions
-from ._result import Result
-from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
-from ._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
-from .models import (
+from .._values._options import NO_OPTIONS, CallOptions
+from .._values._result import Result
+from ..models import (
     ChatModel,
     GenerationProgress,
     ResponseComplete,
@@ -68,6 +64,10 @@ from .models import (
     ToolCallComplete,
     ToolCallDelta,
 )
+from ._calls import Calls
+from ._hooks import NOT_FOUND, Checkpoint, OutputHook, RetryOutput
+from ._observe import log_model_call
+from ._seam import NO_MIDDLEWARE, CallContext, ModelCall, Seam
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup

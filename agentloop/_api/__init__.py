@@ -1,0 +1,1 @@
+"""The front end: `Agent`, which assembles the runtime and the features into what users call."""

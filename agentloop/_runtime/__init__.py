@@ -1,0 +1,1 @@
+"""The runtime: the loop, the seam (middleware), TokenStream, sync calls, observing, pricing."""

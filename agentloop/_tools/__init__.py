@@ -1,0 +1,1 @@
+"""The tool layer: tools, the @tool decorator, schemas, argument validation, tool sets, running tool calls."""
