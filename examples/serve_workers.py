@@ -6,7 +6,8 @@ across every worker.
     REDIS_URL=redis://127.0.0.1:6379/0 python examples/serve_workers.py
     REDIS_URL=... uvicorn serve_workers:app --app-dir examples --workers 4    # how you would deploy it
 
-Needs `pip install 'agentloop-runtime[a2a,redis]' uvicorn` and, without REDIS_URL, `redis-server` on PATH.
+Needs `pip install 'agentloop-runtime[a2a,redis,web]'` (web: uvicorn, and fastapi for the process helpers
+shared with multi_worker.py) and, without REDIS_URL, `redis-server` on PATH.
 The model is an offline stand-in (no key needed) that notes, in Redis, how many of its calls run at once
 across all workers, so the client can check the shared limit held.
 """
