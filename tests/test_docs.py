@@ -22,6 +22,28 @@ PAGES = sorted(path.name for path in DOCS.glob("*.md"))
 # What each page's snippets must print: proof that they ran, not just compiled.
 EXPECTED = {
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
+    "guide-streaming.md": [
+        '"args": {"to": "ada@example.com", "text": "5"}}]}',
+        'event: tool_start\ndata: {"call": "e1", "name": "send_email"}',
+        'event: approval_required\ndata: {"run": "r1", "calls": [{"call": "e1", "name": "send_email"',
+        'event: tool_result\ndata: {"call": "e1", "result": "sent to ada@example.com"}',
+        'event: token\ndata: "Sent"',
+        'event: done\ndata: {"text": "Sent it."}',
+    ],
+    "guide-workers.md": ["message 3 seen"],
+    "guide-production.md": [
+        "stopped: ",
+        "tripped: no secrets",
+        "the consumer saw: The admin password is hunter2.",
+        "stored: 0 messages",
+        "stopped after True",
+    ],
+    "guide-testing.md": [
+        "['order_status'] True",
+        "['The ', 'sum ', 'is 4', '2.']",
+        "2 model calls",
+        "Hello! after 2 requests",
+    ],
     "local-model.md": ["Paris"],
     "middleware.md": [
         "tool add -> 3",

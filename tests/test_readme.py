@@ -36,12 +36,18 @@ async def test_readme_snippets_run() -> None:
     printed = output.getvalue()
     assert "The square root of 475695037565 is 689706.486532." in printed
     assert "Let me compute that. 2 + 3 = 5." in printed
-    assert "Booking 123-456 cancelled" in printed
     assert "Rent paid. Sent 1200 EUR to landlord" in printed
-    assert "orders of alice at acme: #1, #2" in printed
-    assert "4 messages remembered for alice" in printed
     assert "category='billing' urgent=True" in printed
     assert "4 messages stored for bob" in printed  # two exchanges
-    assert "21.5 21.5 °C" in printed  # the MCP section
-    assert "sk-..." not in printed  # provider reprs never show keys
+    assert "sk-..." not in printed and "sk-ant-..." not in printed  # provider reprs never show keys
     assert "tool calls, in a script" in printed and "tool calls, blocking" in printed
+
+
+def test_readme_stays_a_front_door() -> None:
+    # Issue 38: at most 250 lines and 2 tables; measurements and their history live in benchmarks/RESULTS.md
+    # and docs/local-model.md, the install story in docs/install.md.
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    assert len(re.findall(r"^\|[ :-]*-{3}", text, flags=re.MULTILINE)) <= 2
+    for link in re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+|CHANGELOG\.md)", text):
+        assert (README.parent / link).exists(), f"README links to {link}, which does not exist"

@@ -33,7 +33,7 @@ def node_clients() -> Path:
     """The Node 22 binary, with tests/node's packages installed (`npm ci` once if they are not)."""
     with _install_lock, open(NODE_DIR / "package.json") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers: one `npm ci` at a time
-        if not NODE.exists():
+        if not NODE.exists() or _stale_packages():
             npm = shutil.which("npm")
             if npm is None:
                 pytest.fail("npm is not installed: apt-get install -y nodejs npm (as .ci/run does)")
@@ -44,6 +44,17 @@ def node_clients() -> Path:
                 timeout=600,
             )
     return NODE
+
+
+def _stale_packages() -> bool:
+    """True when a package pinned in package.json is missing from node_modules or at another version (a
+    checkout whose node_modules predates a new pin)."""
+    pinned = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
+    for name, version in pinned.items():
+        installed = NODE_DIR / "node_modules" / name / "package.json"
+        if not installed.exists() or json.loads(installed.read_text()).get("version") != version:
+            return True
+    return False
 
 
 def run_node(script: str, url: str, steps: list[dict[str, Any]], *, timeout: float = 60) -> dict[str, Any]:

@@ -99,8 +99,14 @@ class InvocationCall:
 
 
 NextModelCall = Callable[[ModelCall], Awaitable[ChatResponse]]
+"""`call_next` of `Middleware.wrap_model_call`: runs the rest of the chain (the inner middleware, then the
+model) on a call and returns its response; call it zero, one or several times."""
 NextToolCall = Callable[[ToolCall], Awaitable["ToolExecution"]]
+"""`call_next` of `Middleware.wrap_tool_call`: runs the rest of the chain and the tool on a call and returns
+its `ToolExecution` (a failed tool is an execution with `has_failed`, not an exception)."""
 NextInvocation = Callable[[InvocationCall], Awaitable["Result[Any]"]]
+"""`call_next` of `Middleware.wrap_invocation`: runs the rest of the chain and the whole invocation (every
+model call and tool round) and returns its `Result`."""
 
 
 class Middleware:

@@ -9,6 +9,7 @@ module:object`).
 from __future__ import annotations
 
 import importlib.metadata
+from typing import TYPE_CHECKING
 
 from .._values._errors import AgentLoopError
 from ._names import local_name
@@ -50,3 +51,11 @@ _check_sdk()
 from ._results import MCPToolError, MCPToolResult  # noqa: E402
 from ._server import serve, server_from  # noqa: E402
 from ._toolset import MCPServerError, MCPToolset  # noqa: E402
+
+if not TYPE_CHECKING:  # at run time only: to mypy, this module's names stay exactly the ones above
+
+    def __getattr__(name: str) -> object:
+        """A name this module does not have: the error says which public module has it."""
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)

@@ -59,8 +59,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    """`RedisLimiter` loads on first use (it imports redis); another name: the error says which public
+    module has it."""
     if name == "RedisLimiter":
         from ._redis_limiter import RedisLimiter
 
         return RedisLimiter
-    raise AttributeError(f"module 'agentloop.middleware' has no attribute {name!r}")
+    from .._hints import missing_name
+
+    raise missing_name(__name__, name)

@@ -85,7 +85,9 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'agentloop.models' has no attribute {name!r}")
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

@@ -37,4 +37,6 @@ def __getattr__(name: str) -> Any:
         from ._redis import RedisChatMemoryStore
 
         return RedisChatMemoryStore
-    raise AttributeError(f"module 'agentloop.stores' has no attribute {name!r}")
+    from .._hints import missing_name
+
+    raise missing_name(__name__, name)

@@ -3,7 +3,8 @@
 `ScriptedChatModel` replays answers you script, `FunctionChatModel` answers with your function, `TestModel`
 calls every tool with generated arguments. `FakeOpenAIServer`, `FakeOpenAIResponsesServer`,
 `FakeAnthropicServer`, `FakeGeminiServer` and `FakeBedrockServer` speak the providers' HTTP protocols on
-127.0.0.1, for testing the real provider clients; they load on first use.
+127.0.0.1, for testing the real provider clients; they load on first use. `Cassette` records a real
+provider's HTTP exchanges once and replays them offline (the `testing` extra, for PyYAML).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ._scripted import ScriptedChatModel
 from ._test_model import TestModel
 
 if TYPE_CHECKING:
+    from ._cassette import Cassette, CassetteError
     from ._fake_anthropic import FakeAnthropicServer
     from ._fake_bedrock import FakeBedrockServer
     from ._fake_gemini import FakeGeminiServer
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from ._fake_server import FakeServer, RecordedRequest, Reply
 
 __all__ = [
+    "Cassette",
+    "CassetteError",
     "FakeAnthropicServer",
     "FakeBedrockServer",
     "FakeGeminiServer",
@@ -40,6 +44,8 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Cassette": "._cassette",
+    "CassetteError": "._cassette",
     "FakeOpenAIServer": "._fake_openai",
     "FakeOpenAIResponsesServer": "._fake_responses",
     "FakeAnthropicServer": "._fake_anthropic",
@@ -54,7 +60,9 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'agentloop.testing' has no attribute {name!r}")
+        from .._hints import missing_name
+
+        raise missing_name(__name__, name)
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

@@ -42,6 +42,11 @@ class FunctionChatModel:
     the whole `ChatRequest` as a third argument if it accepts one. It may be sync or async and returns an
     `AiMessage`, a `str` or a `ChatResponse`, completed and streamed exactly as `ScriptedChatModel` does.
     Every request is kept in `.requests`.
+
+    Options: `delay` seconds pass before each streamed event, and once in `chat()` (a slow model: to test
+    timeouts, cancellation and progress); `stream()` cuts text into word-sized pieces, or `chunk_size`
+    characters, or what `tokenizer(text)` returns (give one of the two); `token_usage` is reported instead
+    of an estimate from the words sent and answered; `model_name` defaults to `function:<fn's name>`.
     """
 
     supports_response_format = True

@@ -33,6 +33,7 @@ from ._runs import InMemoryPausedRuns, PausedRuns
 __all__ = ["AG_UI_HEADERS", "AgUiEvents", "ag_ui_events"]
 
 AG_UI_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no"}
+"""The response headers of an AG-UI event stream (server-sent events, never cached or buffered by a proxy)."""
 
 _encode = msgspec.json.Encoder().encode
 _default_runs = InMemoryPausedRuns()

@@ -126,10 +126,8 @@ class UIApp:
         return f"<{self.name} app>"
 
 
-async def serve(
-    scope: Scope, receive: Receive, send: Send, handle: Callable[[Scope, Receive, Send, Any], Awaitable[None]]
-) -> None:
-    """The common front of the apps: lifespan, POST only, the JSON body, errors as JSON answers."""
+async def check_scope(scope: Scope, receive: Receive, send: Send) -> None:
+    """Answers a lifespan scope (the apps hold nothing to start or stop); refuses anything but HTTP."""
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -138,8 +136,17 @@ async def serve(
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    if scope["type"] != "http":
+    if scope["type"] not in ("http", "lifespan"):
         raise RuntimeError(f"agentloop.ui apps serve HTTP, not {scope['type']!r}")
+
+
+async def serve(
+    scope: Scope, receive: Receive, send: Send, handle: Callable[[Scope, Receive, Send, Any], Awaitable[None]]
+) -> None:
+    """The common front of the apps: lifespan, POST only, the JSON body, errors as JSON answers."""
+    await check_scope(scope, receive, send)
+    if scope["type"] == "lifespan":
+        return
     try:
         if scope["method"] != "POST":
             raise HTTPError(405, "MethodNotAllowed", "POST the request body as JSON")
