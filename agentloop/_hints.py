@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "agentloop.middleware",
     "agentloop.stores",
     "agentloop.mcp",
+    "agentloop.a2a",
     "agentloop.otel",
     "agentloop.dbos",
     "agentloop.testing",

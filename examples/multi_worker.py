@@ -136,9 +136,8 @@ def running(command: list[str], port: int, what: str, **options: Any) -> Any:
         process.wait(10)
 
 
-def redis_and_workers(stack: ExitStack, app: str, count: int = 2) -> list[str]:
-    """`count` uvicorn workers serving `app` ("module:attribute" in this directory), sharing `REDIS_URL` or a
-    throwaway redis-server on 127.0.0.1; their base URLs. `stack` stops them all."""
+def start_redis(stack: ExitStack) -> str:
+    """`REDIS_URL`, or a throwaway redis-server on 127.0.0.1 (stopped by `stack`); its URL."""
     url = os.environ.get("REDIS_URL")
     if url is None:
         binary = shutil.which("redis-server")
@@ -149,6 +148,13 @@ def redis_and_workers(stack: ExitStack, app: str, count: int = 2) -> list[str]:
         command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         stack.enter_context(running(command, port, "redis-server", cwd=directory))
         url = f"redis://127.0.0.1:{port}/0"
+    return url
+
+
+def redis_and_workers(stack: ExitStack, app: str, count: int = 2, url: str | None = None) -> list[str]:
+    """`count` uvicorn workers serving `app` ("module:attribute" in this directory), sharing the Redis at
+    `url` (default: `start_redis`); their base URLs. `stack` stops them all."""
+    url = url or start_redis(stack)
     workers = []
     for _ in range(count):
         port = free_port()

@@ -35,6 +35,11 @@ if shutil.which("redis-server") and importlib.util.find_spec("redis"):
     EXAMPLES.append("web_workers.py")
 else:
     print("note: web_workers.py skipped (apt-get install redis-server; pip install -e '.[redis]')")
+# An A2A agent on two workers sharing one Redis (memory and keyed limits): also needs the a2a extra.
+if shutil.which("redis-server") and importlib.util.find_spec("redis") and importlib.util.find_spec("a2a"):
+    EXAMPLES.append("serve_workers.py")
+else:
+    print("note: serve_workers.py skipped (apt-get install redis-server; pip install -e '.[a2a,redis]')")
 # Durable execution: needs the dbos extra.
 if importlib.util.find_spec("dbos"):
     EXAMPLES.append("durable_dbos.py")

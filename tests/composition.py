@@ -53,6 +53,7 @@ FEATURES = (
     "compaction",
     "clear_results",
     "tool_search",
+    "limits",
 )
 OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
 SUM = 5
@@ -101,6 +102,22 @@ class Recorder(Middleware):
 
     async def on_hold(self, held: HeldRound) -> None:
         self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first
+
+
+def limits() -> list[Middleware]:
+    """The keyed limits of the suite, on each kind of call: one tenant's invocations, its tools one at a
+    time, and a rate it stays well under (they must change nothing of what the run shows)."""
+    from agentloop.middleware import ConcurrencyLimit, RateLimit
+
+    def tenant(call: Any) -> str:
+        return "tenant-a"
+
+    return [
+        ConcurrencyLimit(2, key=tenant, timeout=30),
+        ConcurrencyLimit(1, key=tenant, on="tool"),
+        ConcurrencyLimit(1, on="model"),
+        RateLimit(requests_per_minute=1000, tokens_per_minute=1_000_000, key=tenant),
+    ]
 
 
 class Down:
@@ -215,6 +232,8 @@ class Scenario:
             middleware.append(Compaction(1, keep_last=1, summarizer=summarizer))
         if "clear_results" in self.features:
             middleware.append(ClearToolResults(keep_last=0, min_tokens=0))
+        if "limits" in self.features:
+            middleware += limits()
         if middleware:
             options["middleware"] = middleware
         if tools is None:

@@ -18,6 +18,8 @@ __all__ = [
     "HallucinatedToolError",
     "IllegalConfigurationError",
     "InvocationTimeoutError",
+    "LimitExceededError",
+    "LimiterError",
     "LocalModelWeightsError",
     "MCPServerError",
     "MCPToolError",
@@ -149,6 +151,28 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+class LimitExceededError(AgentLoopError, TimeoutError):
+    """A `ConcurrencyLimit` wait outlasted its `timeout`: `key` is the limited key, `limit` its setting and
+    `timeout` the seconds waited. Nothing was taken: the call it guarded never started."""
+
+    def __init__(self, message: str, *, key: str, limit: int, timeout: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.limit = limit
+        self.timeout = timeout
+
+
+class LimiterError(AgentLoopError):
+    """A keyed limit's backend (`RedisLimiter`) could not be reached or refused a step: `backend` names it
+    (its URL without a password). The call it guarded did not start."""
+
+    def __init__(self, message: str, *, backend: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.backend = backend
 
 
 class ApprovalError(AgentLoopError):

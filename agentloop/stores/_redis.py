@@ -12,7 +12,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import anyio.lowlevel
@@ -22,6 +21,7 @@ from .._memory._chat import StoredMemory, split_round
 from .._values._codec import FORMAT, encode_messages
 from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from .._values._messages import ChatMessage, UserMessage
+from .._values._urls import without_password
 from ._lease import LastRound, hold_lease
 from ._rows import Damaged, damaged, memory_key, messages_of, stored_int
 
@@ -222,7 +222,7 @@ class RedisChatMemoryStore:
             raise ValueError(f"max_connections must be at least 1, got {max_connections!r}")
         self.max_connections = max_connections
         self.pool_timeout = pool_timeout
-        self.url = _without_password(url)
+        self.url = without_password(url)
         self.ttl = ttl
         self.prefix = prefix
         self.lease_ttl = lease_ttl
@@ -501,20 +501,6 @@ class RedisChatMemoryStore:
 
     def __repr__(self) -> str:
         return f"RedisChatMemoryStore({self.url!r})"
-
-
-def _without_password(url: str) -> str:
-    """The URL as shown in errors and reprs: any password replaced by ***."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable redis URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
 def _safe(error: BaseException) -> str:
