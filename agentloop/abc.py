@@ -37,6 +37,8 @@ from ._tools._execution import ReservingToolRunner, ToolRunner
 from ._tools._tool import ToolExecutor
 from ._tools._toolset import DynamicToolProvider, ToolProvider, ToolSource
 from ._values._convert import CarriesMedia
+from .control._base import Inbox, RunControl
+from .middleware._limiter import Limiter
 from .models import (
     ChatModel,
     ClosableModel,
@@ -46,6 +48,7 @@ from .models import (
     ProviderModel,
     RemoteModel,
     StructuredOutputModel,
+    TokenCountingModel,
     WrapperModel,
 )
 
@@ -59,8 +62,10 @@ __all__ = [
     "DynamicToolProvider",
     "ExclusiveMemory",
     "FinalCommitMemory",
+    "Inbox",
     "InvocationCall",
     "LeasingStore",
+    "Limiter",
     "LocallyNamedModel",
     "Middleware",
     "ModelCall",
@@ -74,8 +79,10 @@ __all__ = [
     "ProviderModel",
     "RemoteModel",
     "ReservingToolRunner",
+    "RunControl",
     "StoreBackedMemory",
     "StructuredOutputModel",
+    "TokenCountingModel",
     "ToolCall",
     "ToolExecutor",
     "ToolProvider",
