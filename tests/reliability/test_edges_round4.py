@@ -163,7 +163,9 @@ async def test_many_calls_of_one_hung_sync_tool(fault: Fault) -> None:
         results = await execute_tool_calls(
             [ToolExecutionRequest(f"c{i}", "hang", "{}") for i in range(45)], [hang]
         )
-        assert all(e.has_failed for e in results) and busy_threads() == THREADS_PER_TOOL
+        # At most THREADS_PER_TOOL threads hang (fewer when the timeout came before a thread had started
+        # on a loaded machine: a call abandoned before its thread ran holds none).
+        assert all(e.has_failed for e in results) and 0 < busy_threads() <= THREADS_PER_TOOL
         [execution] = await execute_tool_calls([ToolExecutionRequest("h", "healthy", "{}")], [healthy])
         assert execution.result == "fine"
     finally:
