@@ -47,7 +47,7 @@ def tests(session: nox.Session) -> None:
     # Two pytest-xdist workers: measured 29% less wall time on 2 cores than one process. The local-model tests
     # share one worker (xdist group), so two llama.cpp instances never fight over the cores. `nox -s tests
     # -- -n 0` runs in one process, with pytest's progress file by file (two workers print a dot per test).
-    session.log("The whole suite takes 7 to 8 min on an idle 2-core machine, longer on a busy one.")
+    session.log("The whole suite takes about 9 min on an idle 2-core machine, longer on a busy one.")
     session.run("pytest", "-n", "2", "--dist", "loadgroup", *arguments)
 
 
