@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -121,3 +122,17 @@ def postgres_server(bindir: Path, database: str) -> Iterator[str]:
             [*user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+def run_redis_example(name: str) -> list[str]:
+    """Runs examples/<name> (which starts its own redis-server) in a fresh interpreter; its output lines.
+    Fails with the example's stderr when it exits non-zero."""
+    require_redis()
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("REDIS_URL", None)  # the example starts its own redis-server
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / name)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()

@@ -4,29 +4,11 @@ across them (the example asserts both)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-from .store_servers import require_redis
-
-ROOT = Path(__file__).resolve().parent.parent
+from .store_servers import run_redis_example
 
 
 def test_an_a2a_agent_on_two_workers_shares_memory_and_limits() -> None:
-    require_redis()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("REDIS_URL", None)  # the example starts its own redis-server
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "serve_workers.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_redis_example("serve_workers.py")
     assert lines[0].startswith("worker A: Message 1 of this conversation")
     assert lines[1].startswith("worker B: Message 2 of this conversation")
     assert lines[0].split("(worker ")[1] != lines[1].split("(worker ")[1]  # two worker processes answered
