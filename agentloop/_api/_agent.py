@@ -24,7 +24,7 @@ from .._features.output import (
     structured_output,
 )
 from .._features.results import ResultShelf
-from .._features.search import search_filters
+from .._features.search import check_native_model, has_deferred, search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
 from .._runtime._loop import Invocation, Listener, run_invocation
@@ -172,6 +172,8 @@ class Agent(Generic[OutputT]):
             raise IllegalConfigurationError(f"max_concurrent_tools must be >= 1, got {max_concurrent_tools}")
         self.model: ChatModel = model
         self.tools = resolve_tools(tools)
+        if has_deferred(self.tools):  # ToolSearch(native=True): refused at once for a model without one
+            check_native_model(model)
         self.tool_provider = tool_provider
         self.system_message = system_message
         self.memory = memory

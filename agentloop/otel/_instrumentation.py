@@ -37,7 +37,12 @@ from agentloop.models import (
     ResponseComplete,
     WrapperModel,
 )
-from agentloop.models._base import model_name_of, provider_of, supports_response_format
+from agentloop.models._base import (
+    model_name_of,
+    provider_of,
+    supports_response_format,
+    supports_tool_search,
+)
 from agentloop.models._retries import retry_listener
 
 from . import _content
@@ -390,6 +395,11 @@ class _FirstChunk:
         """As the model's (a `StructuredOutputModel`)."""
         return supports_response_format(self.inner)
 
+    @property
+    def supports_tool_search(self) -> bool:
+        """As the model's: its provider's own tool search."""
+        return supports_tool_search(self.inner)
+
     async def chat(self, request: ChatRequest) -> ChatResponse:
         return await self.inner.chat(request)
 
@@ -543,6 +553,11 @@ class _TracedModel:
     def supports_response_format(self) -> bool:
         """As the traced model's: a traced model keeps the `native` output mode."""
         return supports_response_format(self.inner)
+
+    @property
+    def supports_tool_search(self) -> bool:
+        """As the traced model's: a traced model keeps its provider's own tool search."""
+        return supports_tool_search(self.inner)
 
     async def aclose(self) -> None:
         """Closes the traced model, when it is a `ClosableModel`."""
