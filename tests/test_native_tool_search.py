@@ -22,6 +22,7 @@ from agentloop import (
     ToolExecutionResultMessage,
     ToolSearch,
     UserMessage,
+    count_tokens,
 )
 from agentloop.models import AnthropicChatModel, OpenAIChatModel, OpenAIResponsesModel
 from agentloop.stores import SQLiteChatMemoryStore
@@ -44,9 +45,9 @@ def convert_call(call_id: str) -> AiMessage:
     )
 
 
-def search(**options: Any) -> ToolSearch:
+def search(native: bool = True) -> ToolSearch:
     return ToolSearch(
-        [convert_currency, create_calendar_event, *distractors(30)], always=[get_time], native=True, **options
+        [convert_currency, create_calendar_event, *distractors(30)], always=[get_time], native=native
     )
 
 
@@ -210,3 +211,15 @@ def test_native_search_settings() -> None:
     assert native._tools.get("convert_currency").specification.metadata == {}  # the given tool unchanged
     with pytest.raises(IllegalConfigurationError, match=r"native=\.\.\.\) must be True or False"):
         ToolSearch([get_time], native="yes")  # type: ignore[arg-type]
+
+
+async def test_deferred_tools_are_not_counted_as_prompt_tokens_on_responses() -> None:
+    with FakeOpenAIResponsesServer() as server:
+        model = model_for("responses", server)
+        tools = list(search().__agentloop_tools__())
+        deferred = ChatRequest([UserMessage("hi")], tool_specifications=[t.specification for t in tools])
+        plain = ChatRequest(
+            [UserMessage("hi")], tool_specifications=[t.specification for t in search(native=False)._tools]
+        )
+        counted, everything = await count_tokens(model, deferred), await count_tokens(model, plain)
+        assert counted.tokens < everything.tokens / 5  # 32 tool definitions left out, get_time counted

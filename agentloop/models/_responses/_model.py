@@ -157,7 +157,9 @@ class OpenAIResponsesModel(HTTPChatModel):
         body = self.build_body(request, stream=False)
         instructions = body.get("instructions")
         items = ([{"role": "system", "content": instructions}] if instructions else []) + body["input"]
-        return await openai_count(self.model, request, items, body.get("tools") or [])
+        # deferred tools (ToolSearch(native=True)) are not in the prompt until a search finds them
+        tools = [t for t in body.get("tools") or [] if not t.get("defer_loading")]
+        return await openai_count(self.model, request, items, tools)
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
