@@ -223,3 +223,14 @@ async def test_deferred_tools_are_not_counted_as_prompt_tokens_on_responses() ->
         )
         counted, everything = await count_tokens(model, deferred), await count_tokens(model, plain)
         assert counted.tokens < everything.tokens / 5  # 32 tool definitions left out, get_time counted
+
+
+def test_a_durable_model_keeps_the_tool_search_of_its_model() -> None:
+    pytest.importorskip("dbos")
+    from agentloop.dbos._agent import _StepModel
+    from agentloop.models._base import supports_tool_search
+
+    with FakeAnthropicServer() as server:
+        assert supports_tool_search(_StepModel(model_for("anthropic", server), "chat", {})) is True
+    plain = FunctionChatModel(lambda messages, tools: AiMessage("hi"))
+    assert supports_tool_search(_StepModel(plain, "chat", {})) is False
