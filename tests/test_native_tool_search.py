@@ -18,6 +18,7 @@ from agentloop import (
     ChatRequest,
     IllegalConfigurationError,
     MessageWindowChatMemory,
+    PendingApproval,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     ToolSearch,
@@ -234,3 +235,22 @@ def test_a_durable_model_keeps_the_tool_search_of_its_model() -> None:
         assert supports_tool_search(_StepModel(model_for("anthropic", server), "chat", {})) is True
     plain = FunctionChatModel(lambda messages, tools: AiMessage("hi"))
     assert supports_tool_search(_StepModel(plain, "chat", {})) is False
+
+
+async def test_an_approval_paused_round_resumed_from_json_sends_the_search_back(
+    provider: str, server: FakeServer
+) -> None:
+    server.add(convert_call("call_1")).add("Converted: 10 USD.")
+    agent = Agent(
+        model_for(provider, server),
+        tools=[search()],
+        requires_approval=["convert_currency"],
+        memory=MessageWindowChatMemory.provider(50),
+    )
+    paused = await agent.chat("5 EUR in USD?", memory_id="m")
+    assert paused.pending is not None
+    assert [r.tool_name for r in paused.pending.requests] == ["convert_currency"]
+    pending = PendingApproval.from_json(paused.pending.to_json())
+    resumed = await agent.resume(pending, {"call_1": True})
+    assert resumed.content == "Converted: 10 USD."
+    assert len(searches_in(provider, server.requests[-1].json)) == 2
