@@ -52,6 +52,7 @@ from .._wire import (
     arguments_object,
     check_tool_offered,
     check_tools_for_choice,
+    load_unfound,
     not_a_chat_message,
     unanswered_result,
 )
@@ -412,6 +413,7 @@ class AnthropicChatModel(HTTPChatModel):
         if specs:
             body["tools"] = [self._tool(spec) for spec in specs]
             if searching:
+                load_unfound(body["tools"], *_called_and_found(messages))
                 body["tools"].append(dict(_TOOL_SEARCH))
             if choice is not None and choice.mode == "tool":
                 check_tool_offered(choice, specs)
@@ -702,6 +704,18 @@ class _Assembler:
                 block.input = msgspec.Raw(_joined(current).encode())
             result.append(block)
         return result
+
+
+def _called_and_found(messages: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
+    """The tools the `tool_use` blocks of `messages` call, and those their tool searches found."""
+    blocks = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+    called = [b["name"] for b in blocks if b.get("type") == "tool_use"]
+    found: set[str] = set()
+    for block in blocks:
+        content = block.get("content") if block.get("type") == "tool_search_tool_result" else None
+        references = content.get("tool_references") if isinstance(content, Mapping) else None
+        found.update(str(r.get("tool_name")) for r in references or () if isinstance(r, Mapping))
+    return called, found
 
 
 def _joined(current: _Open) -> str:

@@ -30,7 +30,7 @@ from .._http._provider import HTTPChatModel, retry_policy
 from .._openai import openai_connection
 from .._unknown import ignore_unknown, kind_of
 from .._wire import check_tools_for_choice
-from ._request import input_items, searches, text_format, tool_choice_entry, tool_entry
+from ._request import input_items, load_unfound_calls, searches, text_format, tool_choice_entry, tool_entry
 from ._response import STATE_KEY, Answer, finish_reason, known_output_items, token_usage
 from ._shapes import EVENT, EVENTS, RESPONSE, UNUSED_EVENTS, Response
 
@@ -182,6 +182,7 @@ class OpenAIResponsesModel(HTTPChatModel):
         if specs:
             body["tools"] = [tool_entry(spec, self.strict_tools) for spec in specs]
             if searching:  # hosted tool search over the deferred tools (ToolSearch(native=True))
+                load_unfound_calls(body["tools"], items)
                 body["tools"].append({"type": "tool_search"})
             if request.tool_choice is not None:
                 body["tool_choice"] = tool_choice_entry(request.tool_choice, specs)

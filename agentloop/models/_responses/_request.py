@@ -23,11 +23,11 @@ from agentloop._values._spec import ToolSpecification
 from .._base import DEFER_LOADING
 from .._media import web_url
 from .._strict import strict_schema
-from .._wire import check_tool_offered, unanswered_result
+from .._wire import check_tool_offered, load_unfound, unanswered_result
 from ._response import STATE_KEY
 from ._shapes import ITEM_FIELDS, SEARCH_ITEMS
 
-__all__ = ["input_items", "searches", "text_format", "tool_choice_entry", "tool_entry"]
+__all__ = ["input_items", "load_unfound_calls", "searches", "text_format", "tool_choice_entry", "tool_entry"]
 
 
 # -- request mapping ----------------------------------------------------------------------------------------
@@ -162,6 +162,20 @@ def tool_entry(spec: ToolSpecification, strict: bool | None) -> dict[str, Any]:
     if spec.metadata.get(DEFER_LOADING) is True:  # found by the `tool_search` tool (ToolSearch(native=True))
         tool["defer_loading"] = True
     return tool
+
+
+def load_unfound_calls(tools: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    """Sends as loaded each deferred tool that a `function_call` of `items` names and no
+    `tool_search_output` of `items` found (see `load_unfound`)."""
+    called = [i["name"] for i in items if i.get("type") == "function_call"]
+    found = [
+        str(t.get("name"))
+        for i in items
+        if i.get("type") == "tool_search_output"
+        for t in i.get("tools") or ()
+        if isinstance(t, Mapping)
+    ]
+    load_unfound(tools, called, found)
 
 
 def searches(specs: Sequence[ToolSpecification]) -> bool:
