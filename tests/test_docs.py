@@ -34,7 +34,8 @@ EXPECTED = {
         "['convert_currency']",
         "created Dentist",
         "['search_tools'], ['search_tools', 'create_calendar_event']",
-        "Booked.\n[('convert_currency', True), ('create_calendar_event', True), ('tool_search_tool_bm25', None)]",
+        "Booked.\n[('convert_currency', True), ('create_calendar_event', True), "
+        "('tool_search_tool_bm25', None)]",
         "['server_tool_use', 'tool_search_tool_result', 'tool_use']",
     ],
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
