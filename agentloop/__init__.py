@@ -125,6 +125,8 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolOutputDelta,
+        ToolProgress,
         ToolRetrying,
     )
     from ._values._records import ReturnBehavior, ToolExecution
@@ -196,6 +198,8 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolOutputDelta",
+            "ToolProgress",
             "ToolRetrying",
         ],
         "._values._events",
@@ -300,6 +304,8 @@ __all__ = [
     "ToolExecutionResultMessage",
     "ToolExecutor",
     "ToolMemoryId",
+    "ToolOutputDelta",
+    "ToolProgress",
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",

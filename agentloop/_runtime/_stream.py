@@ -44,6 +44,8 @@ from .._values._events import (
     PartialToolCall,
     StreamEvent,
     ToolExecuted,
+    ToolOutputDelta,
+    ToolProgress,
     ToolRetrying,
 )
 from .._values._messages import ChatResponse
@@ -125,6 +127,14 @@ class TokenStream(Generic[OutputT]):
     def on_tool_retrying(self, callback: Callback[ToolRetrying]) -> TokenStream[OutputT]:
         """Calls `callback(event)` when `ToolRetry` runs a failed tool call again (attempt 2 on)."""
         return self._add(ToolRetrying, callback)
+
+    def on_tool_progress(self, callback: Callback[ToolProgress]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when a running tool reports its progress (`ctx.report_progress`)."""
+        return self._add(ToolProgress, callback)
+
+    def on_tool_output_delta(self, callback: Callback[ToolOutputDelta]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` for each value a streaming tool (an async generator) yields."""
+        return self._add(ToolOutputDelta, callback)
 
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
