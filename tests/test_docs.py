@@ -99,6 +99,8 @@ EXPECTED = {
         "get_weather",
         "True '" + "next Monday' is not a date",
         "False Room booked for 2026-11-30",
+        "index_documents: 1/3 document 1 of 3",
+        "draft so far: 'Notes on tides'",
     ],
 }
 
