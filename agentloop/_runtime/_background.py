@@ -1,0 +1,181 @@
+"""Background tools at run time: where their tasks run and how their results reach the model.
+
+`BackgroundTasks` is the agent's: while the agent is entered (`async with agent:`) its task group runs
+every background task, so tasks outlive the invocation that started them and end when the agent closes.
+Outside `async with agent:` an invocation runs its own tasks and waits for them before it ends (the model
+answers their results in the same invocation). `InvocationTasks` is one invocation's side: it starts the
+tasks of its calls (a `BackgroundStarter`) and, as a feature on the seam, hands finished results to the
+model between rounds.
+
+Delivery of a finished task's result, as a user message "background task <id> (<tool>) finished: ...":
+to the invocation that started it while it runs; else to the invocation running on its memory id (run
+control's steer); else kept and committed at the start of the next invocation on that memory id, before
+its user message. A task without a memory id whose invocation ended keeps its result on its
+`BackgroundTask` record only.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .._tools._execution import error_text
+from .._tools._tool import Tool
+from .._values._background import BackgroundTask
+from .._values._context import ToolContext
+from .._values._errors import AgentLoopError
+from .._values._events import BackgroundTaskFinished, BackgroundTaskStarted
+from .._values._messages import ChatMessage, UserMessage
+from ._seam import Middleware, RoundEnd, Stop
+
+__all__ = ["BackgroundTasks", "InvocationTasks"]
+
+Emit = Callable[[Any], Awaitable[None]]
+Deliver = Callable[[BackgroundTask, UserMessage], Awaitable[bool]]
+
+
+class BackgroundTasks:
+    """The agent's background tasks: the task group they run in while the agent is entered, and finished
+    results no running invocation took yet (per memory id, in the order they finished)."""
+
+    def __init__(self, deliver: Deliver) -> None:
+        self._deliver = deliver
+        self._group: TaskGroup | None = None
+        self._waiting: dict[Any, list[BackgroundTask]] = {}
+
+    @property
+    def owned(self) -> bool:
+        """True while the agent is entered: tasks run in its task group and outlive their invocation."""
+        return self._group is not None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The agent's task group for as long as the block runs; leaving it cancels the tasks still running
+        (each is recorded as cancelled)."""
+        if self._group is not None:
+            raise AgentLoopError("This agent is already entered (`async with agent:` once at a time)")
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                self._group = None
+                group.cancel_scope.cancel()
+
+    def take_waiting(self, memory_id: Any) -> list[BackgroundTask]:
+        """The finished results kept for `memory_id`, in order; they are the caller's to deliver now."""
+        return self._waiting.pop(memory_id, [])
+
+    async def hand_over(self, task: BackgroundTask) -> None:
+        """A result its own invocation could not take: to the invocation running on its memory id, else kept
+        for the next one (without a memory id it stays on the task's record)."""
+        if task.memory_id is None:
+            return
+        if await self._deliver(task, UserMessage(task.message_text())):
+            task.delivered = True
+        else:
+            self._waiting.setdefault(task.memory_id, []).append(task)
+
+    def invocation(self, invocation_id: str, memory_id: Any, emit: Emit | None) -> InvocationTasks:
+        return InvocationTasks(self, invocation_id, memory_id, emit)
+
+
+class InvocationTasks(Middleware):
+    """One invocation's background tasks: starts them (the `BackgroundStarter` its tool calls use) and
+    hands their results to the model after each round while the invocation runs."""
+
+    def __init__(self, owner: BackgroundTasks, invocation_id: str, memory_id: Any, emit: Emit | None) -> None:
+        self._owner = owner
+        self._invocation_id = invocation_id
+        self._memory_id = memory_id
+        self._emit = emit
+        self._group: TaskGroup | None = None
+        self._inbox: list[BackgroundTask] = []
+        self.started: list[BackgroundTask] = []
+        self.running = True
+
+    @asynccontextmanager
+    async def scope(self) -> AsyncIterator[None]:
+        """The invocation's own task group when the agent is not entered (its tasks end with it)."""
+        if self._owner.owned:
+            yield
+            return
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            except BaseException:
+                group.cancel_scope.cancel()  # an invocation that failed or was cancelled: its tasks too
+                raise
+
+    def cancel(self) -> None:
+        """Cancels the tasks of the invocation's own task group (a cancelled invocation's)."""
+        if self._group is not None:
+            self._group.cancel_scope.cancel()
+
+    async def start(
+        self, tool: Tool, prepared: Any, context: ToolContext, timeout: float | None
+    ) -> BackgroundTask:
+        request = context.request
+        assert request is not None
+        task = BackgroundTask(
+            f"bg_{secrets.token_hex(6)}", tool.name, request.id or "", self._invocation_id, self._memory_id
+        )
+        group = self._group if self._group is not None else self._owner._group
+        if group is None:
+            raise AgentLoopError(f"Background tool {tool.name!r} was called after its invocation ended")
+        # Its own context: the invocation's deadline does not bound work that outlives the invocation.
+        own = ToolContext(context.invocation_id, context.memory_id, context.context, request, context.round)
+        self.started.append(task)
+        group.start_soon(self._work, task, tool, prepared, own, timeout)
+        if self._emit is not None:
+            await self._emit(BackgroundTaskStarted(task.task_id, task.call_id, task.tool_name))
+        return task
+
+    async def _work(
+        self, task: BackgroundTask, tool: Tool, prepared: Any, context: ToolContext, timeout: float | None
+    ) -> None:
+        try:
+            with anyio.CancelScope() if timeout is None else anyio.move_on_after(timeout) as scope:
+                value = await tool.invoke(prepared, context)
+            if scope.cancelled_caught:
+                raise TimeoutError(f"Tool {tool.name!r} timed out after {timeout:g} s")
+            text = await tool.text_of(value)
+        except Exception as exc:
+            task.end("failed", error_text(exc), exc)
+        except anyio.get_cancelled_exc_class():
+            task.end("cancelled", None)
+            raise
+        else:
+            task.end("finished", text)
+        if self.running:  # taken by this invocation after its round (nothing awaited since `end`)
+            self._inbox.append(task)
+            if self._emit is not None:
+                await self._emit(
+                    BackgroundTaskFinished(task.task_id, task.tool_name, task.status, task.result, task.error)
+                )
+        else:
+            await self._owner.hand_over(task)
+
+    async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
+        if end.final and self._group is not None:  # its own tasks: the invocation waits for them
+            for task in list(self.started):
+                await task.wait()
+        if not self._inbox:
+            return None
+        taken, self._inbox = self._inbox, []
+        for task in taken:
+            task.delivered = True
+        return [UserMessage(task.message_text()) for task in taken]
+
+    async def ended(self) -> None:
+        """The invocation ended: results it did not take go on to whoever runs on its memory id next."""
+        self.running = False
+        left, self._inbox = self._inbox, []
+        for task in left:
+            await self._owner.hand_over(task)

@@ -1,0 +1,239 @@
+"""Background tools (`@tool(background=True)`): the model hears at once that the task started; the result
+reaches it later as a user message "background task <id> (<tool>) finished: ...": in the same invocation
+(which waits for its own tasks outside `async with agent:`), steered into the invocation running on the
+memory id, or committed before the next invocation's user message. Both anyio backends, streamed and not,
+in-memory and SQLite memories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    BackgroundTask,
+    BackgroundTaskFinished,
+    BackgroundTaskStarted,
+    ChatMessage,
+    IllegalConfigurationError,
+    MessageWindowChatMemory,
+    Result,
+    Tool,
+    ToolContext,
+    ToolExecutionRequest,
+    ToolSpecification,
+    UserMessage,
+    tool,
+)
+from agentloop.stores import SQLiteChatMemoryStore
+from agentloop.testing import ScriptedChatModel
+
+pytestmark = pytest.mark.anyio
+
+
+def call(name: str, call_id: str = "c1", **args: Any) -> AiMessage:
+    return AiMessage(tool_execution_requests=[ToolExecutionRequest(call_id, name, json.dumps(args))])
+
+
+def texts(messages: list[ChatMessage]) -> list[str]:
+    return [m.text for m in messages if isinstance(m, UserMessage)]
+
+
+class Gate:
+    """A background tool that waits until the test opens its gate, then returns `n * 2` (or raises)."""
+
+    def __init__(self) -> None:
+        self.open = anyio.Event()
+
+    @tool(background=True)
+    async def double(self, n: int) -> int:
+        """Doubles n, slowly."""
+        await self.open.wait()
+        if n < 0:
+            raise ValueError(f"cannot double {n}")
+        return n * 2
+
+
+async def open_after(model: ScriptedChatModel, gate: Gate, requests: int) -> None:
+    """Opens the gate once the model got `requests` requests (it heard the task started)."""
+    while len(model.requests) < requests:
+        await anyio.sleep(0.001)
+    gate.open.set()
+
+
+async def run(agent: Agent[Any], message: str, streamed: bool, **kw: Any) -> tuple[Result[Any], list[Any]]:
+    if not streamed:
+        return await agent.chat(message, **kw), []
+    stream = agent.stream(message, **kw)
+    events = [e async for e in stream.events()]
+    return stream.result, events
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["chat", "stream"])
+async def test_the_model_hears_at_once_and_the_invocation_waits_for_its_own_task(streamed: bool) -> None:
+    gate = Gate()
+    model = ScriptedChatModel([call("double", n=21), "It started; I will tell you.", "The answer is 42."])
+    agent = Agent(model, tools=[gate])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(open_after, model, gate, 2)
+        result, events = await run(agent, "double 21", streamed)
+
+    assert result.content == "The answer is 42."
+    [task] = result.background_tasks
+    assert isinstance(task, BackgroundTask)
+    assert (task.status, task.result, task.tool_name, task.call_id, task.delivered) == (
+        "finished", "42", "double", "c1", True,
+    )  # fmt: skip
+    execution = result.tool_executions[0]
+    assert execution.result.startswith(f"Started background task {task.task_id} (double)")
+    assert execution.result_object is task
+    told = texts(list(model.requests[2].messages))[-1]
+    assert told == f"background task {task.task_id} (double) finished: 42"
+    if streamed:
+        started = [e for e in events if isinstance(e, BackgroundTaskStarted)]
+        finished = [e for e in events if isinstance(e, BackgroundTaskFinished)]
+        assert started == [BackgroundTaskStarted(task.task_id, "c1", "double")]
+        assert [(e.task_id, e.status, e.result) for e in finished] == [(task.task_id, "finished", "42")]
+        assert events.index(started[0]) < events.index(finished[0])
+
+
+async def test_a_failing_task_delivers_its_error_like_a_tool_error() -> None:
+    gate = Gate()
+    model = ScriptedChatModel([call("double", n=-1), "Started.", "It failed."])
+    async with anyio.create_task_group() as group:
+        group.start_soon(open_after, model, gate, 2)
+        result = await Agent(model, tools=[gate]).chat("double -1")
+    [task] = result.background_tasks
+    assert task.status == "failed" and isinstance(task.error, ValueError)
+    assert task.result == "cannot double -1"
+    assert texts(list(model.requests[2].messages))[-1] == (
+        f"background task {task.task_id} (double) failed with an error: cannot double -1"
+    )
+
+
+def memories(kind: str, tmp_path: Path) -> Any:
+    if kind == "memory":
+        return MessageWindowChatMemory.provider(50)
+    return MessageWindowChatMemory.provider(50, store=SQLiteChatMemoryStore(str(tmp_path / "m.db")))
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["chat", "stream"])
+async def test_in_an_entered_agent_the_task_outlives_its_invocation_and_the_next_one_gets_the_result(
+    kind: str, streamed: bool, tmp_path: Path
+) -> None:
+    gate = Gate()
+    model = ScriptedChatModel([call("double", n=5), "Started it.", "It was 10."])
+    async with Agent(model, tools=[gate], memory=memories(kind, tmp_path)) as agent:
+        first, _ = await run(agent, "double 5", streamed, memory_id="u1")
+        [task] = first.background_tasks
+        assert task.status == "running"  # the invocation returned without waiting
+        gate.open.set()
+        await task.wait()
+        assert task.status == "finished" and not task.delivered
+        second, _ = await run(agent, "so?", streamed, memory_id="u1")
+    assert second.content == "It was 10."
+    assert task.delivered
+    sent = texts(list(model.requests[2].messages))
+    assert sent[-2:] == [f"background task {task.task_id} (double) finished: 10", "so?"]
+    # Committed to memory, in order, before the new user message: later invocations see it too.
+    stored = texts(list(await agent._memory_for("u1").messages()))  # type: ignore[union-attr]
+    assert stored == ["double 5", f"background task {task.task_id} (double) finished: 10", "so?"]
+
+
+async def test_a_result_is_steered_into_the_invocation_running_on_the_memory_id() -> None:
+    gate = Gate()
+    tasks: list[BackgroundTask] = []
+
+    @tool
+    async def wait_for_it() -> str:
+        """Lets the background task finish and waits until it has."""
+        gate.open.set()
+        await tasks[0].wait()
+        return "waited"
+
+    model = ScriptedChatModel(
+        [call("double", n=4), "Started.", call("wait_for_it", "c2"), "Got 8 meanwhile."]
+    )
+    async with Agent(model, tools=[gate, wait_for_it], memory=MessageWindowChatMemory.provider(50)) as agent:
+        first = await agent.chat("double 4", memory_id="u")
+        tasks.extend(first.background_tasks)
+        second = await agent.chat("wait for it", memory_id="u")
+    assert second.content == "Got 8 meanwhile."
+    assert tasks[0].delivered
+    # Added after the round of wait_for_it, before the next model call.
+    last = list(model.requests[3].messages)
+    assert texts(last)[-1] == f"background task {tasks[0].task_id} (double) finished: 8"
+    assert texts(last)[-2] == "wait for it"
+
+
+async def test_closing_the_agent_cancels_its_running_tasks() -> None:
+    gate = Gate()  # never opened
+    model = ScriptedChatModel([call("double", n=1), "Started."])
+    async with Agent(model, tools=[gate]) as agent:
+        result = await agent.chat("double 1")
+    [task] = result.background_tasks
+    assert task.status == "cancelled" and task.done and not task.delivered
+
+
+async def test_cancelling_the_invocation_leaves_an_entered_agents_tasks_running() -> None:
+    gate = Gate()
+    model = ScriptedChatModel([call("double", n=3), call("double", "c2", n=4)])
+
+    @tool
+    async def never() -> str:
+        """Blocks."""
+        await anyio.sleep_forever()
+        return ""
+
+    async with Agent(model, tools=[gate], memory=MessageWindowChatMemory.provider(50)) as agent:
+        stream = agent.stream("double 3", memory_id="x")
+        seen: list[BackgroundTaskStarted] = []
+        async for event in stream.events():
+            if isinstance(event, BackgroundTaskStarted):
+                seen.append(event)
+                await stream.cancel()
+        result = stream.result
+        [task] = result.background_tasks
+        assert task.status == "running"
+        gate.open.set()
+        await task.wait()
+        assert task.status == "finished"
+    assert seen and seen[0].task_id == task.task_id
+
+
+async def test_a_programmatic_tool_can_run_in_the_background() -> None:
+    async def executor(request: ToolExecutionRequest, ctx: ToolContext) -> str:
+        return f"echo {request.arguments}"
+
+    echo = Tool(ToolSpecification(name="echo", description="Echoes"), executor, background=True)
+    model = ScriptedChatModel([call("echo", x=1), "Started.", "Echoed."])
+    result = await Agent(model, tools=[echo]).chat("go")
+    [task] = result.background_tasks
+    assert task.result == 'echo {"x": 1}'
+    assert echo.background
+
+
+def test_background_must_be_a_bool() -> None:
+    with pytest.raises(IllegalConfigurationError, match="background must be True or False"):
+
+        @tool(background="yes")  # type: ignore[call-overload]
+        def f() -> None: ...
+
+    with pytest.raises(IllegalConfigurationError, match="background must be True or False"):
+        Tool(ToolSpecification(name="e"), lambda r, c: "", background=1)  # type: ignore[arg-type]
+
+
+async def test_outside_an_agent_a_background_tool_runs_as_an_ordinary_one() -> None:
+    from agentloop import execute_tool_calls
+
+    gate = Gate()
+    gate.open.set()
+    [execution] = await execute_tool_calls([ToolExecutionRequest("c", "double", '{"n": 2}')], tools=[gate])
+    assert execution.result == "4"
