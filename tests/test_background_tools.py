@@ -135,8 +135,8 @@ async def test_in_an_entered_agent_the_task_outlives_its_invocation_and_the_next
         [task] = first.background_tasks
         assert task.status == "running"  # the invocation returned without waiting
         gate.open.set()
-        await task.wait()
-        assert task.status == "finished" and not task.delivered
+        await task.wait()  # nothing runs on u1: its memory takes the result at once
+        assert task.status == "finished" and task.delivered
         second, _ = await run(agent, "so?", streamed, memory_id="u1")
     assert second.content == "It was 10."
     assert task.delivered
@@ -237,3 +237,44 @@ async def test_outside_an_agent_a_background_tool_runs_as_an_ordinary_one() -> N
     gate.open.set()
     [execution] = await execute_tool_calls([ToolExecutionRequest("c", "double", '{"n": 2}')], tools=[gate])
     assert execution.result == "4"
+
+
+def sqlite_agent(model: ScriptedChatModel, gate: Gate, path: Path) -> Agent[Any]:
+    store = SQLiteChatMemoryStore(str(path))
+    return Agent(model, tools=[gate], memory=MessageWindowChatMemory.provider(50, store=store))
+
+
+async def test_a_result_finished_before_a_restart_reaches_the_next_invocation_of_a_fresh_agent(
+    tmp_path: Path,
+) -> None:
+    gate = Gate()
+    path = tmp_path / "memory.db"
+    async with sqlite_agent(ScriptedChatModel([call("double", n=6), "Started."]), gate, path) as agent:
+        [task] = (await agent.chat("double 6", memory_id="u")).background_tasks
+        gate.open.set()
+        await task.wait()  # committed to the SQLite memory: nothing ran on "u"
+    model = ScriptedChatModel(["It was 12."])
+    async with sqlite_agent(model, Gate(), path) as fresh:  # "after the restart"
+        result = await fresh.chat("and?", memory_id="u")
+    assert result.content == "It was 12."
+    assert texts(list(model.requests[0].messages))[-2:] == [
+        f"background task {task.task_id} (double) finished: 12",
+        "and?",
+    ]
+
+
+async def test_a_task_still_running_when_its_process_stopped_is_reported_lost(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with sqlite_agent(ScriptedChatModel([call("double", n=1), "Started."]), Gate(), path) as agent:
+        [task] = (await agent.chat("double 1", memory_id="u")).background_tasks
+    assert task.status == "cancelled"  # the "process" ended while it ran
+    model = ScriptedChatModel(["It was lost; shall I start it again?"])
+    fresh = sqlite_agent(model, Gate(), path)
+    await fresh.chat("and?", memory_id="u")
+    lost = f"background task {task.task_id} (double) was lost"
+    sent = texts(list(model.requests[0].messages))
+    assert sent[-2].startswith(lost) and sent[-1] == "and?"
+    # Reported once: the next invocation finds the outcome in memory.
+    model.responses.append("ok")
+    await fresh.chat("again", memory_id="u")
+    assert sum(text.startswith(lost) for text in texts(list(model.requests[1].messages))) == 1

@@ -28,7 +28,7 @@ from .._features.results import ResultShelf
 from .._features.search import check_native_model, has_deferred, search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
-from .._runtime._background import BackgroundTasks, InvocationTasks
+from .._runtime._background import BackgroundTasks, InvocationTasks, has_background, report_lost
 from .._runtime._handle import RunHandle
 from .._runtime._loop import Invocation, Listener, run_invocation
 from .._runtime._observe import Observer, default_observer, observer_for
@@ -48,6 +48,7 @@ from .._tools._toolset import ToolProvider, is_dynamic, resolve_tools
 from .._values._background import BackgroundTask, starting_background
 from .._values._context import ToolContext, new_invocation_id
 from .._values._errors import (
+    AgentLoopError,
     ApprovalError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -702,7 +703,8 @@ class Agent(Generic[OutputT]):
         runner = self.options.tool_runner
         dynamic = self.tool_provider is not None
         async with exclusive_access(memory), registered(self.control, run.invocation_id, memory_id, target):
-            await self._commit_waiting(memory, memory_id)
+            if memory is not None and memory_id is not None and has_background(run.toolset):
+                await report_lost(memory, self._background)
             invocation = Invocation(
                 model=self.model,
                 user_message=run.user_message,
@@ -743,19 +745,21 @@ class Agent(Generic[OutputT]):
                 handle.ended = True
         return result
 
-    async def _commit_waiting(self, memory: ChatMemory | None, memory_id: Any) -> None:
-        """Background results no invocation took yet go to memory before this invocation's user message."""
-        if memory_id is None:
-            return
-        waiting = self._background.take_waiting(memory_id)
-        if waiting and memory is not None:
-            await memory.add([UserMessage(task.message_text()) for task in waiting])
-            for task in waiting:
-                task.delivered = True
-
     async def _deliver_background(self, task: BackgroundTask, message: UserMessage) -> bool:
-        """Steers a finished background task's result into the invocation running on its memory id."""
-        return await self.control.send(RunCommand.steer(message), memory_id=task.memory_id)
+        """A finished background task's result for its memory id: steered into the invocation running on it,
+        else committed to its memory now (so a store that outlives the process keeps it for the next
+        invocation, before that one's user message). False when neither could take it (no memory)."""
+        try:
+            if await self.control.send(RunCommand.steer(message), memory_id=task.memory_id):
+                return True
+        except AgentLoopError:  # it ended just now: the memory takes the message once it is free
+            pass
+        memory = self._memory_for(task.memory_id)
+        if memory is None:
+            return False
+        async with exclusive_access(memory):
+            await memory.add([message])
+        return True
 
     # -- lifetime -----------------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ its user message. A task without a memory id whose invocation ended keeps its re
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -24,29 +25,33 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from .._memory._chat import ChatMemory, holding_nothing
 from .._tools._execution import error_text
 from .._tools._tool import Tool
-from .._values._background import BackgroundTask
-from .._values._context import ToolContext
+from .._tools._toolset import Toolset
+from .._values._background import STARTED, BackgroundTask, starting_background
+from .._values._context import ToolContext, watched_by_nobody
 from .._values._errors import AgentLoopError
 from .._values._events import BackgroundTaskFinished, BackgroundTaskStarted
-from .._values._messages import ChatMessage, UserMessage
+from .._values._messages import ChatMessage, ToolExecutionResultMessage, UserMessage
 from ._seam import Middleware, RoundEnd, Stop
 
-__all__ = ["BackgroundTasks", "InvocationTasks"]
+__all__ = ["BackgroundTasks", "InvocationTasks", "has_background", "report_lost"]
+
+logger = logging.getLogger("agentloop.background")
 
 Emit = Callable[[Any], Awaitable[None]]
 Deliver = Callable[[BackgroundTask, UserMessage], Awaitable[bool]]
 
 
 class BackgroundTasks:
-    """The agent's background tasks: the task group they run in while the agent is entered, and finished
-    results no running invocation took yet (per memory id, in the order they finished)."""
+    """The agent's background tasks: the task group they run in while the agent is entered, and the ids of
+    those running in this process."""
 
     def __init__(self, deliver: Deliver) -> None:
         self._deliver = deliver
         self._group: TaskGroup | None = None
-        self._waiting: dict[Any, list[BackgroundTask]] = {}
+        self._running: set[str] = set()
 
     @property
     def owned(self) -> bool:
@@ -67,19 +72,20 @@ class BackgroundTasks:
                 self._group = None
                 group.cancel_scope.cancel()
 
-    def take_waiting(self, memory_id: Any) -> list[BackgroundTask]:
-        """The finished results kept for `memory_id`, in order; they are the caller's to deliver now."""
-        return self._waiting.pop(memory_id, [])
-
     async def hand_over(self, task: BackgroundTask) -> None:
-        """A result its own invocation could not take: to the invocation running on its memory id, else kept
-        for the next one (without a memory id it stays on the task's record)."""
+        """A result its own invocation could not take: to the invocation running on its memory id, else
+        committed to that memory (without a memory id, or an agent without memory, it stays on the task's
+        record). Never raises: a failure here must not end the agent's other tasks."""
         if task.memory_id is None:
             return
-        if await self._deliver(task, UserMessage(task.message_text())):
-            task.delivered = True
-        else:
-            self._waiting.setdefault(task.memory_id, []).append(task)
+        try:
+            task.delivered = await self._deliver(task, UserMessage(task.message_text()))
+        except Exception:
+            logger.exception("The result of background task %s could not be delivered", task.task_id)
+
+    def is_running(self, task_id: str) -> bool:
+        """True while a task of that id runs in this process."""
+        return task_id in self._running
 
     def invocation(self, invocation_id: str, memory_id: Any, emit: Emit | None) -> InvocationTasks:
         return InvocationTasks(self, invocation_id, memory_id, emit)
@@ -132,6 +138,7 @@ class InvocationTasks(Middleware):
         # Its own context: the invocation's deadline does not bound work that outlives the invocation.
         own = ToolContext(context.invocation_id, context.memory_id, context.context, request, context.round)
         self.started.append(task)
+        self._owner._running.add(task.task_id)
         group.start_soon(self._work, task, tool, prepared, own, timeout)
         if self._emit is not None:
             await self._emit(BackgroundTaskStarted(task.task_id, task.call_id, task.tool_name))
@@ -139,6 +146,29 @@ class InvocationTasks(Middleware):
 
     async def _work(
         self, task: BackgroundTask, tool: Tool, prepared: Any, context: ToolContext, timeout: float | None
+    ) -> None:
+        try:  # outside the invocation's holds, watchers and starter: the task outlives them
+            with holding_nothing(), watched_by_nobody(), starting_background(None):
+                await self._run(task, tool, prepared, context, timeout)
+        finally:
+            self._owner._running.discard(task.task_id)
+            if task.status == "cancelled":
+                task.settle()
+        if self.running:  # taken by this invocation after its round (nothing awaited since `end`)
+            self._inbox.append(task)
+            if self._emit is not None:
+                finished = BackgroundTaskFinished(
+                    task.task_id, task.tool_name, task.status, task.result, task.error
+                )
+                await self._emit(finished)
+        else:
+            with holding_nothing():
+                await self._owner.hand_over(task)
+        task.settle()
+
+    @staticmethod
+    async def _run(
+        task: BackgroundTask, tool: Tool, prepared: Any, context: ToolContext, timeout: float | None
     ) -> None:
         try:
             with anyio.CancelScope() if timeout is None else anyio.move_on_after(timeout) as scope:
@@ -153,14 +183,6 @@ class InvocationTasks(Middleware):
             raise
         else:
             task.end("finished", text)
-        if self.running:  # taken by this invocation after its round (nothing awaited since `end`)
-            self._inbox.append(task)
-            if self._emit is not None:
-                await self._emit(
-                    BackgroundTaskFinished(task.task_id, task.tool_name, task.status, task.result, task.error)
-                )
-        else:
-            await self._owner.hand_over(task)
 
     async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
         if end.final and self._group is not None:  # its own tasks: the invocation waits for them
@@ -179,3 +201,28 @@ class InvocationTasks(Middleware):
         left, self._inbox = self._inbox, []
         for task in left:
             await self._owner.hand_over(task)
+
+
+def has_background(tools: Any) -> bool:
+    """True when a tool of `tools` (a toolset, or None) runs in the background."""
+    return isinstance(tools, Toolset) and any(tool.background for tool in tools)
+
+
+async def report_lost(memory: ChatMemory, tasks: BackgroundTasks) -> None:
+    """Tasks this memory says started, whose outcome it never received, and that run nowhere in this process
+    (it restarted, or died while they ran): the model is told each was lost, before the new user message."""
+    started: list[tuple[str, str]] = []
+    settled: set[str] = set()
+    for message in await memory.messages():
+        if isinstance(message, ToolExecutionResultMessage) and message.text.startswith(STARTED):
+            task_id = message.text[len(STARTED) :].split(" ", 1)[0]
+            started.append((task_id, message.tool_name))
+        elif isinstance(message, UserMessage) and message.text.startswith("background task "):
+            settled.add(message.text.split(" ", 3)[2])
+    lost = [
+        BackgroundTask(task_id, name, "", "", None, status="lost")
+        for task_id, name in started
+        if task_id not in settled and not tasks.is_running(task_id)
+    ]
+    if lost:
+        await memory.add([UserMessage(task.message_text()) for task in lost])

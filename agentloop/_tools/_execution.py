@@ -20,7 +20,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from .._values._background import current_starter
+from .._values._background import STARTED, current_starter
 from .._values._context import _NO_CONTEXT, ToolContext
 from .._values._errors import (
     HallucinatedToolError,
@@ -260,7 +260,7 @@ async def _run(
     if starter is not None:  # the work goes on as a background task; the model hears it started
         task = await starter.start(tool, prepared, context, timeout)
         text = (
-            f"Started background task {task.task_id} ({tool.name}). It runs on; its result will be sent to "
+            f"{STARTED}{task.task_id} ({tool.name}). It runs on; its result will be sent to "
             "you in a message when it finishes. Do not call the tool again for it."
         )
         finished = options.now()

@@ -14,12 +14,16 @@ if TYPE_CHECKING:
     from ._context import ToolContext
 
 __all__ = [
+    "STARTED",
     "BackgroundStarter",
     "BackgroundStatus",
     "BackgroundTask",
     "current_starter",
     "starting_background",
 ]
+
+STARTED = "Started background task "
+"""How the tool result of a background call begins (followed by the task id): what finds it in memory."""
 
 BackgroundStatus = Literal["running", "finished", "failed", "cancelled", "lost"]
 """A background task's state: running; finished (its result is `result`); failed (`error`, and `result`
@@ -30,7 +34,7 @@ ended before it finished: only known for memories in a store that outlives the p
 class BackgroundTask:
     """One task started by a background tool's call: its id, the call, its status and, once done, the text
     the model reads (`result`) and the exception behind a failure (`error`). `await task.wait()` waits for
-    it to end (in the process that runs it)."""
+    it to end and its result to be handed on (in the process that runs it)."""
 
     __slots__ = (
         "_done",
@@ -75,12 +79,16 @@ class BackgroundTask:
         return self.status != "running"
 
     async def wait(self) -> None:
-        """Returns once the task ended (immediately for one already done)."""
+        """Returns once the task ended and its result was handed on (at once for one already done)."""
         await self._done.wait()
 
     def end(self, status: BackgroundStatus, result: str | None, error: BaseException | None = None) -> None:
-        """Records how the task ended (the runtime calls this once)."""
+        """Records how the task ended (the runtime calls this once, then `settle` once it handed the
+        result on)."""
         self.status, self.result, self.error = status, result, error
+
+    def settle(self) -> None:
+        """The task ended and its result went where it goes: `wait()` returns."""
         self._done.set()
 
     def message_text(self) -> str:
@@ -120,8 +128,9 @@ def current_starter() -> BackgroundStarter | None:
 
 
 @contextmanager
-def starting_background(starter: BackgroundStarter) -> Iterator[None]:
-    """Background tool calls run inside this block start their work through `starter`."""
+def starting_background(starter: BackgroundStarter | None) -> Iterator[None]:
+    """Background tool calls run inside this block start their work through `starter` (None: they run as
+    ordinary calls)."""
     token = _starter.set(starter)
     try:
         yield
