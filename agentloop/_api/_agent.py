@@ -673,7 +673,7 @@ class Agent(Generic[OutputT]):
         handle = run.handle if run.handle is not None else RunHandle()
         target = RunTarget(handle)
         background = self._background.invocation(run.invocation_id, memory_id, run.emit)
-        async with background.scope():
+        async with background.scope(has_background(run.toolset) or self.tool_provider is not None):
             try:
                 result = await self._run_registered(
                     run, memory, memory_id, approval, handle, target, background

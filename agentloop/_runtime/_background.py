@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,7 +35,11 @@ from .._values._context import ToolContext, watched_by_nobody
 from .._values._errors import AgentLoopError
 from .._values._events import BackgroundTaskFinished, BackgroundTaskStarted
 from .._values._messages import ChatMessage, ToolExecutionResultMessage, UserMessage
+from ._outcome import first_error
 from ._seam import Middleware, RoundEnd, Stop
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["BackgroundTasks", "InvocationTasks", "has_background", "report_lost"]
 
@@ -106,18 +111,23 @@ class InvocationTasks(Middleware):
         self.running = True
 
     @asynccontextmanager
-    async def scope(self) -> AsyncIterator[None]:
-        """The invocation's own task group when the agent is not entered (its tasks end with it)."""
-        if self._owner.owned:
+    async def scope(self, needed: bool) -> AsyncIterator[None]:
+        """The invocation's own task group when it has background tools (`needed`) and the agent is not
+        entered: its tasks end with it. An error of the invocation comes out as itself, not in a group."""
+        if self._owner.owned or not needed:
             yield
             return
-        async with anyio.create_task_group() as group:
-            self._group = group
-            try:
-                yield
-            except BaseException:
-                group.cancel_scope.cancel()  # an invocation that failed or was cancelled: its tasks too
-                raise
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                try:
+                    yield
+                except BaseException:
+                    group.cancel_scope.cancel()  # an invocation that failed or was cancelled: its tasks too
+                    raise
+        except BaseExceptionGroup as errors:
+            error = first_error(errors)
+            raise error from error.__cause__
 
     def cancel(self) -> None:
         """Cancels the tasks of the invocation's own task group (a cancelled invocation's)."""
