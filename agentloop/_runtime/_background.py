@@ -170,7 +170,10 @@ class InvocationTasks(Middleware):
                 finished = BackgroundTaskFinished(
                     task.task_id, task.tool_name, task.status, task.result, task.error
                 )
-                await self._emit(finished)
+                try:
+                    await self._emit(finished)
+                except Exception:  # a consumer's callback failed: the result still goes to the model
+                    logger.exception("BackgroundTaskFinished for task %s was not delivered", task.task_id)
         else:
             with holding_nothing():
                 await self._owner.hand_over(task)
@@ -199,6 +202,8 @@ class InvocationTasks(Middleware):
             for task in list(self.started):
                 await task.wait()
         if not self._inbox:
+            if end.final:  # about to end: a result from now on goes on by run control or to memory
+                self.running = False
             return None
         taken, self._inbox = self._inbox, []
         for task in taken:
