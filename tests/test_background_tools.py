@@ -278,3 +278,53 @@ async def test_a_task_still_running_when_its_process_stopped_is_reported_lost(tm
     model.responses.append("ok")
     await fresh.chat("again", memory_id="u")
     assert sum(text.startswith(lost) for text in texts(list(model.requests[1].messages))) == 1
+
+
+async def test_without_a_memory_id_a_late_result_stays_on_its_record() -> None:
+    gate = Gate()
+    model = ScriptedChatModel([call("double", n=7), "Started."])
+    async with Agent(model, tools=[gate]) as agent:
+        [task] = (await agent.chat("double 7")).background_tasks
+        gate.open.set()
+        await task.wait()
+    assert (task.status, task.result, task.delivered) == ("finished", "14", False)
+    assert len(model.requests) == 2  # nobody was called to hear it
+
+
+@tool(background=True)
+def sync_square(n: int) -> int:
+    """A sync tool: it runs in a worker thread."""
+    return n * n
+
+
+@tool(background=True, timeout=0.01)
+async def never_done() -> str:
+    """Slower than its timeout."""
+    await anyio.sleep_forever()
+    return ""
+
+
+async def test_a_sync_tool_runs_in_the_background_and_a_timeout_bounds_the_work() -> None:
+    # When each result is read (after the round, or once the model answered) is up to the scheduler: the
+    # script has answers for every case.
+    calls_ = AiMessage(
+        tool_execution_requests=[
+            ToolExecutionRequest("c1", "sync_square", '{"n": 3}'),
+            ToolExecutionRequest("c2", "never_done", "{}"),
+        ]
+    )
+    model = ScriptedChatModel([calls_, "A.", "B.", "C."])
+    stream = Agent(model, tools=[sync_square, never_done]).stream("go")
+    events = [e async for e in stream.events()]
+    first, second = stream.result.background_tasks
+    assert (first.status, first.result, first.delivered) == ("finished", "9", True)
+    assert second.status == "failed" and isinstance(second.error, TimeoutError) and second.delivered
+    sent = texts(list(model.requests[-1].messages))
+    assert f"background task {first.task_id} (sync_square) finished: 9" in sent
+    assert f"background task {second.task_id} (never_done) failed with an error: " in "".join(sent)
+    # Each call's BackgroundTaskStarted comes before its ToolExecuted.
+    names = ("BackgroundTaskStarted", "ToolExecuted")
+    order = [(type(e).__name__, getattr(e, "call_id", None) or e.execution.request.id) for e in events
+             if type(e).__name__ in names]  # fmt: skip
+    for call_id in ("c1", "c2"):
+        assert [n for n, c in order if c == call_id] == list(names)
