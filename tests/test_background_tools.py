@@ -7,6 +7,8 @@ in-memory and SQLite memories."""
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,9 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop.stores import SQLiteChatMemoryStore
+from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
 from agentloop.testing import ScriptedChatModel
+from tests.store_servers import redis_url  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.anyio
 
@@ -239,22 +242,39 @@ async def test_outside_an_agent_a_background_tool_runs_as_an_ordinary_one() -> N
     assert execution.result == "4"
 
 
-def sqlite_agent(model: ScriptedChatModel, gate: Gate, path: Path) -> Agent[Any]:
-    store = SQLiteChatMemoryStore(str(path))
-    return Agent(model, tools=[gate], memory=MessageWindowChatMemory.provider(50, store=store))
+@pytest.fixture(params=["sqlite", "redis"])
+def durable(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[[ScriptedChatModel, Gate], Agent[Any]]:
+    """Builds agents over one store that outlives them: the SQLite file, or a real redis-server."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "memory.db")
+
+        def store() -> Any:
+            return SQLiteChatMemoryStore(path)
+    else:
+        url = request.getfixturevalue("redis_url")
+        prefix = f"bg{secrets.token_hex(4)}"
+
+        def store() -> Any:
+            return RedisChatMemoryStore(url, prefix=prefix)
+
+    def agent(model: ScriptedChatModel, gate: Gate) -> Agent[Any]:
+        return Agent(model, tools=[gate], memory=MessageWindowChatMemory.provider(50, store=store()))
+
+    return agent
 
 
 async def test_a_result_finished_before_a_restart_reaches_the_next_invocation_of_a_fresh_agent(
-    tmp_path: Path,
+    durable: Durable,
 ) -> None:
     gate = Gate()
-    path = tmp_path / "memory.db"
-    async with sqlite_agent(ScriptedChatModel([call("double", n=6), "Started."]), gate, path) as agent:
+    async with durable(ScriptedChatModel([call("double", n=6), "Started."]), gate) as agent:
         [task] = (await agent.chat("double 6", memory_id="u")).background_tasks
         gate.open.set()
         await task.wait()  # committed to the SQLite memory: nothing ran on "u"
     model = ScriptedChatModel(["It was 12."])
-    async with sqlite_agent(model, Gate(), path) as fresh:  # "after the restart"
+    async with durable(model, Gate()) as fresh:  # "after the restart"
         result = await fresh.chat("and?", memory_id="u")
     assert result.content == "It was 12."
     assert texts(list(model.requests[0].messages))[-2:] == [
@@ -263,13 +283,14 @@ async def test_a_result_finished_before_a_restart_reaches_the_next_invocation_of
     ]
 
 
-async def test_a_task_still_running_when_its_process_stopped_is_reported_lost(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
-    async with sqlite_agent(ScriptedChatModel([call("double", n=1), "Started."]), Gate(), path) as agent:
+async def test_a_task_still_running_when_its_process_stopped_is_reported_lost(
+    durable: Durable,
+) -> None:
+    async with durable(ScriptedChatModel([call("double", n=1), "Started."]), Gate()) as agent:
         [task] = (await agent.chat("double 1", memory_id="u")).background_tasks
     assert task.status == "cancelled"  # the "process" ended while it ran
     model = ScriptedChatModel(["It was lost; shall I start it again?"])
-    fresh = sqlite_agent(model, Gate(), path)
+    fresh = durable(model, Gate())
     await fresh.chat("and?", memory_id="u")
     lost = f"background task {task.task_id} (double) was lost"
     sent = texts(list(model.requests[0].messages))
