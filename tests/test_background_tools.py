@@ -242,10 +242,11 @@ async def test_outside_an_agent_a_background_tool_runs_as_an_ordinary_one() -> N
     assert execution.result == "4"
 
 
+Durable = Callable[[ScriptedChatModel, Gate], Agent[Any]]
+
+
 @pytest.fixture(params=["sqlite", "redis"])
-def durable(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Callable[[ScriptedChatModel, Gate], Agent[Any]]:
+def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Durable:
     """Builds agents over one store that outlives them: the SQLite file, or a real redis-server."""
     if request.param == "sqlite":
         path = str(tmp_path / "memory.db")
