@@ -115,9 +115,12 @@ if TYPE_CHECKING:
         ToolSource,
         tool_specifications_from,
     )
+    from ._values._background import BackgroundTask
     from ._values._context import ToolContext, ToolMemoryId
     from ._values._events import (
         ApprovalRequired,
+        BackgroundTaskFinished,
+        BackgroundTaskStarted,
         BeforeToolExecution,
         CompleteResponse,
         IntermediateResponse,
@@ -193,6 +196,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         [
             "ApprovalRequired",
+            "BackgroundTaskFinished",
+            "BackgroundTaskStarted",
             "BeforeToolExecution",
             "CompleteResponse",
             "IntermediateResponse",
@@ -211,6 +216,7 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(["Observer", "instrument", "uninstrument"], "._runtime._observe"),
     "Agent": "._api._agent",
+    "BackgroundTask": "._values._background",
     "Result": "._values._result",
     "TokenStream": "._runtime._stream",
 }
@@ -224,6 +230,9 @@ __all__ = [
     "ApprovalError",
     "ApprovalRequired",
     "AuthenticationError",
+    "BackgroundTask",
+    "BackgroundTaskFinished",
+    "BackgroundTaskStarted",
     "BadRequestError",
     "BadResponseError",
     "BeforeToolExecution",

@@ -103,6 +103,8 @@ EXPECTED = {
         "False Room booked for 2026-11-30",
         "index_documents: 1/3 document 1 of 3",
         "draft so far: 'Notes on tides'",
+        "started build_report\nI started the report; ask me anything meanwhile. running\nfinished True\n"
+        "Revenue was up 4% in Q3.",
     ],
 }
 
