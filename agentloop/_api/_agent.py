@@ -635,7 +635,6 @@ class Agent(Generic[OutputT]):
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
-                output=run.output,
                 seam=run.seam.with_features(
                     _features(run.output, approval, self._shelf, run.toolset),
                     checks=[run.output] if run.output is not None else (),
