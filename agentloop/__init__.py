@@ -87,7 +87,7 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
-    from ._runtime._hooks import DEFERRED
+    from ._runtime._hooks import CORRECTING, DEFERRED, NO_ANSWER
     from ._runtime._observe import Observer, instrument, uninstrument
     from ._runtime._one_response import execute_tool_calls
     from ._runtime._seam import (
@@ -98,7 +98,9 @@ if TYPE_CHECKING:
         Middleware,
         ModelCall,
         SavedRound,
+        StreamCall,
         ToolCall,
+        ToolRound,
     )
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
@@ -141,7 +143,7 @@ _LAZY: dict[str, str] = {
     "ToolSearch": "._features.search",
     "TokenCount": ".models._base",
     "P": "._tools._schema",
-    "DEFERRED": "._runtime._hooks",
+    **dict.fromkeys(["CORRECTING", "DEFERRED", "NO_ANSWER"], "._runtime._hooks"),
     **dict.fromkeys(["ReturnBehavior", "ToolExecution"], "._values._records"),
     **dict.fromkeys(["Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
@@ -153,7 +155,9 @@ _LAZY: dict[str, str] = {
             "Middleware",
             "ModelCall",
             "SavedRound",
+            "StreamCall",
             "ToolCall",
+            "ToolRound",
         ],
         "._runtime._seam",
     ),
@@ -211,7 +215,9 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "CORRECTING",
     "DEFERRED",
+    "NO_ANSWER",
     "Agent",
     "AgentLoopError",
     "AiMessage",
@@ -284,6 +290,7 @@ __all__ = [
     "SavedRound",
     "ServerError",
     "StoredMemory",
+    "StreamCall",
     "StreamEvent",
     "SystemMessage",
     "TextContent",
@@ -310,6 +317,7 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRetrying",
+    "ToolRound",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSearch",
