@@ -46,7 +46,9 @@ __all__ = [
     "NextInvocation",
     "NextModelCall",
     "NextToolCall",
+    "RoundEnd",
     "Seam",
+    "Stop",
     "StreamCall",
     "ToolCall",
     "ToolRound",
@@ -136,6 +138,25 @@ class Answer:
     def replace(self, **changes: Any) -> Answer:
         """A copy with `changes` (e.g. `answer.replace(output=...)`)."""
         return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEnd:
+    """A point between two model calls, as `Middleware.after_round` sees it: the round just committed to
+    memory (`round`: tool rounds so far), `final` when it was the text answer about to end the invocation,
+    and `context` (whose invocation)."""
+
+    round: int
+    final: bool
+    context: CallContext
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """What `Middleware.after_round` returns to end the invocation there: its Result has `finish_reason`
+    `FinishReason.CANCELLED` and `cancel_reason` `reason`. Everything up to this point stays committed."""
+
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +258,11 @@ class Middleware:
     - `on_tool_round(round) -> output`: a tool round whose calls finished, before it is committed. Return
       the value that ends the invocation (it goes through `on_answer` as the answer's output), `NO_ANSWER`,
       or `CORRECTING` (no answer yet, one is being corrected: the messages wait to be stored with it).
+    - `after_round(end) -> messages | Stop | None`: a tool round (or the final text answer, `end.final`)
+      was committed. Return user messages to add before the next model call (after a final answer, the
+      model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
+      a final answer), or None to go on as planned. Run control (`cancel(after_round=True)`, `steer()`)
+      is built on it.
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
@@ -277,6 +303,9 @@ class Middleware:
 
     async def on_tool_round(self, round: ToolRound) -> Any:
         return NO_ANSWER
+
+    async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
+        return None
 
 
 def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
@@ -345,6 +374,8 @@ class Seam:
     """The `wrap_stream` hooks, outermost first (the innermost gets the model's events)."""
     tool_round: tuple[Callable[[ToolRound], Awaitable[Any]], ...] = ()
     """The `on_tool_round` hooks, in order: the first answer one gives ends the invocation."""
+    rounds: tuple[Callable[[RoundEnd], Awaitable[Sequence[ChatMessage] | Stop | None]], ...] = ()
+    """The `after_round` hooks, in order (see `round_ended`)."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -369,6 +400,7 @@ class Seam:
             resume=_hooks(middleware, "on_resume"),
             stream=_hooks(middleware, "wrap_stream"),
             tool_round=_hooks(middleware, "on_tool_round"),
+            rounds=_hooks(middleware, "after_round"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
@@ -401,6 +433,7 @@ class Seam:
             resume=(*_hooks(features, "on_resume"), *self.resume),
             stream=(*_hooks(own, "wrap_stream"), *self.stream),
             tool_round=(*_hooks(own, "on_tool_round"), *self.tool_round),
+            rounds=(*_hooks(features, "after_round"), *self.rounds),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
@@ -448,6 +481,18 @@ class Seam:
             elif found is not NO_ANSWER and answer is NO_ANSWER:
                 answer = found
         return answer, correcting
+
+    async def round_ended(self, end: RoundEnd) -> list[ChatMessage] | Stop:
+        """What the `after_round` hooks decide: the first `Stop` one returns (the hooks after it are not
+        asked), else the messages they all returned, in order (an empty list: go on as planned)."""
+        added: list[ChatMessage] = []
+        for hook in self.rounds:
+            decided = await hook(end)
+            if isinstance(decided, Stop):
+                return decided
+            if decided:
+                added += decided
+        return added
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""

@@ -34,6 +34,11 @@ class RunControl(Protocol):
         id; True if at least one running invocation received it, False if none runs."""
         ...
 
+    async def busy(self, memory_id: Any) -> bool:
+        """True while an invocation on `memory_id` runs in any process sharing this control (what
+        `if_busy=` decides on)."""
+        ...
+
 
 def check_target(backend: str, invocation_id: str | None, memory_id: Any) -> None:
     """Exactly one of `invocation_id` / `memory_id` names where a command goes."""
