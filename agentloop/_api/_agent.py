@@ -685,8 +685,7 @@ class Agent(Generic[OutputT]):
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
                 seam=run.seam.with_features(
-                    [handle, *_features(run.output, approval, self._shelf, run.toolset)],
-                    checks=[run.output] if run.output is not None else (),
+                    [handle, *_features(run.output, approval, self._shelf, run.toolset)]
                 ),
                 call_context=CallContext(
                     self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
@@ -835,7 +834,7 @@ def _features(
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
     features: list[Middleware] = []
-    if output is not None and output.shapes_requests:
+    if output is not None:
         features.append(output)
     if gate is not None:
         features.append(gate)

@@ -404,14 +404,13 @@ class Seam:
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
-    def with_features(self, features: Sequence[Middleware], *, checks: Sequence[Middleware] = ()) -> Seam:
-        """This seam with the built-in features' middleware (structured output, approval) outside the user's:
-        their model hooks come first in the model chain (a user's `wrap_model_call` sees the request as the
-        output shaped it); their tool hooks form `features_tool`, so a call they deny or defer reaches
-        neither tracing nor the user's `wrap_tool_call`. `checks` (structured output) only judge answers and
-        watch streams: their `on_answer`, `on_tool_round` and `wrap_stream` run before the user's (outside
-        them), which see the output they made."""
-        if not features and not checks:
+    def with_features(self, features: Sequence[Middleware]) -> Seam:
+        """This seam with the built-in features' middleware (structured output, approval, ...) outside the
+        user's, every hook of theirs taken the same way: their model hooks come first in the model chain (a
+        user's `wrap_model_call` sees the request as the output shaped it); their tool hooks form
+        `features_tool`, so a call they deny or defer reaches neither tracing nor the user's
+        `wrap_tool_call`; their other hooks run before the user's, which see the output they made."""
+        if not features:
             return self
         base = Middleware
         modelling = [m for m in features if type(m).wrap_model_call is not base.wrap_model_call]
@@ -419,7 +418,6 @@ class Seam:
             m.wrap_model_call for m in modelling
         ]
         tooling = [m for m in features if type(m).wrap_tool_call is not base.wrap_tool_call]
-        own = [*checks, *(m for m in features if m not in checks)]
         model += self.model.hooks if self.model is not None else ()
         return Seam(
             self.middleware,
@@ -428,11 +426,11 @@ class Seam:
             self.invocation,
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
-            answer=(*_answer_hooks(checks), *self.answer),
+            answer=(*_answer_hooks(features), *self.answer),
             hold=(*_hooks(features, "on_hold"), *self.hold),
             resume=(*_hooks(features, "on_resume"), *self.resume),
-            stream=(*_hooks(own, "wrap_stream"), *self.stream),
-            tool_round=(*_hooks(own, "on_tool_round"), *self.tool_round),
+            stream=(*_hooks(features, "wrap_stream"), *self.stream),
+            tool_round=(*_hooks(features, "on_tool_round"), *self.tool_round),
             rounds=(*_hooks(features, "after_round"), *self.rounds),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )

@@ -112,18 +112,6 @@ class OutputRun(Middleware):
             return msgspec.structs.replace(request, response_format=format)
         return request
 
-    @property
-    def shapes_requests(self) -> bool:
-        """Whether `request()` changes the requests (tool and native modes): the run is middleware then."""
-        return self.schema is not None and self.mode != "prompted"
-
-    allows_eager_tools = True
-    """Its `wrap_model_call` shapes the request only; the answer is judged after the round (`answer()`)."""
-
-    async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
-        """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
-        return await call_next(call.replace(request=self.request(call.request)))
-
     def system_message(self, message: SystemMessage | None) -> SystemMessage | None:
         """The system message with the prompted mode's instructions added (unchanged in other modes)."""
         if self.mode != "prompted" or self.schema is None:
@@ -251,6 +239,20 @@ class OutputRun(Middleware):
         return _Watch(events, self, call.round, call.announce, self.attempt)
 
 
+class ShapingOutputRun(OutputRun):
+    """Structured output in the tool and native modes: it also shapes every request (a model hook on the
+    seam; the prompted mode has none, so a run without other model middleware keeps the direct path)."""
+
+    __slots__ = ()
+
+    allows_eager_tools = True
+    """Its `wrap_model_call` shapes the request only; the answer is judged after the round."""
+
+    async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
+        """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
+        return await call_next(call.replace(request=self.request(call.request)))
+
+
 # -- helpers --------------------------------------------------------------------------------------------
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -277,7 +279,8 @@ def structured_output(agent: Any, output_type: Any) -> OutputRun | None:
     schema = output_schema(output_type, name)
     if mode == "native" and not supports_response_format(agent.model):
         mode = "tool"
-    return OutputRun(schema, mode, retries, validator)
+    kind = OutputRun if mode == "prompted" else ShapingOutputRun
+    return kind(schema, mode, retries, validator)
 
 
 def check_mode(mode: str) -> OutputMode:
