@@ -28,6 +28,7 @@ from agentloop import (
     ModelCall,
     ModelConnectionError,
     PendingApproval,
+    RoundEnd,
     StreamCall,
     ToolCall,
     ToolExecution,
@@ -108,11 +109,19 @@ class Recorder(Middleware):
         return events
 
     async def on_tool_round(self, round: ToolRound) -> Any:
-        self.log.append(f"round:{round.round}")  # structured output (outside) found any output first
+        self.log.append(f"tool_round:{round.round}")  # structured output (outside) found any output first
         return NO_ANSWER
 
     async def on_hold(self, held: HeldRound) -> None:
         self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first
+
+    async def after_round(self, end: RoundEnd) -> None:
+        self.log.append(f"round:{end.round}{' final' if end.final else ''}")  # adds nothing, stops nothing
+
+    @property
+    def hooks(self) -> list[str]:
+        """The log without the round boundaries."""
+        return [entry for entry in self.log if not entry.startswith("round:")]
 
 
 def limits() -> list[Middleware]:
