@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
-    from ._runtime._hooks import DEFERRED
+    from ._runtime._hooks import CORRECTING, DEFERRED, NO_ANSWER
     from ._runtime._observe import Observer, instrument, uninstrument
     from ._runtime._one_response import execute_tool_calls
     from ._runtime._seam import (
@@ -101,7 +101,9 @@ if TYPE_CHECKING:
         RoundEnd,
         SavedRound,
         Stop,
+        StreamCall,
         ToolCall,
+        ToolRound,
     )
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
@@ -147,7 +149,7 @@ _LAZY: dict[str, str] = {
     "ToolSearch": "._features.search",
     "TokenCount": ".models._base",
     "P": "._tools._schema",
-    "DEFERRED": "._runtime._hooks",
+    **dict.fromkeys(["CORRECTING", "DEFERRED", "NO_ANSWER"], "._runtime._hooks"),
     **dict.fromkeys(["ReturnBehavior", "ToolExecution"], "._values._records"),
     **dict.fromkeys(["Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
@@ -161,7 +163,9 @@ _LAZY: dict[str, str] = {
             "Middleware",
             "ModelCall",
             "SavedRound",
+            "StreamCall",
             "ToolCall",
+            "ToolRound",
         ],
         "._runtime._seam",
     ),
@@ -222,7 +226,9 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "CORRECTING",
     "DEFERRED",
+    "NO_ANSWER",
     "Agent",
     "AgentLoopError",
     "AiMessage",
@@ -301,6 +307,7 @@ __all__ = [
     "ServerError",
     "Stop",
     "StoredMemory",
+    "StreamCall",
     "StreamEvent",
     "SystemMessage",
     "TextContent",
@@ -327,6 +334,7 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRetrying",
+    "ToolRound",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSearch",

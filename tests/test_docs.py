@@ -69,6 +69,7 @@ EXPECTED = {
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
         "city='Rome' celsius=21.0 1",
+        "ROME STOP 14",
         "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
         '{"add":"3"} 2',
         "CANCELLED two rounds are enough 2",

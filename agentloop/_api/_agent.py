@@ -721,10 +721,8 @@ class Agent(Generic[OutputT]):
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
-                output=run.output,
                 seam=run.seam.with_features(
-                    [handle, background, *_features(run.output, approval, self._shelf, run.toolset)],
-                    checks=[run.output] if run.output is not None else (),
+                    [handle, background, *_features(run.output, approval, self._shelf, run.toolset)]
                 ),
                 call_context=CallContext(
                     self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
@@ -907,7 +905,7 @@ def _features(
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
     features: list[Middleware] = []
-    if output is not None and output.shapes_requests:
+    if output is not None:
         features.append(output)
     if gate is not None:
         features.append(gate)
