@@ -260,7 +260,10 @@ def _plus(a: int | None, b: int | None) -> int | None:
 
 class FinishReason(str, enum.Enum):
     """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return;
-    `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls."""
+    `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls; `CANCELLED` one
+    stopped by `cancel()` (`Result.cancel_reason`); `STEERED` a call
+    whose message went to the invocation already running on its memory id in another process
+    (`if_busy="steer"`), which answers it there."""
 
     STOP = "stop"
     LENGTH = "length"
@@ -268,6 +271,8 @@ class FinishReason(str, enum.Enum):
     CONTENT_FILTER = "content_filter"
     OTHER = "other"
     APPROVAL_REQUIRED = "approval_required"
+    CANCELLED = "cancelled"
+    STEERED = "steered"
 
 
 class ToolChoice(msgspec.Struct, frozen=True):

@@ -20,7 +20,7 @@ from agentloop.models import (
     RemoteModel,
     ResponseComplete,
 )
-from agentloop.models._base import model_name_of, provider_of, supports_response_format
+from agentloop.models._base import model_name_of, provider_of, supports_response_format, supports_tool_search
 from agentloop.models._retries import retry_listener
 
 from . import _content
@@ -73,6 +73,11 @@ class FirstChunk:
     def supports_response_format(self) -> bool:
         """As the model's (a `StructuredOutputModel`)."""
         return supports_response_format(self.inner)
+
+    @property
+    def supports_tool_search(self) -> bool:
+        """As the model's: its provider's own tool search."""
+        return supports_tool_search(self.inner)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         return await self.inner.chat(request)
@@ -227,6 +232,11 @@ class TracedModel:
     def supports_response_format(self) -> bool:
         """As the traced model's: a traced model keeps the `native` output mode."""
         return supports_response_format(self.inner)
+
+    @property
+    def supports_tool_search(self) -> bool:
+        """As the traced model's: a traced model keeps its provider's own tool search."""
+        return supports_tool_search(self.inner)
 
     async def aclose(self) -> None:
         """Closes the traced model, when it is a `ClosableModel`."""

@@ -25,6 +25,7 @@ from agentloop._values._messages import (
 from agentloop._values._spec import ToolSpecification
 
 from .._base import (
+    DEFER_LOADING,
     ModelEvent,
     ResponseComplete,
     TokenCount,
@@ -34,15 +35,18 @@ from .._http import RetryPolicy, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from .._secrets import clean_api_key
 from .._strict import strict_schema
+from .._unknown import ignore_unknown
 from .._wire import (
     add_turn,
     check_tool_offered,
     check_tools_for_choice,
+    load_unfound,
     not_a_chat_message,
     unanswered_result,
 )
 from ._request import (
     block_wanted,
+    called_and_found,
     content_block,
     portable,
     text_blocks,
@@ -73,6 +77,14 @@ _OVERLOADED = (529,)  # Anthropic's "overloaded": retried like a 503
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type"})
 _RESERVED = frozenset({"messages", "system", "tools", "tool_choice", "stream"})
 _SIGNATURE_CACHE_SIZE = 1024
+# Anthropic's tool search tool, as documented at
+# https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-search-tool : tools marked
+# `"defer_loading": true` stay out of the prompt until a search finds them; the answer then holds a
+# `server_tool_use` block (name `tool_search_tool_bm25`, input `{"query": ...}`) and its
+# `tool_search_tool_result` (`content: {"type": "tool_search_tool_search_result", "tool_references":
+# [{"type": "tool_reference", "tool_name": ...}]}`), both to be sent back with the answer in the history.
+_TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+_SEARCH_PREFIX = "tool_search_tool_"  # the names of both variants (bm25 and regex)
 
 
 class AnthropicChatModel(HTTPChatModel):
@@ -95,7 +107,13 @@ class AnthropicChatModel(HTTPChatModel):
     A `ChatRequest.response_format` goes out as `output_config.format` (Anthropic's structured output), its
     schema rewritten by `strict_schema(..., provider="anthropic")`. For a model without structured output,
     pass `structured_output=False`: agents then ask for their output through a tool instead.
+
+    Tools of a `ToolSearch(native=True)` go out with `defer_loading` and Anthropic's BM25 tool search tool;
+    the searches of an answer (`server_tool_use`, `tool_search_tool_result`) are kept in its
+    `provider_state` and sent back with it.
     """
+
+    supports_tool_search = True
 
     _KEY_HINT = "pass api_key= or set ANTHROPIC_API_KEY"
 
@@ -247,7 +265,8 @@ class AnthropicChatModel(HTTPChatModel):
         history = request.messages
         if not request.tool_specifications and has_tool_rounds(history):
             history = tool_rounds_as_text(history)  # the API takes tool blocks only with tools defined
-        system, messages = self._messages(history)
+        searching = any(s.metadata.get(DEFER_LOADING) is True for s in request.tool_specifications)
+        system, messages = self._messages(history, searching=searching)
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.defaults}
         if system:
             body["system"] = system
@@ -279,6 +298,9 @@ class AnthropicChatModel(HTTPChatModel):
         choice = request.tool_choice
         if specs:
             body["tools"] = [self._tool(spec) for spec in specs]
+            if searching:
+                load_unfound(body["tools"], *called_and_found(messages))
+                body["tools"].append(dict(_TOOL_SEARCH))
             if choice is not None and choice.mode == "tool":
                 check_tool_offered(choice, specs)
             wire_choice = tool_choice_payload(choice, self.parallel_tool_calls)
@@ -295,13 +317,19 @@ class AnthropicChatModel(HTTPChatModel):
         if spec.description:
             tool["description"] = spec.description
         tool["input_schema"] = spec.parameters
+        if spec.metadata.get(DEFER_LOADING) is True:
+            tool["defer_loading"] = True
         for key in self.send_tool_metadata_keys:
             if key in spec.metadata:
                 tool[key] = spec.metadata[key]
         return tool
 
-    def _messages(self, history: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
-        """System text and the `messages` array: consecutive same-role messages merged, ids filled in."""
+    def _messages(
+        self, history: Sequence[ChatMessage], *, searching: bool = False
+    ) -> tuple[str | None, list[dict[str, Any]]]:
+        """System text and the `messages` array: consecutive same-role messages merged, ids filled in; the
+        tool searches of earlier answers go back only when this request searches too (`searching`: else
+        the tools they found would not be defined as deferred)."""
         system: list[str] = []
         messages: list[dict[str, Any]] = []
         unnamed: list[tuple[str, str]] = []  # (tool name, made-up id) of calls that came without an id
@@ -351,8 +379,8 @@ class AnthropicChatModel(HTTPChatModel):
             elif isinstance(message, AiMessage):
                 blocks: list[dict[str, Any]] = []
                 calls = message.tool_execution_requests
+                state = message.provider_state.get(STATE_KEY)
                 if calls:
-                    state = message.provider_state.get(STATE_KEY)
                     kept = state.get("thinking") if isinstance(state, Mapping) else None
                     if isinstance(kept, list) and kept:
                         blocks.extend(kept)
@@ -360,6 +388,9 @@ class AnthropicChatModel(HTTPChatModel):
                         known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
                         if known is not None:
                             blocks.extend(known)
+                searches = state.get("searches") if searching and isinstance(state, Mapping) else None
+                if isinstance(searches, list):
+                    blocks.extend(searches)
                 blocks.extend(text_blocks(message.text))
                 unnamed = []
                 for call in calls:
@@ -386,6 +417,7 @@ class AnthropicChatModel(HTTPChatModel):
         thoughts: list[str] = []
         calls: list[ToolExecutionRequest] = []
         thinking_blocks: list[dict[str, Any]] = []
+        searches: list[dict[str, Any]] = []
         for block in content:
             kind = block.type
             if kind == "text":
@@ -401,10 +433,20 @@ class AnthropicChatModel(HTTPChatModel):
                     )
             elif kind == "redacted_thinking" and block.data:
                 thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
-        state: dict[str, Any] = {}
+            elif kind == "server_tool_use" and (block.name or "").startswith(_SEARCH_PREFIX):
+                query = msgspec.json.decode(bytes(block.input)) if block.input else {}
+                searches.append({"type": kind, "id": block.id, "name": block.name, "input": query})
+            elif kind == "tool_search_tool_result":
+                searches.append({"type": kind, "tool_use_id": block.tool_use_id, "content": block.content})
+            elif kind == "server_tool_use":  # another server tool's (web search...): its result is not kept
+                ignore_unknown(PROVIDER, "a content block", kind)
+        kept: dict[str, Any] = {}  # what memory stores keep and send back
         if calls and thinking_blocks:
             self._remember_thinking(tuple(c.id or "" for c in calls), tuple(thinking_blocks))
-            state = {STATE_KEY: {"thinking": thinking_blocks}}  # what memory stores keep and send back
+            kept["thinking"] = thinking_blocks
+        if searches:
+            kept["searches"] = searches
+        state = {STATE_KEY: kept} if kept else {}
         ai_message = AiMessage(
             text="".join(texts) if texts else None,
             tool_execution_requests=tuple(calls),

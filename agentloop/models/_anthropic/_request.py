@@ -21,6 +21,18 @@ from .._wire import (
 _PARAMETER_NAMES = {"stop": "stop_sequences", "max_completion_tokens": "max_tokens"}
 
 
+def called_and_found(messages: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
+    """The tools the `tool_use` blocks of `messages` call, and those their tool searches found."""
+    blocks = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+    called = [b["name"] for b in blocks if b.get("type") == "tool_use"]
+    found: set[str] = set()
+    for block in blocks:
+        content = block.get("content") if block.get("type") == "tool_search_tool_result" else None
+        references = content.get("tool_references") if isinstance(content, Mapping) else None
+        found.update(str(r.get("tool_name")) for r in references or () if isinstance(r, Mapping))
+    return called, found
+
+
 def block_wanted(part: Content) -> bool:
     """Empty text parts are left out: the Messages API rejects empty text blocks."""
     return not isinstance(part, TextContent) or bool(part.text.strip())

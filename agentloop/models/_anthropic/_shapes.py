@@ -4,6 +4,7 @@ types are ignored), and their decoders."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -31,6 +32,8 @@ class Block(msgspec.Struct):
     thinking: str | None = None
     signature: str | None = None
     data: str | None = None
+    tool_use_id: str | None = None  # tool_search_tool_result
+    content: Any = None  # tool_search_tool_result: kept as it came, to be sent back
 
 
 class Message(msgspec.Struct):
@@ -94,7 +97,10 @@ message_delta_decoder = msgspec.json.Decoder(_MessageDelta)
 typed_decoder = msgspec.json.Decoder(_Typed)
 _block_decoder = msgspec.json.Decoder(Block)
 delta_decoder = msgspec.json.Decoder(_Delta)
-_BLOCKS = dict.fromkeys(("text", "tool_use", "thinking", "redacted_thinking"), _block_decoder)
+_BLOCKS = dict.fromkeys(
+    ("text", "tool_use", "thinking", "redacted_thinking", "server_tool_use", "tool_search_tool_result"),
+    _block_decoder,
+)
 DELTAS = dict.fromkeys(("text_delta", "input_json_delta", "thinking_delta", "signature_delta"), delta_decoder)
 UNUSED_DELTAS = frozenset({"citations_delta"})  # documented; agentloop keeps no citations
 EVENTS = frozenset(

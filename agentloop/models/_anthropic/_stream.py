@@ -83,9 +83,10 @@ class Assembler:
                     current.parts.append(delta.text)
                     return TextDelta(delta.text)
             elif kind == "input_json_delta":
-                if delta.partial_json and current.call >= 0:
+                if delta.partial_json:  # a tool call's arguments, or a tool search's query
                     current.parts.append(delta.partial_json)
-                    return ToolCallDelta(current.call, None, None, delta.partial_json)
+                    if current.call >= 0:
+                        return ToolCallDelta(current.call, None, None, delta.partial_json)
             elif kind == "thinking_delta":
                 if delta.thinking:
                     current.parts.append(delta.thinking)
@@ -101,12 +102,13 @@ class Assembler:
             block = known[0]
             current = _Open(block, [])
             self._open[start.index] = current
-            if block.type == "tool_use":
-                current.call = self._calls
-                self._calls += 1
+            if block.type in ("tool_use", "server_tool_use"):
                 initial = bytes(block.input) if block.input else b""
                 if initial.strip() not in (b"", b"{}"):  # arguments given whole at the start
                     current.parts.append(initial.decode())
+            if block.type == "tool_use":
+                current.call = self._calls
+                self._calls += 1
                 return ToolCallDelta(current.call, block.id, block.name, "")
             if block.type == "text" and block.text:
                 current.parts.append(block.text)
@@ -151,7 +153,7 @@ class Assembler:
                 block.text = "".join(current.parts)
             elif block.type == "thinking":
                 block.thinking = "".join(current.parts)
-            elif block.type == "tool_use":
+            elif block.type in ("tool_use", "server_tool_use"):
                 block.input = msgspec.Raw(_joined(current).encode())
             result.append(block)
         return result
