@@ -27,6 +27,7 @@ from .._features.results import ResultShelf
 from .._features.search import search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
+from .._runtime._control import LocalRunControl, RunCommand, RunControl
 from .._runtime._loop import Invocation, Listener, run_invocation
 from .._runtime._observe import Observer, default_observer, observer_for
 from .._runtime._pricing import PricingLike, load_prices, resolve_pricing
@@ -63,6 +64,7 @@ from .._values._result import Result
 from ..models import ChatModel
 from ..models._base import model_name_of, provider_of
 from ._agent_tool import agent_tool
+from ._control import IfBusy, before_waiting, check_if_busy, controlled
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -161,6 +163,7 @@ class Agent(Generic[OutputT]):
         output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
         middleware: Sequence[Middleware] | None = None,
         tool_result_limit: int | None = None,
+        control: RunControl | None = None,
     ) -> None:
         if isinstance(model, str):
             from ..models import infer_model
@@ -210,6 +213,7 @@ class Agent(Generic[OutputT]):
         self._memories: dict[Any, ChatMemory] = {}
         self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
         self._shelf = ResultShelf(self.tool_result_limit)
+        self.control: RunControl = LocalRunControl() if control is None else control
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -225,6 +229,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[OutputT]: ...
 
     @overload
@@ -239,6 +244,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[T]: ...
 
     async def chat(
@@ -252,6 +258,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
@@ -260,11 +267,16 @@ class Agent(Generic[OutputT]):
         and tools together. `output_type` replaces the agent's for this call; `middleware` runs inside the
         agent's for this call. `message_history` gives the conversation so far for this call instead of a
         memory (`result.new_messages` is what to append to it); with a `memory_id` too it raises
-        `IllegalConfigurationError` (docs/runtime.md).
+        `IllegalConfigurationError` (docs/runtime.md). `if_busy` says what happens when another invocation
+        runs on the memory id: "wait" for it (default), "interrupt" it (cancel it, then run) or "reject"
+        (raise `MemoryBusyError`); see docs/control.md.
         """
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)
-        return await self._invoke(message, memory_id, context, tools, timeout, None, options, history=history)
+        busy = check_if_busy(if_busy)
+        return await self._invoke(
+            message, memory_id, context, tools, timeout, None, options, history=history, if_busy=busy
+        )
 
     @overload
     def stream(
@@ -278,6 +290,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> TokenStream[OutputT]: ...
 
     @overload
@@ -292,6 +305,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> TokenStream[T]: ...
 
     def stream(
@@ -305,20 +319,22 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> TokenStream[Any]:
         """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
         `.outputs()` for the structured output as it grows, or register callbacks and `await
-        stream.start()`. Nothing runs until it is consumed."""
+        stream.start()`. Nothing runs until it is consumed. `if_busy` as for `chat()`."""
         toolset = None if tools is None else resolve_tools(tools)
         resolved = self.output_type if output_type is None else output_type
         if output_type is not None:
             structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
+        busy = check_if_busy(if_busy)
 
         async def runner(emit: Listener) -> Result[Any]:
             return await self._invoke(
-                message, memory_id, context, toolset, timeout, emit, options, history=history
+                message, memory_id, context, toolset, timeout, emit, options, history=history, if_busy=busy
             )
 
         description = f"agent={self.name or type(self.model).__name__}"
@@ -373,6 +389,7 @@ class Agent(Generic[OutputT]):
         timeout: float | None = None,
         message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[OutputT]: ...
 
     @overload
@@ -386,6 +403,7 @@ class Agent(Generic[OutputT]):
         timeout: float | None = None,
         message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
+        if_busy: IfBusy = "wait",
     ) -> Result[T]: ...
 
     def chat_sync(self, message: UserInput, **options: Any) -> Result[Any]:
@@ -491,6 +509,7 @@ class Agent(Generic[OutputT]):
         options: CallOptions = NO_OPTIONS,
         resume: Resume | None = None,
         history: Sequence[ChatMessage] = (),
+        if_busy: IfBusy = "wait",
     ) -> Result[Any]:
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
@@ -509,6 +528,7 @@ class Agent(Generic[OutputT]):
                 seam,
                 invocation_id,
                 history,
+                if_busy,
             )
         public_id = None if memory_id is _STATELESS else memory_id
         call = InvocationCall(
@@ -536,6 +556,7 @@ class Agent(Generic[OutputT]):
                 seam,
                 invocation_id,
                 history,
+                if_busy,
             )
 
         return await seam.invocation(call, call_next)
@@ -569,6 +590,7 @@ class Agent(Generic[OutputT]):
         seam: Seam,
         invocation_id: str,
         history: Sequence[ChatMessage] = (),
+        if_busy: IfBusy = "wait",
     ) -> Result[Any]:
         toolset = self.tools if tools is None else resolve_tools(tools)
         resolved = self.output_type if options.output_type is None else options.output_type
@@ -592,6 +614,7 @@ class Agent(Generic[OutputT]):
             invocation_id,
             options,
             history,
+            if_busy,
         )
         if timeout is None:
             return await self._run(run)
@@ -616,6 +639,8 @@ class Agent(Generic[OutputT]):
         gate = ApprovalGate(self.approval, run.resume, self.options.now)
         # None when no call of this invocation can need approval (the seam then stays empty).
         approval = gate if gate.needed(run.toolset, dynamic) else None
+        if memory is not None:
+            await before_waiting(self.control, memory_id, run.if_busy)
         async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
             invocation = Invocation(
                 model=self.model,
@@ -649,10 +674,35 @@ class Agent(Generic[OutputT]):
                 if self._pricing is None
                 else (self._pricing, self._provider, self._model_name),
             )
-            result = await run_invocation(invocation, run.emit)
+            result = await controlled(
+                self.control,
+                run.invocation_id,
+                memory_id,
+                lambda: run_invocation(invocation, run.emit),
+            )
         if self._pricing is not None:
             load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
+
+    # -- run control --------------------------------------------------------------------------------------
+
+    async def cancel(
+        self, *, memory_id: Any = None, invocation_id: str | None = None, reason: str | None = None
+    ) -> bool:
+        """Cancels the invocation with that id, or every invocation running on that memory id, in whichever
+        process runs it (any process sharing this agent's `control`); True if one was running.
+
+        The round in flight is not committed (the memory stays as the last committed round left it) and the
+        cancelled call returns a `Result` with `finish_reason` `CANCELLED` and `cancel_reason=reason`.
+        """
+        if (invocation_id is None) == (memory_id is None):
+            raise IllegalConfigurationError(
+                "agent.cancel() takes exactly one of memory_id= (every invocation running on that memory) or "
+                f"invocation_id= (one invocation, `result.invocation_id`); got "
+                f"{'both' if invocation_id is not None else 'neither'}"
+            )
+        command = RunCommand.cancel(reason=reason)
+        return await self.control.send(command, invocation_id=invocation_id, memory_id=memory_id)
 
     # -- memory -------------------------------------------------------------------------------------------
 
@@ -777,6 +827,7 @@ class _Run:
     invocation_id: str
     options: CallOptions
     history: Sequence[ChatMessage] = ()
+    if_busy: IfBusy = "wait"
 
 
 def _call_options(output_type: Any, middleware: Any) -> CallOptions:

@@ -23,6 +23,7 @@ __all__ = [
     "LocalModelWeightsError",
     "MCPServerError",
     "MCPToolError",
+    "MemoryBusyError",
     "MissingExtraError",
     "ModelConnectionError",
     "ModelError",
@@ -105,6 +106,14 @@ class HallucinatedToolError(AgentLoopError):
 class RunControlError(AgentLoopError):
     """A run-control backend (`agentloop.control`) failed or holds data it cannot read; the message says
     which backend and why."""
+
+
+class MemoryBusyError(AgentLoopError):
+    """An invocation with `if_busy="reject"` found another invocation running on its memory id."""
+
+    def __init__(self, message: str, *, memory_id: Any = None) -> None:
+        super().__init__(message)
+        self.memory_id = memory_id
 
 
 class IllegalConfigurationError(AgentLoopError):

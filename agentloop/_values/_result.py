@@ -46,6 +46,9 @@ class Result(Generic[T]):
     invocation_id: str = ""
     pending: PendingApproval | None = None
     """The paused round, when tool calls wait for approval (`finish_reason` is `APPROVAL_REQUIRED`)."""
+    cancel_reason: str | None = None
+    """Why the invocation was cancelled, as given to `Agent.cancel(reason=...)` (`finish_reason` is
+    `CANCELLED`)."""
     price_source: PriceSource | None = field(default=None, repr=False, compare=False)
     """How `cost` is worked out (set by the agent from its `pricing=`); None: no cost."""
 

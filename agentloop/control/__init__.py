@@ -15,9 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._public import publish, publish_one
-from ._base import Inbox, RunControl
-from ._command import RunCommand
-from ._local import LocalRunControl
+from .._runtime._control import Inbox, LocalRunControl, RunCommand, RunControl
 from ._sqlite import SQLiteRunControl
 
 if TYPE_CHECKING:

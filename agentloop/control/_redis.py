@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import anyio
 
 from .._backend import running_on_asyncio
+from .._runtime._control import Inbox, RunCommand, check_target
 from .._values._errors import RunControlError
-from ._base import Inbox, check_target
-from ._command import RunCommand, decode_command, encode_command
+from ._command import decode_command, encode_command
 
 __all__ = ["RedisRunControl"]
 
