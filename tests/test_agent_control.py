@@ -97,7 +97,7 @@ async def test_agent_cancel_by_invocation_id_ends_a_stream(control: Any) -> None
     async with anyio.create_task_group() as group:
 
         async def consume() -> None:
-            async for _ in stream:
+            async for _ in stream.events():
                 pass
 
         group.start_soon(consume)

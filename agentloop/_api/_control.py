@@ -16,10 +16,10 @@ import anyio
 
 from .._runtime._control import Inbox, RunCommand, RunControl
 from .._values._errors import AgentLoopError, IllegalConfigurationError, MemoryBusyError
-from .._values._messages import FinishReason
+from .._values._messages import AiMessage, ChatResponse, FinishReason
 from .._values._result import Result
 
-__all__ = ["IfBusy", "before_waiting", "busy", "check_if_busy", "controlled"]
+__all__ = ["IfBusy", "before_waiting", "busy", "busy_message", "check_if_busy", "controlled"]
 
 IfBusy = Literal["wait", "interrupt", "reject"]
 _IF_BUSY = ("wait", "interrupt", "reject")
@@ -45,6 +45,14 @@ def busy(control: RunControl, memory_id: Any) -> bool:
     return _running.get((id(control), memory_id), 0) > 0
 
 
+def busy_message(memory_id: Any) -> str:
+    """What `MemoryBusyError` (and a web app's 409) says: whose memory is busy and what else to ask for."""
+    return (
+        f"Another invocation is running on memory id {memory_id!r} (if_busy='reject'). Pass "
+        "if_busy='wait' to run after it, 'interrupt' to cancel it and run, or retry later."
+    )
+
+
 async def before_waiting(control: RunControl, memory_id: Any, if_busy: IfBusy) -> None:
     """What `if_busy` does before the invocation waits for its memory: nothing ("wait"), raise
     `MemoryBusyError` ("reject"), or cancel the invocations running on it in any process ("interrupt")."""
@@ -52,11 +60,7 @@ async def before_waiting(control: RunControl, memory_id: Any, if_busy: IfBusy) -
         return
     if if_busy == "reject":
         if busy(control, memory_id):
-            raise MemoryBusyError(
-                f"Another invocation is running on memory id {memory_id!r} (if_busy='reject'). Pass "
-                "if_busy='wait' to run after it, 'interrupt' to cancel it and run, or retry later.",
-                memory_id=memory_id,
-            )
+            raise MemoryBusyError(busy_message(memory_id), memory_id=memory_id)
         return
     await control.send(RunCommand.cancel(reason="interrupted by a newer invocation"), memory_id=memory_id)
 
@@ -122,6 +126,7 @@ async def controlled(
     return Result(
         content=None,
         finish_reason=FinishReason.CANCELLED,
+        final_response=ChatResponse(AiMessage(None), finish_reason=FinishReason.CANCELLED),
         messages=(),
         memory_id=memory_id,
         invocation_id=invocation_id,

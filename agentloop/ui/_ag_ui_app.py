@@ -22,6 +22,7 @@ from .. import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from .._api._control import IfBusy, check_if_busy
 from ._ag_ui import AG_UI_HEADERS, AgUiEvents, ag_ui_events
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
 from ._history import (
@@ -190,12 +191,15 @@ def ag_ui_app(
     memory_id: PerRequest | None = None,
     context: PerRequest | None = None,
     on_error: Callable[[BaseException], str] | None = None,
+    if_busy: IfBusy = "wait",
 ) -> UIApp:
     """An ASGI app serving `agent` to AG-UI clients (`HttpAgent`, CopilotKit): POST a `RunAgentInput`, get
     the run's events as SSE. The options are `vercel_ai_app`'s: `runs` where paused runs wait,
     `memory_id(request)` whose conversation it is (required when the agent has a memory; else the client's
-    messages are the history), `context(request)` the invocation's context, `on_error(error) -> text`.
+    messages are the history), `context(request)` the invocation's context, `on_error(error) -> text`,
+    `if_busy` ("wait", "interrupt", or "reject": a 409 JSON error).
     """
+    busy = check_if_busy(if_busy)
     check_options(agent, memory_id, context)
     paused: PausedRuns = runs if runs is not None else InMemoryPausedRuns()
 
@@ -226,7 +230,7 @@ def ag_ui_app(
                 )
             key = memory_id(info) if memory_id is not None else None
             stream = stream_with_history(
-                agent, question, to_messages(messages[:-1]), memory_id=key, context=extra
+                agent, question, to_messages(messages[:-1]), memory_id=key, context=extra, if_busy=busy
             )
             events = ag_ui_events(stream, thread_id=thread_id, run_id=run_id, runs=paused, on_error=on_error)
         await stream_sse(receive, send, AG_UI_HEADERS, events)

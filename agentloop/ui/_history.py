@@ -24,6 +24,7 @@ from .. import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from .._api._control import IfBusy, busy, busy_message
 from ._asgi import HTTPError
 
 __all__ = ["resume_stream", "stream_with_history"]
@@ -36,12 +37,16 @@ def stream_with_history(
     *,
     memory_id: Any,
     context: Any = None,
+    if_busy: IfBusy = "wait",
 ) -> TokenStream[Any]:
     """`agent.stream(question)`: with the page's `history` as `message_history` when the agent has no memory
     of its own, else over its memory under `memory_id` (the page's history is then ignored: the server has
-    the conversation). A history that breaks the providers' rules is a 400 `HTTPError` naming the message."""
+    the conversation). A history that breaks the providers' rules is a 400 `HTTPError` naming the message;
+    with `if_busy="reject"`, a memory id an invocation runs on is a 409 `HTTPError` (nothing ran)."""
     if agent.memory is not None:
-        return agent.stream(question, memory_id=memory_id, context=context)
+        if if_busy == "reject" and busy(agent.control, memory_id):
+            raise HTTPError(409, "MemoryBusy", busy_message(memory_id))
+        return agent.stream(question, memory_id=memory_id, context=context, if_busy=if_busy)
     try:
         return agent.stream(question, message_history=list(history), context=context)
     except IllegalConfigurationError as error:

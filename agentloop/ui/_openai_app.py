@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from .. import Agent, IllegalConfigurationError, TokenStream
+from .._api._control import IfBusy, check_if_busy
 from ._asgi import (
     HTTPError,
     Receive,
@@ -64,10 +65,13 @@ class OpenAIApp:
     """The ASGI app `openai_app` returns: mount it in FastAPI or Starlette, or run it with uvicorn.
     `model_name` is the one model id it lists and accepts."""
 
-    def __init__(self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str) -> None:
+    def __init__(
+        self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str, if_busy: IfBusy = "wait"
+    ) -> None:
         """`keys`: the SHA-256 digests of the accepted bearer keys (None: no check)."""
         self.agent = agent
         self.model_name = model_name
+        self.if_busy: IfBusy = check_if_busy(if_busy)
         self._keys = keys
 
     def __repr__(self) -> str:
@@ -171,8 +175,12 @@ class OpenAIApp:
                     param="user",
                 )
         try:
-            return stream_with_history(self.agent, asked.question, asked.history, memory_id=key)
+            return stream_with_history(
+                self.agent, asked.question, asked.history, memory_id=key, if_busy=self.if_busy
+            )
         except HTTPError as error:
+            if error.status == 409:
+                raise OpenAIError(409, error.message, param="user", code="memory_busy") from None
             raise OpenAIError(400, error.message, param="messages") from None
 
     async def _models(self, send: Send, model: str | None) -> None:
@@ -217,7 +225,11 @@ async def _until_disconnected(receive: Receive, stream: TokenStream[Any]) -> str
 
 
 def openai_app(
-    agent: Agent[Any], *, api_keys: str | Iterable[str] | None = None, model_name: str | None = None
+    agent: Agent[Any],
+    *,
+    api_keys: str | Iterable[str] | None = None,
+    model_name: str | None = None,
+    if_busy: IfBusy = "wait",
 ) -> OpenAIApp:
     """An ASGI app serving `agent` as an OpenAI-compatible API: `POST /v1/chat/completions` and
     `POST /v1/responses` (streamed or not), `GET /v1/models`.
@@ -226,11 +238,12 @@ def openai_app(
     (default: the agent's name, else "agentloop"). With a memory, the conversation is the server's, under
     the `X-Memory-Id` header (or the `user` field), and only the request's last user message is read;
     without one, the request's messages are the history. A client's `tools` are refused (the agent runs
-    its own). A client that disconnects cancels the run.
+    its own). A client that disconnects cancels the run. `if_busy`: what a request does when an invocation
+    runs on its memory id ("wait", "interrupt", or "reject": a 409 error, code `memory_busy`).
     """
     if not isinstance(agent, Agent):
         raise IllegalConfigurationError(f"openai_app serves an agentloop Agent, got {type(agent).__name__}")
     name = model_name if model_name is not None else (agent.name or "agentloop")
     if not isinstance(name, str) or not name:
         raise IllegalConfigurationError("openai_app(model_name=...): give the model id as a non-empty string")
-    return OpenAIApp(agent, _keys(api_keys), name)
+    return OpenAIApp(agent, _keys(api_keys), name, if_busy)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import Agent, ApprovalError, Denied, IllegalConfigurationError, PendingApproval
+from .._api._control import IfBusy, check_if_busy
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, UIRequest, headers_of, stream_sse
 from ._history import resume_stream, stream_with_history
 from ._record import PausedRecord, decode_record, split_approval_id
@@ -91,6 +92,7 @@ def vercel_ai_app(
     memory_id: PerRequest | None = None,
     context: PerRequest | None = None,
     on_error: Callable[[BaseException], str] | None = None,
+    if_busy: IfBusy = "wait",
 ) -> UIApp:
     """An ASGI app serving `agent` to the Vercel AI SDK's `useChat` (`DefaultChatTransport`): POST the chat's
     request body (its UI messages), get the UI message stream.
@@ -101,9 +103,11 @@ def vercel_ai_app(
     answer (`addToolApprovalResponse`, then the next request) resumes the run once, from the paused state
     kept in `runs` (in this process by default; share one across workers). `context(request)` gives the
     invocation's context (e.g. the user, for the tools); `on_error(error) -> text` what the page is told of
-    a failure.
+    a failure. `if_busy` is what a request does when an invocation runs on its memory id (see
+    `Agent.chat`): "wait" (default), "interrupt" it, or "reject" with a 409 JSON error (docs/web.md).
     """
     check_options(agent, memory_id, context)
+    busy = check_if_busy(if_busy)
     paused: PausedRuns = runs if runs is not None else InMemoryPausedRuns()
 
     async def handle(scope: Scope, receive: Receive, send: Send, body: Any) -> None:
@@ -129,7 +133,7 @@ def vercel_ai_app(
         else:
             key = memory_id(info) if memory_id is not None else None
             stream = stream_with_history(
-                agent, request.question, request.history, memory_id=key, context=extra
+                agent, request.question, request.history, memory_id=key, context=extra, if_busy=busy
             )
             events = vercel_ai_events(stream, runs=paused, on_error=on_error)
         await stream_sse(receive, send, VERCEL_AI_HEADERS, events)
