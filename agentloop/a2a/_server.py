@@ -2,7 +2,9 @@
 
 Each A2A task is one invocation: the task's `contextId` is the memory id (so a client that sends the same
 `contextId` again continues the conversation), the answer streams as one artifact (`answer`) in text chunks,
-and `tasks/cancel` cancels the running invocation (nothing of its current round is stored). a2a-sdk's
+and `tasks/cancel` cancels the running invocation through the agent's run control (`agent.cancel`, so it
+reaches the invocation in whichever process sharing that control runs it; nothing of its current round is
+stored). a2a-sdk's
 server runs on asyncio only (uvicorn's loop, as every ASGI server here).
 """
 
@@ -27,6 +29,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .._values._errors import AgentLoopError, ApprovalError, IllegalConfigurationError
+from .._values._messages import FinishReason
 
 __all__ = ["ANSWER", "a2a_app"]
 
@@ -53,19 +56,21 @@ class _AgentExecutor(AgentExecutor):
         scope = self._running[task.id] = anyio.CancelScope()
         try:
             with scope:
-                await self._answer(context.get_user_input(), task.context_id, _context_of(context), updater)
+                finished = await self._answer(
+                    context.get_user_input(), task.context_id, _context_of(context), updater
+                )
         except AgentLoopError as error:
             failure = f"{type(error).__name__}: {error}"
             await updater.failed(updater.new_agent_message([Part(text=failure)]))
             return
         finally:
             self._running.pop(task.id, None)
-        if not scope.cancelled_caught:
+        if not scope.cancelled_caught and finished:
             await updater.complete()
 
-    async def _answer(self, text: str, memory_id: str, context: dict[str, Any], updater: TaskUpdater) -> None:
+    async def _answer(self, text: str, memory_id: str, context: dict[str, Any], updater: TaskUpdater) -> bool:
         """Streams the answer as one artifact; each chunk is sent once the next one came (so the last one
-        can say it is the last)."""
+        can say it is the last). False when run control cancelled the invocation (the task is cancelled)."""
         artifact = f"{updater.task_id}-{ANSWER}"
         held: str | None = None
         first = True
@@ -82,6 +87,8 @@ class _AgentExecutor(AgentExecutor):
                     first = False
                 held = token
             pending = stream.result.pending
+        if stream.result.finish_reason is FinishReason.CANCELLED:
+            return False
         if pending is not None:  # nobody could approve it over A2A
             waiting = ", ".join(request.tool_name for request in pending.requests)
             raise ApprovalError(
@@ -91,12 +98,18 @@ class _AgentExecutor(AgentExecutor):
         await updater.add_artifact(
             [Part(text=held or "")], artifact_id=artifact, name=ANSWER, append=not first, last_chunk=True
         )
+        return True
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id or ""
+        context_id = context.context_id or ""
+        # The task's invocation runs on its contextId: run control reaches it in this process or another.
+        reached = bool(context_id) and await self._agent.cancel(
+            memory_id=context_id, reason="A2A tasks/cancel"
+        )
         scope = self._running.get(task_id)
-        if scope is not None:
-            scope.cancel()
+        if scope is not None and not reached:
+            scope.cancel()  # not running yet (waiting for its memory): stop it where it waits
         await TaskUpdater(event_queue, task_id, context.context_id or "").cancel()
 
 
