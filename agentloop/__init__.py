@@ -126,6 +126,8 @@ if TYPE_CHECKING:
         PartialToolCall,
         StreamEvent,
         ToolExecuted,
+        ToolOutputDelta,
+        ToolProgress,
         ToolRetrying,
     )
     from ._values._records import ReturnBehavior, ToolExecution
@@ -197,6 +199,8 @@ _LAZY: dict[str, str] = {
             "PartialToolCall",
             "StreamEvent",
             "ToolExecuted",
+            "ToolOutputDelta",
+            "ToolProgress",
             "ToolRetrying",
         ],
         "._values._events",
@@ -302,6 +306,8 @@ __all__ = [
     "ToolExecutionResultMessage",
     "ToolExecutor",
     "ToolMemoryId",
+    "ToolOutputDelta",
+    "ToolProgress",
     "ToolProvider",
     "ToolProviderRequest",
     "ToolProviderResult",

@@ -47,6 +47,7 @@ class PartialJSON:
         "_text",
         "_token",
         "done",
+        "reshaped",
     )
 
     def __init__(self) -> None:
@@ -62,6 +63,8 @@ class PartialJSON:
         self._high: str | None = None  # a \uXXXX high surrogate waiting for its low half
         self._token: list[str] | None = None  # a number or literal being read
         self._changed = False
+        self.reshaped = False
+        """True when the last `feed` did more than grow the string being read: a value began or ended."""
         self.done = False
         """True once the document's outermost container closed."""
 
@@ -85,7 +88,7 @@ class PartialJSON:
 
     def feed(self, chunk: str) -> bool:
         """Reads the next piece of text; True when `value` changed (grew) because of it."""
-        self._changed = False
+        self._changed = self.reshaped = False
         i, n = 0, len(chunk)
         while i < n and not self.done:
             if self._string is not None:
@@ -133,6 +136,7 @@ class PartialJSON:
             elif char == '"':
                 self._start_string(key=False)
                 self._place("")
+                self.reshaped = True
             else:
                 self._token = [char]
         return self._changed
@@ -175,6 +179,7 @@ class PartialJSON:
             else:
                 self._place(text)
                 self._after_value()
+                self.reshaped = True
             return stop + 1
         if grew and not self._string_is_key:
             self._shown = False
@@ -237,6 +242,7 @@ class PartialJSON:
                 return
         self._place(value)
         self._after_value()
+        self.reshaped = True
 
     def finish(self) -> None:
         """The text ended: a number or literal still being read is complete now."""
@@ -250,10 +256,11 @@ class PartialJSON:
             self._place(container)
         self._stack.append(container)
         self._expect = _KEY_OR_END if isinstance(container, dict) else _VALUE_OR_END
-        self._changed = True
+        self._changed = self.reshaped = True
 
     def _close(self) -> None:
         self._stack.pop()
+        self.reshaped = True
         if not self._stack:
             self.done = True
         self._after_value()

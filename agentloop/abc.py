@@ -22,7 +22,6 @@ from ._memory._chat import (
     VersionedChatMemoryStore,
 )
 from ._public import publish
-from ._runtime._control import Inbox, RunControl
 from ._runtime._observe import Observer
 from ._runtime._seam import (
     CallContext,
@@ -38,6 +37,7 @@ from ._tools._execution import ReservingToolRunner, ToolRunner
 from ._tools._tool import ToolExecutor
 from ._tools._toolset import DynamicToolProvider, ToolProvider, ToolSource
 from ._values._convert import CarriesMedia
+from .control._base import Inbox, RunControl
 from .middleware._limiter import Limiter
 from .models import (
     ChatModel,

@@ -240,6 +240,12 @@ def _tools_300() -> list[Tool]:
         )
         for name, description, _ in REAL
     ]
+    return made + distractors(300 - len(made))
+
+
+def distractors(n: int) -> list[Tool]:
+    """`n` tools about record systems (invoices, tickets, printers...) that no task needs."""
+    made: list[Tool] = []
     nouns = [
         "invoice",
         "ticket",
@@ -258,7 +264,7 @@ def _tools_300() -> list[Tool]:
     ]
     verbs = ["list", "archive", "rename", "share", "delete", "export", "audit", "merge", "clone", "lock"]
     i = 0
-    while len(made) < 300:
+    while len(made) < n:
         noun, verb = nouns[i % len(nouns)], verbs[(i // len(nouns)) % len(verbs)]
         made.append(
             Tool(

@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo
 
 import anyio
 
-from agentloop import Agent, P, tool
+from agentloop import Agent, P, ToolSearch, tool
 from agentloop.models import ChatModel, LocalChatModel
 
 HERE = Path(__file__).parent
@@ -394,6 +394,8 @@ async def run_case(agent: Agent, case: Case) -> Outcome:
         seen = set()
         for execution in result.tool_executions:
             request = execution.request
+            if request.name == "search_tools":  # ToolSearch's own tool (--tool-search): not a decision
+                continue
             try:
                 args = json.loads(request.arguments or "{}")
             except ValueError:
@@ -460,8 +462,9 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], outcomes: Sequence[O
     lines = [
         "# Local model tool-use eval",
         "",
-        f"Model `{meta['model']}`, threads {meta['threads']}, {meta['when']}, load average at start "
-        f"{meta['load_average']}. Written by `benchmarks/local_eval.py`.",
+        f"Model `{meta['model']}`, {meta.get('tools', '5 tools')}, threads {meta['threads']}, "
+        f"{meta['when']}, "
+        f"load average at start {meta['load_average']}. Written by `benchmarks/local_eval.py`.",
         "",
         "| prompts | tool decision | arguments | answer | median s/prompt | total s |",
         "|---|---|---|---|---|---|",
@@ -501,18 +504,31 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grep", default="", help="only prompts containing this text")
     parser.add_argument("--out", default=str(HERE / "local_eval"), help="output path without extension")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--tool-search",
+        type=int,
+        default=0,
+        metavar="N",
+        help="hide the tools among N distractors behind ToolSearch (BM25, top_k=5): benchmark 6b",
+    )
     args = parser.parse_args(argv)
 
     path = args.model.partition(":")[2] or None
     model: ChatModel = LocalChatModel(path, n_threads=args.threads, progress=False)
     cases = [c for c in CASES if not args.only or c.kind in args.only.split(",")]
     cases = [c for c in cases if args.grep.lower() in c.prompt.lower()]
-    agent = Agent(model, tools=TOOLS, max_tool_rounds=3)
+    tools: Any = TOOLS
+    if args.tool_search:
+        from context import distractors  # benchmarks/context.py: the same distractors as benchmark 6b
+
+        tools = [ToolSearch([*TOOLS, *distractors(args.tool_search - len(TOOLS))], top_k=5)]
+    agent = Agent(model, tools=tools, max_tool_rounds=4 if args.tool_search else 3)
     load_started = time.perf_counter()
     await model.load()  # type: ignore[attr-defined]
     load_seconds = time.perf_counter() - load_started
     meta = {
         "model": args.model,
+        "tools": f"ToolSearch over {args.tool_search} tools" if args.tool_search else f"{len(TOOLS)} tools",
         "threads": args.threads or "default",
         "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),

@@ -34,6 +34,9 @@ EXPECTED = {
         "['convert_currency']",
         "created Dentist",
         "['search_tools'], ['search_tools', 'create_calendar_event']",
+        "Booked.\n[('convert_currency', True), ('create_calendar_event', True), "
+        "('tool_search_tool_bm25', None)]",
+        "['server_tool_use', 'tool_search_tool_result', 'tool_use']",
     ],
     "durable.md": ["Paid. ['charged 9.5 for 42']"],
     "guide-streaming.md": [
@@ -96,6 +99,8 @@ EXPECTED = {
         "get_weather",
         "True '" + "next Monday' is not a date",
         "False Room booked for 2026-11-30",
+        "index_documents: 1/3 document 1 of 3",
+        "draft so far: 'Notes on tides'",
     ],
 }
 

@@ -42,7 +42,12 @@ from agentloop.models import (
     TextDelta,
     WrapperModel,
 )
-from agentloop.models._base import model_name_of, provider_of, supports_response_format
+from agentloop.models._base import (
+    model_name_of,
+    provider_of,
+    supports_response_format,
+    supports_tool_search,
+)
 from agentloop.models._http import RetryPolicy
 from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer
 from tests.otel_helpers import Telemetry
@@ -814,6 +819,9 @@ async def test_a_traced_model_reads_as_its_model_and_closes_it(telemetry: Teleme
     assert supports_response_format(traced) is False
     described.supports_response_format = True  # type: ignore[attr-defined]
     assert supports_response_format(traced) is True  # read from the model at each use
+    assert supports_tool_search(traced) is False
+    described.supports_tool_search = True  # type: ignore[attr-defined]
+    assert supports_tool_search(traced) is True  # ToolSearch(native=True) works on a traced model
     assert (await traced.chat(ChatRequest([agentloop.UserMessage("Hi")]))).ai_message.text == "Hi."
     await traced.aclose()
     assert described.closed == 1

@@ -112,6 +112,16 @@ def test_feed_reports_growth_only() -> None:
     assert parser.feed(",") is True
 
 
+def test_feed_tells_a_value_beginning_or_ending_from_a_string_growing() -> None:
+    parser = PartialJSON()
+    steps = [('{"a": "x', True), ("yz", False), ('", "n": 1', True), ("2", False), (", ", True)]
+    steps += [('"l": [', True), ('"p', True), ("q", False), ('"', True), ("]}", True)]
+    for chunk, reshaped in steps:
+        parser.feed(chunk)
+        assert parser.reshaped is reshaped, chunk
+    assert parser.value == {"a": "xyz", "n": 12, "l": ["pq"]} and parser.done
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=12), st.lists(st.integers(1, 7), min_size=1, max_size=10))
 @example('caf\u00e9 \U0001f600\n"\\/', [1])

@@ -126,6 +126,22 @@ async def test_partials_extend_each_other_and_end_with_the_result(chunk_size: in
         assert len(lengths - {0, len(getattr(final, name))}) >= 2, name
 
 
+async def test_every_new_value_shows_at_once_while_a_string_shows_by_steps() -> None:
+    """A value that begins (a field, a list item) is in a partial at once, however small; a string that only
+    grows is shown once it grew by FLOOR characters (or a share of the output, or INTERVAL seconds passed),
+    so a fast stream of a few KB does not build a partial per chunk."""
+    tags = [f"t{n}" for n in range(20)]
+    wire = {"title": "T", "summary": "s" * 1000, "entries": [], "tags": tags, "body": "b"}
+    agent = Agent(ScriptedChatModel([tool_answer(wire)], chunk_size=1), output_type=Report)
+    sent: list[Report] = []
+    stream = agent.stream("report").on_partial_output(sent.append)
+    assert (await stream.start()).output == Report.model_validate(wire)
+    tags = {len(p.tags) for p in sent if "tags" in p.model_fields_set}
+    assert tags >= set(range(1, 20)), "each tag appeared in a partial of its own"
+    summaries = sorted({len(p.summary) for p in sent if "summary" in p.model_fields_set} - {0, 1000})
+    assert 1000 // 64 - 2 <= len(summaries) <= 1000 // 16, summaries  # by steps, not once per character
+
+
 @pytest.mark.parametrize("size", [2_000, 200_000])
 async def test_events_carry_the_same_partials_in_the_same_order(size: int) -> None:
     wire = report(size)

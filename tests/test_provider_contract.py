@@ -752,8 +752,8 @@ NEWER = {  # name: (the change, the unknown kinds it sends when streaming, and n
     "openai": (_newer_openai, {"custom"}, {"custom", "audio"}),
     "responses": (
         _newer_responses,
-        {"tool_search_call", "response.tool_search_call.delta"},
-        {"tool_search_call", "output_audio"},
+        {"response.tool_search_call.delta"},  # a tool_search_call item is kept (ToolSearch(native=True))
+        {"output_audio"},
     ),
     "anthropic": (
         _newer_anthropic,

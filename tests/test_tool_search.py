@@ -125,8 +125,6 @@ async def test_a_search_that_finds_nothing_says_so() -> None:
 
 
 def test_bad_settings_are_refused() -> None:
-    with pytest.raises(IllegalConfigurationError, match="native=True"):
-        ToolSearch([get_time], native=True)
     with pytest.raises(IllegalConfigurationError, match="top_k"):
         ToolSearch([get_time], top_k=0)
     with pytest.raises(IllegalConfigurationError, match="'nope' is not one of its tools"):

@@ -64,7 +64,7 @@ async def test_reject_answers_409_with_a_json_error_while_the_memory_is_busy(kin
     assert second.status == 409
     body = second.json()
     said = body["error"]["message"] if kind == "openai" else body["message"]
-    assert "memory id 'ada'" in said and "if_busy='wait'" in said
+    assert "memory id 'ada'" in said and "if_busy='reject'" in said
     if kind == "openai":
         assert body["error"]["code"] == "memory_busy"
     else:
@@ -108,7 +108,7 @@ async def test_a_client_disconnect_ends_and_unregisters_its_run() -> None:
 
 def test_a_bad_if_busy_is_refused_when_the_app_is_built() -> None:
     agent = Agent(ScriptedChatModel([]), memory=MessageWindowChatMemory.provider(20))
-    with pytest.raises(IllegalConfigurationError, match="got 'queue'"):
+    with pytest.raises(IllegalConfigurationError, match="if_busy='queue'"):
         vercel_ai_app(agent, memory_id=user, if_busy="queue")  # type: ignore[arg-type]
-    with pytest.raises(IllegalConfigurationError, match="got 'queue'"):
+    with pytest.raises(IllegalConfigurationError, match="if_busy='queue'"):
         openai_app(agent, if_busy="queue")  # type: ignore[arg-type]

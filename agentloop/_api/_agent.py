@@ -24,10 +24,10 @@ from .._features.output import (
     structured_output,
 )
 from .._features.results import ResultShelf
-from .._features.search import search_filters
+from .._features.search import check_native_model, has_deferred, search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
-from .._runtime._control import LocalRunControl, RunCommand, RunControl
+from .._runtime._handle import RunHandle
 from .._runtime._loop import Invocation, Listener, run_invocation
 from .._runtime._observe import Observer, default_observer, observer_for
 from .._runtime._pricing import PricingLike, load_prices, resolve_pricing
@@ -61,10 +61,11 @@ from .._values._messages import (
 from .._values._options import NO_OPTIONS, CallOptions
 from .._values._records import ReturnBehavior
 from .._values._result import Result
+from ..control import RunCommand, RunControl
 from ..models import ChatModel
 from ..models._base import model_name_of, provider_of
 from ._agent_tool import agent_tool
-from ._control import IfBusy, before_waiting, check_if_busy, controlled
+from ._control import IfBusy, RunTarget, check_control, check_if_busy, registered, when_busy
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -126,6 +127,10 @@ class Agent(Generic[OutputT]):
     `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
     `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
     None (default) uses genai-prices when it is installed (`agentloop-runtime[prices]`).
+
+    `control`: where running invocations register so that `cancel()` / `steer()` reach them, from this
+    process (`agentloop.control.LocalRunControl`, the default: one per agent) or from any process sharing a
+    `SQLiteRunControl(path)` / `RedisRunControl(url)`; see docs/runtime.md, "Stopping and steering a run".
     """
 
     def __init__(
@@ -175,6 +180,8 @@ class Agent(Generic[OutputT]):
             raise IllegalConfigurationError(f"max_concurrent_tools must be >= 1, got {max_concurrent_tools}")
         self.model: ChatModel = model
         self.tools = resolve_tools(tools)
+        if has_deferred(self.tools):  # ToolSearch(native=True): refused at once for a model without one
+            check_native_model(model)
         self.tool_provider = tool_provider
         self.system_message = system_message
         self.memory = memory
@@ -213,7 +220,7 @@ class Agent(Generic[OutputT]):
         self._memories: dict[Any, ChatMemory] = {}
         self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
         self._shelf = ResultShelf(self.tool_result_limit)
-        self.control: RunControl = LocalRunControl() if control is None else control
+        self.control: RunControl = check_control(control)
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -267,9 +274,9 @@ class Agent(Generic[OutputT]):
         and tools together. `output_type` replaces the agent's for this call; `middleware` runs inside the
         agent's for this call. `message_history` gives the conversation so far for this call instead of a
         memory (`result.new_messages` is what to append to it); with a `memory_id` too it raises
-        `IllegalConfigurationError` (docs/runtime.md). `if_busy` says what happens when another invocation
-        runs on the memory id: "wait" for it (default), "interrupt" it (cancel it, then run) or "reject"
-        (raise `MemoryBusyError`); see docs/control.md.
+        `IllegalConfigurationError` (docs/runtime.md). `if_busy`: what happens when an invocation already
+        runs on `memory_id`: "wait" for it (the default), "steer" (hand it this message and return its
+        Result), "interrupt" (cancel it, then run) or "reject" (raise `MemoryBusyError`).
         """
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)
@@ -323,7 +330,7 @@ class Agent(Generic[OutputT]):
     ) -> TokenStream[Any]:
         """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
         `.outputs()` for the structured output as it grows, or register callbacks and `await
-        stream.start()`. Nothing runs until it is consumed. `if_busy` as for `chat()`."""
+        stream.start()`. Nothing runs until it is consumed."""
         toolset = None if tools is None else resolve_tools(tools)
         resolved = self.output_type if output_type is None else output_type
         if output_type is not None:
@@ -331,14 +338,16 @@ class Agent(Generic[OutputT]):
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
         busy = check_if_busy(if_busy)
+        handle = RunHandle()
 
         async def runner(emit: Listener) -> Result[Any]:
             return await self._invoke(
-                message, memory_id, context, toolset, timeout, emit, options, history=history, if_busy=busy
-            )
+                message, memory_id, context, toolset, timeout, emit, options, history=history, if_busy=busy,
+                handle=handle,
+            )  # fmt: skip
 
         description = f"agent={self.name or type(self.model).__name__}"
-        return TokenStream(runner, description=description, structured=resolved is not str)
+        return TokenStream(runner, description=description, structured=resolved is not str, handle=handle)
 
     async def ask(
         self,
@@ -348,6 +357,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        if_busy: IfBusy = "wait",
     ) -> str:
         """Like `chat()`, returning only the answer text.
 
@@ -360,7 +370,9 @@ class Agent(Generic[OutputT]):
                 f"ask() returns text, but this agent's output_type is {self.output_type!r}; use "
                 "`(await agent.chat(...)).output`"
             )
-        result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
+        result = await self.chat(
+            message, memory_id=memory_id, context=context, tools=tools, timeout=timeout, if_busy=if_busy
+        )
         if result.finish_reason is FinishReason.APPROVAL_REQUIRED:
             raise ApprovalError(
                 "Tool calls of this invocation wait for approval, so there is no answer text yet; use "
@@ -476,13 +488,14 @@ class Agent(Generic[OutputT]):
         resume = Resume(pending, decisions)
         options = _resume_options(resume, output_type, middleware)
         toolset = None if tools is None else resolve_tools(tools)
+        handle = RunHandle()
 
         async def runner(emit: Listener) -> Result[OutputT]:
-            return await self._resume(resume, context, toolset, timeout, emit, options)
+            return await self._resume(resume, context, toolset, timeout, emit, options, handle)
 
         resolved = self.output_type if options.output_type is None else options.output_type
         description = f"agent={self.name or type(self.model).__name__} (resumed)"
-        return TokenStream(runner, description=description, structured=resolved is not str)
+        return TokenStream(runner, description=description, structured=resolved is not str, handle=handle)
 
     async def _resume(
         self,
@@ -492,11 +505,13 @@ class Agent(Generic[OutputT]):
         timeout: float | None,
         emit: Listener | None,
         options: CallOptions,
+        handle: RunHandle | None = None,
     ) -> Result[Any]:
         pending = resume.pending
         return await self._invoke(
-            pending.user_message, pending.memory_id, context, tools, timeout, emit, options, resume
-        )
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, options, resume,
+            handle=handle,
+        )  # fmt: skip
 
     async def _invoke(
         self,
@@ -510,6 +525,7 @@ class Agent(Generic[OutputT]):
         resume: Resume | None = None,
         history: Sequence[ChatMessage] = (),
         if_busy: IfBusy = "wait",
+        handle: RunHandle | None = None,
     ) -> Result[Any]:
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
@@ -529,6 +545,7 @@ class Agent(Generic[OutputT]):
                 invocation_id,
                 history,
                 if_busy,
+                handle,
             )
         public_id = None if memory_id is _STATELESS else memory_id
         call = InvocationCall(
@@ -557,6 +574,7 @@ class Agent(Generic[OutputT]):
                 invocation_id,
                 history,
                 if_busy,
+                handle,
             )
 
         return await seam.invocation(call, call_next)
@@ -591,6 +609,7 @@ class Agent(Generic[OutputT]):
         invocation_id: str,
         history: Sequence[ChatMessage] = (),
         if_busy: IfBusy = "wait",
+        handle: RunHandle | None = None,
     ) -> Result[Any]:
         toolset = self.tools if tools is None else resolve_tools(tools)
         resolved = self.output_type if options.output_type is None else options.output_type
@@ -615,6 +634,7 @@ class Agent(Generic[OutputT]):
             options,
             history,
             if_busy,
+            handle,
         )
         if timeout is None:
             return await self._run(run)
@@ -639,9 +659,15 @@ class Agent(Generic[OutputT]):
         gate = ApprovalGate(self.approval, run.resume, self.options.now)
         # None when no call of this invocation can need approval (the seam then stays empty).
         approval = gate if gate.needed(run.toolset, dynamic) else None
-        if memory is not None:
-            await before_waiting(self.control, memory_id, run.if_busy)
-        async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
+        if run.if_busy != "wait" and memory_id is not None:
+            answered = await when_busy(
+                self.control, run.if_busy, memory_id, run.user_message, run.invocation_id
+            )
+            if answered is not None:  # steered into the invocation already running: its outcome
+                return answered
+        handle = run.handle if run.handle is not None else RunHandle()
+        target = RunTarget(handle)
+        async with exclusive_access(memory), registered(self.control, run.invocation_id, memory_id, target):
             invocation = Invocation(
                 model=self.model,
                 user_message=run.user_message,
@@ -660,7 +686,7 @@ class Agent(Generic[OutputT]):
                 agent_name=self.name,
                 output=run.output,
                 seam=run.seam.with_features(
-                    _features(run.output, approval, self._shelf, run.toolset),
+                    [handle, *_features(run.output, approval, self._shelf, run.toolset)],
                     checks=[run.output] if run.output is not None else (),
                 ),
                 call_context=CallContext(
@@ -673,13 +699,12 @@ class Agent(Generic[OutputT]):
                 price_source=None
                 if self._pricing is None
                 else (self._pricing, self._provider, self._model_name),
+                halt=handle,
             )
-            result = await controlled(
-                self.control,
-                run.invocation_id,
-                memory_id,
-                lambda: run_invocation(invocation, run.emit),
-            )
+            try:
+                result = target.result = await run_invocation(invocation, run.emit)
+            finally:
+                handle.ended = True
         if self._pricing is not None:
             load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
@@ -687,22 +712,33 @@ class Agent(Generic[OutputT]):
     # -- run control --------------------------------------------------------------------------------------
 
     async def cancel(
-        self, *, memory_id: Any = None, invocation_id: str | None = None, reason: str | None = None
+        self,
+        *,
+        memory_id: Any = None,
+        invocation_id: str | None = None,
+        after_round: bool = False,
+        reason: str | None = None,
     ) -> bool:
         """Cancels the invocation with that id, or every invocation running on that memory id, in whichever
-        process runs it (any process sharing this agent's `control`); True if one was running.
-
-        The round in flight is not committed (the memory stays as the last committed round left it) and the
-        cancelled call returns a `Result` with `finish_reason` `CANCELLED` and `cancel_reason=reason`.
-        """
-        if (invocation_id is None) == (memory_id is None):
-            raise IllegalConfigurationError(
-                "agent.cancel() takes exactly one of memory_id= (every invocation running on that memory) or "
-                f"invocation_id= (one invocation, `result.invocation_id`); got "
-                f"{'both' if invocation_id is not None else 'neither'}"
-            )
-        command = RunCommand.cancel(reason=reason)
+        process shares this agent's `control`: at once, or once the round in flight committed
+        (`after_round`). Its Result has `finish_reason` `CANCELLED` and `cancel_reason` `reason`. False when
+        nothing of that id runs."""
+        _one_target("cancel", memory_id, invocation_id)
+        command = RunCommand.cancel(after_round=after_round, reason=reason)
         return await self.control.send(command, invocation_id=invocation_id, memory_id=memory_id)
+
+    async def steer(
+        self, message: UserInput, *, memory_id: Any = None, invocation_id: str | None = None
+    ) -> bool:
+        """Hands `message` to the invocation with that id (or those running on that memory id) in whichever
+        process shares this agent's `control`: added before its next model call; one about to finish calls
+        the model once more to answer it. False when nothing of that id runs (then start an invocation with
+        it instead)."""
+        _one_target("steer", memory_id, invocation_id)
+        user = UserMessage.of(message)
+        return await self.control.send(
+            RunCommand.steer(user), invocation_id=invocation_id, memory_id=memory_id
+        )
 
     # -- memory -------------------------------------------------------------------------------------------
 
@@ -828,6 +864,15 @@ class _Run:
     options: CallOptions
     history: Sequence[ChatMessage] = ()
     if_busy: IfBusy = "wait"
+    handle: RunHandle | None = None
+
+
+def _one_target(what: str, memory_id: Any, invocation_id: str | None) -> None:
+    if (memory_id is None) == (invocation_id is None):
+        raise IllegalConfigurationError(
+            f"Agent.{what}() takes exactly one of memory_id= or invocation_id= (got "
+            f"{'both' if memory_id is not None else 'neither'})"
+        )
 
 
 def _call_options(output_type: Any, middleware: Any) -> CallOptions:

@@ -28,8 +28,7 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
-from .._conforms import conforms
-from .._memory._chat import ChatMemory, FinalCommitMemory
+from .._memory._chat import ChatMemory
 from .._memory._history import split_history
 from .._tools._execution import ExecutionOptions, should_return_immediately
 from .._tools._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
@@ -54,7 +53,6 @@ from .._values._messages import (
     UserMessage,
 )
 from .._values._options import NO_OPTIONS, CallOptions
-from .._values._records import ToolExecution
 from .._values._result import Result
 from ..models import (
     ChatModel,
@@ -68,12 +66,23 @@ from ..models import (
 from ._calls import Calls, refuse_cut_calls
 from ._hooks import NOT_FOUND, OutputHook
 from ._observe import log_model_call
-from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, ModelCall, Seam
+from ._outcome import Sofar, commit, first_error, outcome
+from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, ModelCall, RoundEnd, Seam, Stop
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["Invocation", "Listener", "run_invocation"]
+__all__ = ["Halt", "Invocation", "Listener", "run_invocation"]
+
+
+class Halt(Protocol):
+    """Ends an invocation from outside, at once: the loop runs inside `scope`; once it is cancelled the
+    invocation returns a CANCELLED Result (`reason`) holding what it committed before (run control)."""
+
+    @property
+    def scope(self) -> anyio.CancelScope: ...
+    @property
+    def reason(self) -> str | None: ...
 
 
 class Listener(Protocol):
@@ -121,24 +130,28 @@ class Invocation:
     """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
     price_source: Any = None
     """What `Result.cost()` prices the responses with (the agent's `pricing=`), carried into the Result."""
+    halt: Halt | None = None
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
     model is called whole rather than streamed."""
+    sofar = Sofar()
     try:
-        return await _run(inv, emit)
+        if inv.halt is None:
+            return await _run(inv, emit, sofar)
+        with inv.halt.scope:
+            return await _run(inv, emit, sofar)
+        return sofar.cancelled(inv, inv.halt.reason)
     except BaseExceptionGroup as group:
-        error = _first_error(group)
+        error = first_error(group)
         raise error from error.__cause__  # the error's own cause (a transport failure), not the group
 
 
-async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
+async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[Any]:
     history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else [*inv.history]
     unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
-    added: list[ChatMessage] = []
-    executions: list[ToolExecution] = []
-    intermediate: list[ChatResponse] = []
+    added, executions, intermediate = sofar.added, sofar.executions, sofar.intermediate
     usage: TokenUsage | None = None
     limiter = anyio.CapacityLimiter(inv.options.max_concurrency) if inv.options.max_concurrency else None
     toolset = await _tools(inv, history)
@@ -184,7 +197,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                     await typed(IntermediateResponse(response, round))
             else:
                 calls.discard()
-        usage = response.token_usage if usage is None else usage + response.token_usage
+        usage = sofar.usage = response.token_usage if usage is None else usage + response.token_usage
         if not ai.tool_execution_requests:
             try:
                 output: Any = await _answer(inv, response, ai.text, round)
@@ -193,10 +206,19 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
                 unsaved += [ai, UserMessage(retry.message)]
                 corrected = True
                 continue
-            await _commit(inv.memory, [*unsaved, ai], final=True)
+            await commit(inv.memory, [*unsaved, ai], final=True)
             added += [*unsaved, ai]
+            more = (
+                await inv.seam.round_ended(RoundEnd(round, True, inv.call_context))
+                if inv.seam.rounds
+                else None
+            )
+            if more and not isinstance(more, Stop):  # messages came in meanwhile: the model answers them
+                history, unsaved = [*history, *unsaved, ai], more
+                intermediate.append(response)
+                continue
             finish = response.finish_reason
-            return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
+            return outcome(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
 
         # Every call has finished: commit the round as one unit, in the model's call order.
         round += 1
@@ -211,7 +233,7 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
             )  # fmt: skip
             pending = await inv.seam.held(held)
             finish = FinishReason.APPROVAL_REQUIRED
-            return _result(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
+            return outcome(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
         # Judged before the commit: retries used up (OutputValidationError) store nothing of the round.
         output = NOT_FOUND if inv.output is None else inv.output.found(round_executions)
@@ -227,16 +249,33 @@ async def _run(inv: Invocation, emit: Listener | None) -> Result[Any]:
         if output is NOT_FOUND and not immediate and corrected:
             unsaved = messages  # an output being corrected: stored with the valid one, or never
             continue
-        await _commit(inv.memory, messages)
+        await commit(inv.memory, messages)
         history += messages
         added += messages
         unsaved = []
         if output is not NOT_FOUND:  # a valid output call ends the invocation
             finish = FinishReason.STOP
-            return _result(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
+            return outcome(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
         if immediate:
             finish = FinishReason.TOOL_EXECUTION
-            return _result(inv, None, finish, executions, intermediate, response, usage, added, None)
+            return outcome(inv, None, finish, executions, intermediate, response, usage, added, None)
+        if inv.seam.rounds:  # between rounds: messages to add before the next model call, or a stop
+            more = await inv.seam.round_ended(RoundEnd(round, False, inv.call_context))
+            if isinstance(more, Stop):
+                finish = FinishReason.CANCELLED
+                return outcome(
+                    inv,
+                    None,
+                    finish,
+                    executions,
+                    intermediate,
+                    response,
+                    usage,
+                    added,
+                    None,
+                    cancel=more.reason,
+                )
+            unsaved = more
 
 
 async def _model_call(
@@ -335,58 +374,6 @@ async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
     return resolve_tools([inv.tools, provided]) if len(provided) else inv.tools
 
 
-async def _commit(memory: ChatMemory | None, messages: list[ChatMessage], *, final: bool = False) -> None:
-    """Writes one unit to memory; shielded, so a cancellation cannot leave half a round behind. The final
-    unit goes to `add_final` of a `FinalCommitMemory` (it may give the memory id back with it)."""
-    if memory is not None:
-        with anyio.CancelScope(shield=True):
-            if final and conforms(memory, FinalCommitMemory):
-                await memory.add_final(messages)
-            else:
-                await memory.add(messages)
-
-
-def _result(
-    inv: Invocation,
-    content: str | None,
-    finish_reason: FinishReason | None,
-    executions: list[ToolExecution],
-    intermediate: list[ChatResponse],
-    final: ChatResponse,
-    usage: TokenUsage | None,
-    added: list[ChatMessage],
-    output: Any,
-    pending: Any = None,
-) -> Result[Any]:
-    return Result(
-        content=content,
-        tool_executions=executions,
-        token_usage=usage,
-        finish_reason=finish_reason,
-        intermediate_responses=intermediate,
-        final_response=final,
-        messages=tuple(added),
-        memory_id=inv.memory_id,
-        invocation_id=inv.invocation_id,
-        output=output,
-        pending=pending,
-        price_source=inv.price_source,
-    )
-
-
 def _context(inv: Invocation, round: int) -> ToolContext:
     """What an output validator gets outside a tool call (native and prompted modes)."""
     return ToolContext(inv.invocation_id, inv.memory_id, inv.context, None, round, inv.deadline)
-
-
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to raise for a task group's failure: its first real error, not a cancellation."""
-    cancelled = anyio.get_cancelled_exc_class()
-    first: BaseException | None = None
-    for error in group.exceptions:
-        if isinstance(error, BaseExceptionGroup):
-            error = _first_error(error)
-        if not isinstance(error, cancelled):
-            return error
-        first = first or error
-    return first if first is not None else group

@@ -42,7 +42,9 @@ __all__ = [
     "NextInvocation",
     "NextModelCall",
     "NextToolCall",
+    "RoundEnd",
     "Seam",
+    "Stop",
     "ToolCall",
     "check_middleware",
 ]
@@ -133,6 +135,25 @@ class Answer:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundEnd:
+    """A point between two model calls, as `Middleware.after_round` sees it: the round just committed to
+    memory (`round`: tool rounds so far), `final` when it was the text answer about to end the invocation,
+    and `context` (whose invocation)."""
+
+    round: int
+    final: bool
+    context: CallContext
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """What `Middleware.after_round` returns to end the invocation there: its Result has `finish_reason`
+    `FinishReason.CANCELLED` and `cancel_reason` `reason`. Everything up to this point stays committed."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HeldRound:
     """A round in which some call waits (its `wrap_tool_call` returned `DEFERRED`): nothing of it is
     committed, and `Middleware.on_hold` saves what going on later needs. `response` holds the round's
@@ -202,6 +223,11 @@ class Middleware:
     - `on_answer(answer) -> output`: the answer about to end the invocation (a text answer, or the value of
       an output tool call), before anything of it is stored. Return the output (`answer.output`, or another
       value); raise `ModelRetry(message)` to send `message` to the model as a correction and go on.
+    - `after_round(end) -> messages | Stop | None`: a tool round (or the final text answer, `end.final`)
+      was committed. Return user messages to add before the next model call (after a final answer, the
+      model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
+      a final answer), or None to go on as planned. Run control (`cancel(after_round=True)`, `steer()`)
+      is built on it.
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
@@ -235,6 +261,9 @@ class Middleware:
         return None
 
     async def on_resume(self, context: CallContext) -> SavedRound | None:
+        return None
+
+    async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
         return None
 
 
@@ -300,6 +329,8 @@ class Seam:
     """The `on_hold` hooks: the first that returns something saved the round."""
     resume: tuple[Callable[[CallContext], Awaitable[SavedRound | None]], ...] = ()
     """The `on_resume` hooks: the first that returns a saved round is gone on from."""
+    rounds: tuple[Callable[[RoundEnd], Awaitable[Sequence[ChatMessage] | Stop | None]], ...] = ()
+    """The `after_round` hooks, in order (see `round_ended`)."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -322,6 +353,7 @@ class Seam:
             answer=_answer_hooks(middleware),
             hold=_hooks(middleware, "on_hold"),
             resume=_hooks(middleware, "on_resume"),
+            rounds=_hooks(middleware, "after_round"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
@@ -350,6 +382,7 @@ class Seam:
             answer=(*_answer_hooks(checks), *self.answer),
             hold=(*_hooks(features, "on_hold"), *self.hold),
             resume=(*_hooks(features, "on_resume"), *self.resume),
+            rounds=(*_hooks(features, "after_round"), *self.rounds),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
@@ -378,6 +411,18 @@ class Seam:
             f"A call of round {held.round} returned DEFERRED (it waits), but no middleware saved the round: "
             "give the middleware whose wrap_tool_call returns DEFERRED an on_hold hook"
         )
+
+    async def round_ended(self, end: RoundEnd) -> list[ChatMessage] | Stop:
+        """What the `after_round` hooks decide: the first `Stop` one returns (the hooks after it are not
+        asked), else the messages they all returned, in order (an empty list: go on as planned)."""
+        added: list[ChatMessage] = []
+        for hook in self.rounds:
+            decided = await hook(end)
+            if isinstance(decided, Stop):
+                return decided
+            if decided:
+                added += decided
+        return added
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""

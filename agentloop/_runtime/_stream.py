@@ -44,11 +44,14 @@ from .._values._events import (
     PartialToolCall,
     StreamEvent,
     ToolExecuted,
+    ToolOutputDelta,
+    ToolProgress,
     ToolRetrying,
 )
-from .._values._messages import ChatResponse
+from .._values._messages import ChatResponse, UserMessage
 from .._values._records import ToolExecution
 from .._values._result import Result
+from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 
 __all__ = ["TokenStream"]
@@ -75,8 +78,16 @@ class TokenStream(Generic[OutputT]):
     as it grows, or register callbacks and `await start()`. Consumed once; `result` holds the `Result` once
     it finished. `structured` says the invocation ends in a structured output rather than text."""
 
-    def __init__(self, runner: Runner[OutputT], *, description: str = "", structured: bool = False) -> None:
+    def __init__(
+        self,
+        runner: Runner[OutputT],
+        *,
+        description: str = "",
+        structured: bool = False,
+        handle: RunHandle | None = None,
+    ) -> None:
         self._runner = runner
+        self._handle = handle
         self._structured = structured
         self._description = description
         self._callbacks: dict[type[Any], list[Callback[Any]]] = {}
@@ -90,6 +101,29 @@ class TokenStream(Generic[OutputT]):
         self.output_attempt = 1
         """The attempt (`PartialOutput.attempt`) of the last value `outputs()` yielded: when it grows, the
         model is correcting an invalid output and the partials start again from nothing."""
+
+    # -- run control --------------------------------------------------------------------------------------
+
+    async def cancel(self, *, after_round: bool = False, reason: str | None = None) -> None:
+        """Stops the invocation, from any task: at once (the model call and running tools are cancelled,
+        nothing of the round in flight is committed) or, with `after_round=True`, once the round in flight
+        has committed. The stream then ends as usual; its Result has `finish_reason` `CANCELLED` and
+        `cancel_reason` `reason`. Nothing happens once the invocation has ended (docs/runtime.md, "Stopping
+        and steering a run")."""
+        await self._control().cancel(after_round=after_round, reason=reason)
+
+    async def steer(self, message: UserMessage | str) -> None:
+        """Hands the running invocation a user message, added before its next model call (in order); an
+        invocation about to finish calls the model once more to answer it. Raises `AgentLoopError` once the
+        invocation has ended."""
+        await self._control().steer(message)
+
+    def _control(self) -> RunHandle:
+        if self._handle is None:
+            raise AgentLoopError(
+                "This TokenStream has no run control (it was not made by Agent.stream() or resume_stream())"
+            )
+        return self._handle
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -125,6 +159,14 @@ class TokenStream(Generic[OutputT]):
     def on_tool_retrying(self, callback: Callback[ToolRetrying]) -> TokenStream[OutputT]:
         """Calls `callback(event)` when `ToolRetry` runs a failed tool call again (attempt 2 on)."""
         return self._add(ToolRetrying, callback)
+
+    def on_tool_progress(self, callback: Callback[ToolProgress]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when a running tool reports its progress (`ctx.report_progress`)."""
+        return self._add(ToolProgress, callback)
+
+    def on_tool_output_delta(self, callback: Callback[ToolOutputDelta]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` for each value a streaming tool (an async generator) yields."""
+        return self._add(ToolOutputDelta, callback)
 
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""

@@ -23,7 +23,6 @@ __all__ = [
     "LocalModelWeightsError",
     "MCPServerError",
     "MCPToolError",
-    "MemoryBusyError",
     "MissingExtraError",
     "ModelConnectionError",
     "ModelError",
@@ -108,14 +107,6 @@ class RunControlError(AgentLoopError):
     which backend and why."""
 
 
-class MemoryBusyError(AgentLoopError):
-    """An invocation with `if_busy="reject"` found another invocation running on its memory id."""
-
-    def __init__(self, message: str, *, memory_id: Any = None) -> None:
-        super().__init__(message)
-        self.memory_id = memory_id
-
-
 class IllegalConfigurationError(AgentLoopError):
     """The agent or its tools are set up in a way that cannot work (duplicate names, bad signatures...)."""
 
@@ -160,6 +151,16 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+class MemoryBusyError(AgentLoopError):
+    """`if_busy="reject"`: an invocation on this memory id is running (in this process or another sharing the
+    agent's run control), so this one did not start. The web apps answer it with HTTP 409. `memory_id` is the
+    busy id."""
+
+    def __init__(self, message: str, *, memory_id: Any) -> None:
+        super().__init__(message)
+        self.memory_id = memory_id
 
 
 class LimitExceededError(AgentLoopError, TimeoutError):

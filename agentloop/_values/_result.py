@@ -29,9 +29,10 @@ class Result(Generic[T]):
     `content` is the final answer text, or None when an immediate-return tool ended the invocation (then
     `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`), or when tool
     calls wait for a person (then `finish_reason` is `FinishReason.APPROVAL_REQUIRED` and `pending` holds
-    them; `Agent.resume(result.pending, ...)` goes on). `output` is the validated value of the invocation's
-    `output_type` (for `str`, the default, it equals `content`; it is None, whatever the type, when an
-    immediate return or a pause ended the invocation).
+    them; `Agent.resume(result.pending, ...)` goes on), or when it was cancelled (`finish_reason` is
+    `FinishReason.CANCELLED`, `cancel_reason` says why; docs/runtime.md, "Stopping and steering a run").
+    `output` is the validated value of the invocation's `output_type` (for `str`, the default, it equals
+    `content`; it is None, whatever the type, when an immediate return or a pause ended the invocation).
     """
 
     content: str | None
@@ -46,9 +47,6 @@ class Result(Generic[T]):
     invocation_id: str = ""
     pending: PendingApproval | None = None
     """The paused round, when tool calls wait for approval (`finish_reason` is `APPROVAL_REQUIRED`)."""
-    cancel_reason: str | None = None
-    """Why the invocation was cancelled, as given to `Agent.cancel(reason=...)` (`finish_reason` is
-    `CANCELLED`)."""
     price_source: PriceSource | None = field(default=None, repr=False, compare=False)
     """How `cost` is worked out (set by the agent from its `pricing=`); None: no cost."""
 
@@ -61,6 +59,9 @@ class Result(Generic[T]):
         return cost_of([*self.intermediate_responses, self.final_response], self.price_source)
 
     output: T = _SAME_AS_CONTENT
+    cancel_reason: str | None = None
+    """Why the invocation was cancelled (`finish_reason` is `FinishReason.CANCELLED`): the `reason` given to
+    `cancel()`; None otherwise, or when none was given."""
 
     def __post_init__(self) -> None:
         if self.output is _SAME_AS_CONTENT:

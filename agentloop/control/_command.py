@@ -1,17 +1,53 @@
-"""A `RunCommand` as it crosses processes (the shared backends write and read it as JSON)."""
+"""`RunCommand`: what one process asks of an invocation running anywhere (cancel it, steer it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import msgspec
 
-from .._runtime._control import RunCommand
+from .._values._codec import decode, encode
 from .._values._errors import AgentLoopError, RunControlError
 from .._values._messages import UserMessage
-from ..stores import decode, encode
 
-__all__ = ["decode_command", "encode_command"]
+__all__ = ["RunCommand", "decode_command", "encode_command"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunCommand:
+    """One command for a running invocation.
+
+    `kind="cancel"` ends it: at once (the round in flight is not committed) or, with `after_round=True`,
+    once the round in flight has committed; `reason` is kept in `Result.cancel_reason`. `kind="steer"`
+    hands it `message`, a user message delivered before its next model call.
+    """
+
+    kind: Literal["cancel", "steer"]
+    after_round: bool = False
+    reason: str | None = None
+    message: UserMessage | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cancel", "steer"):
+            raise ValueError(f"RunCommand kind must be 'cancel' or 'steer', not {self.kind!r}")
+        if self.kind == "steer" and not isinstance(self.message, UserMessage):
+            raise ValueError(
+                "RunCommand(kind='steer') needs message=UserMessage(...): the message to hand to the running "
+                f"invocation (got {type(self.message).__name__})"
+            )
+        if self.kind == "cancel" and self.message is not None:
+            raise ValueError("RunCommand(kind='cancel') takes no message; use kind='steer' to send one")
+
+    @classmethod
+    def cancel(cls, *, after_round: bool = False, reason: str | None = None) -> RunCommand:
+        """A command that cancels the invocation (at once, or after the round in flight commits)."""
+        return cls("cancel", after_round=after_round, reason=reason)
+
+    @classmethod
+    def steer(cls, message: UserMessage | str) -> RunCommand:
+        """A command that hands the invocation a user message before its next model call."""
+        return cls("steer", message=UserMessage(message) if isinstance(message, str) else message)
 
 
 def _one(messages: Any) -> UserMessage:

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import anyio
 
 from .._backend import running_on_asyncio
-from .._runtime._control import Inbox, RunCommand, check_target
 from .._values._errors import RunControlError
-from ._command import decode_command, encode_command
+from ._base import Inbox, check_target
+from ._command import RunCommand, decode_command, encode_command
 
 __all__ = ["RedisRunControl"]
 
@@ -68,6 +68,16 @@ end
 return delivered
 """
 
+# keys: the memory id's set; args: key prefix. How many of its invocations are alive (dead ones pruned).
+_BUSY = """
+local alive = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. 'inv:' .. id) == 1 then alive = alive + 1
+  else redis.call('SREM', KEYS[1], id) end
+end
+return alive
+"""
+
 
 class RedisRunControl:
     """Reaches the invocations running in any process connected to the same Redis (extra `redis`).
@@ -105,6 +115,7 @@ class RedisRunControl:
                 ("unregister", _UNREGISTER),
                 ("renew", _RENEW),
                 ("send", _SEND),
+                ("busy", _BUSY),
             )
         }
         self._native: tuple[object, Any] | None = None  # (event loop, redis.asyncio client)
@@ -139,6 +150,10 @@ class RedisRunControl:
         body = encode_command(command)
         args = [self._prefix, kind, target, body, int(self.lease_ttl * 1000)]
         return bool(await self._call(self._scripts["send"], [], args))
+
+    async def busy(self, memory_id: Any) -> bool:
+        memory = f"{self._prefix}mem:{memory_id}"
+        return bool(await self._call(self._scripts["busy"], [memory], [self._prefix]))
 
     async def renew(self, run: str, inbox: str, memory: str) -> None:
         """Renews a registration (its key, inbox and memory id's set)."""

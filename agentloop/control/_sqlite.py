@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .._runtime._control import Inbox, RunCommand, check_target
 from .._values._errors import RunControlError
-from ._command import decode_command, encode_command
+from ._base import Inbox, check_target
+from ._command import RunCommand, decode_command, encode_command
 
 __all__ = ["SQLiteRunControl"]
 
@@ -71,6 +71,9 @@ class SQLiteRunControl:
         body = encode_command(command)
         key = None if memory_id is None else str(memory_id)
         return await self._step(self._send, invocation_id, key, body)
+
+    async def busy(self, memory_id: Any) -> bool:
+        return await self._step(self._busy, str(memory_id))
 
     async def take(self, invocation_id: str, *, renew: bool) -> RunCommand | None:
         """The oldest command waiting for the invocation, removed (None when there is none); `renew` also
@@ -135,6 +138,10 @@ class SQLiteRunControl:
         )
         connection.execute("DELETE FROM agentloop_runs WHERE expires <= ?", (now,))  # crashed processes' rows
         return bool(running)
+
+    def _busy(self, connection: sqlite3.Connection, key: str) -> bool:
+        query = "SELECT 1 FROM agentloop_runs WHERE memory_key = ? AND expires > ? LIMIT 1"
+        return connection.execute(query, (key, time.time())).fetchone() is not None
 
     def _take(self, connection: sqlite3.Connection, invocation_id: str, renew: bool) -> bytes | None:
         if renew:

@@ -45,7 +45,7 @@ from .._values._pending import _decisions as checked_decisions
 from .._values._records import ToolExecution
 from .._values._result import Result
 from ..models import ChatModel, ModelEvent
-from ..models._base import supports_response_format
+from ..models._base import supports_response_format, supports_tool_search
 
 logger = logging.getLogger("agentloop.dbos")
 
@@ -291,6 +291,11 @@ class _StepModel:
     def supports_response_format(self) -> bool:
         """As the wrapped model: a durable run keeps the `native` output mode."""
         return supports_response_format(self._model)
+
+    @property
+    def supports_tool_search(self) -> bool:
+        """As the wrapped model: a durable run keeps the provider's own tool search."""
+        return supports_tool_search(self._model)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         async def step() -> bytes:

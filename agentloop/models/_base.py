@@ -11,6 +11,7 @@ from .._values._messages import ChatRequest, ChatResponse, ToolExecutionRequest
 from .._values._progress import GenerationProgress
 
 __all__ = [
+    "DEFER_LOADING",
     "ChatModel",
     "ClosableModel",
     "GenerationProgress",
@@ -32,6 +33,7 @@ __all__ = [
     "model_name_of",
     "provider_of",
     "supports_response_format",
+    "supports_tool_search",
 ]
 
 
@@ -127,6 +129,18 @@ class StructuredOutputModel(Protocol):
 def supports_response_format(model: object) -> bool:
     """True when `model` is a `StructuredOutputModel` that honours `response_format`."""
     return isinstance(model, StructuredOutputModel) and model.supports_response_format is True
+
+
+DEFER_LOADING = "agentloop.defer_loading"
+"""The `ToolSpecification.metadata` key of a tool the provider's own tool search finds (set by
+`ToolSearch(native=True)`): a model that `supports_tool_search` sends the tool deferred, with its provider's
+tool search tool beside it."""
+
+
+def supports_tool_search(model: object) -> bool:
+    """True when `model` declares `supports_tool_search` (its provider searches deferred tools itself:
+    Anthropic's tool search tool, OpenAI Responses' `tool_search`)."""
+    return getattr(model, "supports_tool_search", False) is True
 
 
 @runtime_checkable

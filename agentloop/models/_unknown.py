@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-__all__ = ["ignore_unknown", "keys_of", "kind_of", "known_items"]
+__all__ = ["Decodes", "ignore_unknown", "keys_of", "kind_of", "known_items"]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Decodes(Protocol[T_co]):
+    """What `known_items` decodes a known item with: a `msgspec.json.Decoder`, or any object with its
+    `decode`."""
+
+    def decode(self, buf: Any, /) -> T_co: ...
+
 
 logger = logging.getLogger("agentloop.models")
 
@@ -67,7 +76,7 @@ def keys_of(raw: bytes | msgspec.Raw) -> str:
 
 def known_items(
     raws: Iterable[msgspec.Raw],
-    decoders: Mapping[str, msgspec.json.Decoder[T]],
+    decoders: Mapping[str, Decodes[T]],
     provider: str,
     what: str,
 ) -> list[T]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -17,6 +17,7 @@ __all__ = [
     "arguments_object",
     "check_tool_offered",
     "check_tools_for_choice",
+    "load_unfound",
     "not_a_chat_message",
     "unanswered_result",
 ]
@@ -79,3 +80,13 @@ def add_turn(
         turns[-1][key].extend(blocks)
     else:
         turns.append({"role": role, key: blocks})
+
+
+def load_unfound(tools: list[dict[str, Any]], called: Iterable[str], found: Iterable[str]) -> None:
+    """Sends as loaded (no `defer_loading`) each deferred tool the history calls that no search sent back in
+    it found: the APIs refuse a call of a deferred tool they never saw loaded, and a memory window, a
+    compaction or another provider's search can leave such a call without its search."""
+    missing = set(called).difference(found)
+    for tool in tools:
+        if tool.get("defer_loading") is True and tool.get("name") in missing:
+            del tool["defer_loading"]

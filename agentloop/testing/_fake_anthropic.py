@@ -9,6 +9,12 @@ Errors use Anthropic's body (`{"type": "error", "error": {...}}`) and every answ
 Requests are checked as the API checks them (headers, tool_use answered by tool_result, thinking signatures
 returned intact...), so a client that sends an invalid request gets the 400 it would get from Anthropic.
 
+Tool search: with tools sent `"defer_loading": true` beside a tool search tool, a scripted call of a deferred
+tool that no earlier search in the history found is preceded by the search that finds it (a
+`server_tool_use` with the tool's name as query and its `tool_search_tool_result`, whose `tool_reference`s
+name the deferred tools holding the query); a request whose history calls a deferred tool no search in it
+found is refused, as the API refuses a tool it does not know.
+
     with FakeAnthropicServer(["Hello!", AiMessage(tool_execution_requests=[...])]) as server:
         model = AnthropicChatModel("claude-sonnet-4-5", base_url=server.base_url, api_key="test")
 """
@@ -18,13 +24,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentloop._values._messages import AiMessage, ChatResponse, FinishReason, TokenUsage
 
 from ._fake_answers import arguments_object, output_tokens, scripted_response
+from ._fake_search import deferred_names, find, unloaded_calls
 from ._fake_server import FakeServer, RecordedRequest, Reply, encode_sse, split_evenly, split_text
 from ._schema_rules import schema_problem
 
@@ -77,7 +85,12 @@ _COUNT_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management"}
 )
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+_SEARCH_TOOLS = {
+    "tool_search_tool_bm25_20251119": "tool_search_tool_bm25",
+    "tool_search_tool_regex_20251119": "tool_search_tool_regex",
+}
 _ids = itertools.count(1)
+_Json = dict[str, Any]
 
 
 def _request_id() -> str:
@@ -210,6 +223,34 @@ class FakeAnthropicServer(FakeServer):
             return _STOP_REASONS[response.finish_reason]
         return "tool_use" if response.ai_message.tool_execution_requests else "end_turn"
 
+    def _searches(self, message: AiMessage, body: dict[str, Any]) -> list[tuple[_Json, _Json]]:
+        """The tool searches the answer makes before its calls: (`server_tool_use`, its result) pairs."""
+        tools = body.get("tools")
+        search = next(
+            (t["name"] for t in tools or () if isinstance(t, dict) and t.get("type") in _SEARCH_TOOLS), None
+        )
+        deferred = deferred_names(tools)
+        if search is None or not deferred:
+            return []
+        loaded = _referenced(body.get("messages"))
+        pairs = []
+        for name in unloaded_calls((c.name for c in message.tool_execution_requests), deferred, loaded):
+            found = find(name, deferred)
+            loaded.update(found)
+            use_id = f"srvtoolu_{next(_ids):020x}"
+            references = [{"type": "tool_reference", "tool_name": n} for n in found]
+            pairs.append(
+                (
+                    {"type": "server_tool_use", "id": use_id, "name": search, "input": {"query": name}},
+                    {
+                        "type": "tool_search_tool_result",
+                        "tool_use_id": use_id,
+                        "content": {"type": "tool_search_tool_search_result", "tool_references": references},
+                    },
+                )
+            )
+        return pairs
+
     def _message(self, response: ChatResponse, body: dict[str, Any]) -> dict[str, Any]:
         message = response.ai_message
         content: list[dict[str, Any]] = []
@@ -223,6 +264,8 @@ class FakeAnthropicServer(FakeServer):
             )
         if message.text:
             content.append({"type": "text", "text": message.text})
+        for use, result in self._searches(message, body):
+            content += [use, result]
         for n, call in enumerate(message.tool_execution_requests):
             content.append(
                 {
@@ -291,6 +334,11 @@ class FakeAnthropicServer(FakeServer):
                 {"type": "text", "text": ""},
                 ({"type": "text_delta", "text": p} for p in split_text(message.text)),
             )
+        for use, result in self._searches(message, body):  # the query streams as input_json_delta pieces
+            query = json.dumps(use["input"])
+            halves = split_evenly(query, 2)
+            block({**use, "input": {}}, ({"type": "input_json_delta", "partial_json": h} for h in halves))
+            block(result, ())
         for n, call in enumerate(message.tool_execution_requests):
             opening = {"type": "tool_use", "id": _tool_id(call.id, n), "name": call.name, "input": {}}
             parts = ["", *split_evenly(call.arguments, self.argument_pieces)]
@@ -366,7 +414,7 @@ def _check_request(body: dict[str, Any]) -> str | None:
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int) or budget >= max_tokens:
             return "`max_tokens` must be greater than `thinking.budget_tokens`"
-    return _check_messages(body.get("messages"), thinking_on)
+    return _check_messages(body.get("messages"), thinking_on, deferred_names(body.get("tools")))
 
 
 def _check_output_config(config: Any) -> str | None:
@@ -402,6 +450,7 @@ def _check_tools(body: dict[str, Any]) -> str | None:
     if not isinstance(tools, list):
         return "tools: Input should be a valid list"
     names = set()
+    searched = False
     for n, tool in enumerate(tools):
         if not isinstance(tool, dict):
             return f"tools.{n}: Input should be a valid dictionary"
@@ -411,12 +460,28 @@ def _check_tools(body: dict[str, Any]) -> str | None:
         if name in names:
             return f"tools: Tool names must be unique (duplicate {name!r})"
         names.add(name)
+        if tool.get("type") in _SEARCH_TOOLS:
+            if name != _SEARCH_TOOLS[tool["type"]]:
+                return f"tools.{n}.name: Input should be {_SEARCH_TOOLS[tool['type']]!r}"
+            searched = True
+            continue
         schema = tool.get("input_schema")
         if not isinstance(schema, dict) or schema.get("type") != "object":
             return f"tools.{n}.input_schema.type: Input should be 'object'"
-        unknown = sorted(set(tool) - {"name", "description", "input_schema", "cache_control", "type"})
+        unknown = sorted(
+            set(tool) - {"name", "description", "input_schema", "cache_control", "type", "defer_loading"}
+        )
         if unknown:
             return f"tools.{n}.{unknown[0]}: Extra inputs are not permitted"
+        if "defer_loading" in tool and not isinstance(tool["defer_loading"], bool):
+            return f"tools.{n}.defer_loading: Input should be a valid boolean"
+    if deferred_names(tools) and not searched:
+        return (
+            "tools: tools with defer_loading need a tool search tool (tool_search_tool_bm25_20251119 or "
+            "tool_search_tool_regex_20251119) in the same request"
+        )
+    if not searched and _has_searches(body.get("messages")):
+        return "messages: server_tool_use blocks of a tool search need its tool search tool in tools"
     choice = body.get("tool_choice")
     if choice is not None:
         if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
@@ -426,10 +491,61 @@ def _check_tools(body: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_messages(messages: Any, thinking_on: bool) -> str | None:
+def _referenced(messages: Any) -> set[str]:
+    """The deferred tools the tool searches in `messages` found (their `tool_reference`s)."""
+    names: set[str] = set()
+    for block in _blocks_of(messages):
+        if block.get("type") == "tool_search_tool_result":
+            content = block.get("content")
+            for ref in content.get("tool_references") or () if isinstance(content, dict) else ():
+                if isinstance(ref, dict) and isinstance(ref.get("tool_name"), str):
+                    names.add(ref["tool_name"])
+    return names
+
+
+def _has_searches(messages: Any) -> bool:
+    return any(b.get("type") == "server_tool_use" for b in _blocks_of(messages))
+
+
+def _blocks_of(messages: Any) -> list[dict[str, Any]]:
+    return [
+        b
+        for m in (messages if isinstance(messages, list) else ())
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict)
+    ]
+
+
+def _check_search_block(block: _Json, where: str, uses: set[str], deferred: Sequence[str]) -> str | None:
+    """A tool search block sent back: a `server_tool_use` of a search tool, or its result naming deferred
+    tools (which it loads)."""
+    if block["type"] == "server_tool_use":
+        if not isinstance(block.get("id"), str) or not isinstance(block.get("input"), dict):
+            return f"{where}: server_tool_use blocks need an id and an input object"
+        if block.get("name") not in _SEARCH_TOOLS.values():
+            return f"{where}.name: unknown server tool {block.get('name')!r}"
+        uses.add(block["id"])
+        return None
+    if block.get("tool_use_id") not in uses:
+        return f"{where}: tool_search_tool_result without its server_tool_use ({block.get('tool_use_id')})"
+    content = block.get("content")
+    if not isinstance(content, dict) or content.get("type") != "tool_search_tool_search_result":
+        return f"{where}.content.type: Input should be 'tool_search_tool_search_result'"
+    for ref in content.get("tool_references") or ():
+        if not isinstance(ref, dict) or ref.get("type") != "tool_reference":
+            return f"{where}.content.tool_references: Input should be tool_reference blocks"
+        if ref.get("tool_name") not in deferred:
+            return f"{where}: Tool reference '{ref.get('tool_name')}' not found in available tools"
+    return None
+
+
+def _check_messages(messages: Any, thinking_on: bool, deferred: Sequence[str] = ()) -> str | None:
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
     pending: list[str] = []
+    uses: set[str] = set()  # server_tool_use ids so far
+    loaded: set[str] = set()  # deferred tools found by the searches so far
     for n, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             return f"messages.{n}.role: Input should be 'user' or 'assistant'"
@@ -471,7 +587,20 @@ def _check_messages(messages: Any, thinking_on: bool) -> str | None:
                     return f"{where}: tool_use blocks are only allowed in assistant messages"
                 if not isinstance(block.get("id"), str) or not isinstance(block.get("input"), dict):
                     return f"{where}: tool_use blocks need an id and an input object"
+                if block.get("name") in deferred and block["name"] not in loaded:
+                    return (
+                        f"{where}: tool_use of deferred tool {block['name']!r}, which no tool search in the "
+                        "conversation loaded (its tool_search_tool_result must be sent back)"
+                    )
                 pending.append(block["id"])
+            elif kind in ("server_tool_use", "tool_search_tool_result"):
+                if message["role"] != "assistant":
+                    return f"{where}: {kind} blocks are only allowed in assistant messages"
+                problem = _check_search_block(block, where, uses, deferred)
+                if problem:
+                    return problem
+                if kind == "tool_search_tool_result":
+                    loaded |= _referenced([{"content": [block]}])
             elif kind == "tool_result":
                 if message["role"] != "user":
                     return f"{where}: tool_result blocks are only allowed in user messages"

@@ -14,6 +14,11 @@ them: every `function_call` answered by a `function_call_output` with its `call_
 back followed by the item that followed it and, with `store` false, carrying the encrypted content this
 server issued; strict tool and output schemas within OpenAI's strict rules.
 
+Tool search: with function tools sent `"defer_loading": true` beside `{"type": "tool_search"}`, a scripted
+call of a deferred tool that no earlier search in the input found is preceded by the search that finds it (a
+`tool_search_call` with the tool's name as query and a `tool_search_output` holding the definitions of the
+deferred tools whose name holds it); an input that calls a deferred tool no search in it found is refused.
+
     with FakeOpenAIResponsesServer(["Hello!"]) as server:
         model = OpenAIResponsesModel("gpt-5-mini", base_url=server.base_url, api_key="test")
 """
@@ -29,6 +34,7 @@ from agentloop._values._messages import AiMessage, ChatResponse, FinishReason, T
 
 from ._fake_answers import output_tokens, scripted_response
 from ._fake_openai import FakeOpenAIServer
+from ._fake_search import deferred_names, find, unloaded_calls
 from ._fake_server import RecordedRequest, Reply, encode_sse, split_evenly, split_text
 from ._schema_rules import schema_problem
 
@@ -113,6 +119,7 @@ class FakeOpenAIResponsesServer(FakeOpenAIServer):
                     "role": "assistant",
                 }
             )
+        items += _searches(message, body)
         for n, call in enumerate(message.tool_execution_requests):
             items.append(
                 {
@@ -223,6 +230,8 @@ class FakeOpenAIResponsesServer(FakeOpenAIServer):
                     emit("response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[])
                 emit("response.output_text.done", **where, content_index=0, text=text, logprobs=[])
                 emit("response.content_part.done", **where, content_index=0, part=item["content"][0])
+            elif kind in ("tool_search_call", "tool_search_output"):
+                emit("response.output_item.added", output_index=index, item={**item, "status": "in_progress"})
             else:
                 emit(
                     "response.output_item.added",
@@ -262,6 +271,72 @@ class FakeOpenAIResponsesServer(FakeOpenAIServer):
             ],
             headers=(("x-request-id", _id("req")),),
         )
+
+
+def _searches(message: AiMessage, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool searches the answer makes before its calls: `tool_search_call` and `tool_search_output`
+    items, as the API outputs them (execution "server", no call_id)."""
+    tools = body.get("tools") or []
+    deferred = deferred_names(tools)
+    if not deferred or not any(isinstance(t, dict) and t.get("type") == "tool_search" for t in tools):
+        return []
+    loaded = _loaded(body.get("input"))
+    definitions = {t["name"]: t for t in tools if isinstance(t, dict) and t.get("name") in deferred}
+    items: list[dict[str, Any]] = []
+    for name in unloaded_calls((c.name for c in message.tool_execution_requests), deferred, loaded):
+        found = find(name, deferred)
+        loaded.update(found)
+        common = {"call_id": None, "execution": "server", "status": "completed"}
+        items.append({"id": _id("tsc"), "type": "tool_search_call", **common, "arguments": {"query": name}})
+        tools_found = [definitions[n] for n in found]
+        items.append({"id": _id("tso"), "type": "tool_search_output", **common, "tools": tools_found})
+    return items
+
+
+def _loaded(inputs: Any) -> set[str]:
+    """The deferred tools the `tool_search_output` items of `inputs` loaded."""
+    names: set[str] = set()
+    for item in inputs if isinstance(inputs, list) else ():
+        if isinstance(item, dict) and item.get("type") == "tool_search_output":
+            names.update(str(t.get("name")) for t in item.get("tools") or () if isinstance(t, dict))
+    return names
+
+
+def _check_tools(tools: Any) -> str | None:
+    searched = False
+    for n, tool in enumerate(tools or ()):
+        if isinstance(tool, dict) and tool.get("type") == "tool_search":
+            searched = True
+            continue
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not tool.get("name"):
+            return f"Missing required parameter: 'tools[{n}].name'."
+        if "defer_loading" in tool and not isinstance(tool["defer_loading"], bool):
+            return f"Invalid type for 'tools[{n}].defer_loading': expected a boolean."
+        if tool.get("strict"):
+            problem = schema_problem(tool.get("parameters"), "openai")
+            if problem:
+                return f"Invalid schema for function '{tool['name']}': {problem}"
+    if deferred_names(tools) and not searched:
+        return "Tools with defer_loading require the tool_search tool in 'tools'."
+    return None
+
+
+def _check_search_item(item: dict[str, Any], n: int, deferred: list[str], loaded: set[str]) -> str | None:
+    """A tool search item sent back: a call with its arguments, or an output of deferred tools (which it
+    loads)."""
+    if item["type"] == "tool_search_call":
+        if not isinstance(item.get("arguments"), dict):
+            return f"Invalid type for 'input[{n}].arguments': expected an object."
+        return None
+    tools = item.get("tools")
+    if not isinstance(tools, list):
+        return f"Missing required parameter: 'input[{n}].tools'."
+    for tool in tools:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if name not in deferred:
+            return f"Invalid 'input[{n}].tools': {name!r} is not a deferred tool of this request."
+        loaded.add(name)
+    return None
 
 
 def _estimate(message: AiMessage, body: dict[str, Any]) -> TokenUsage:
@@ -310,13 +385,11 @@ def check_request(body: dict[str, Any]) -> str | None:
     if not isinstance(inputs, list):
         return "Invalid type for 'input': expected a string or an array of input items."
     tools = body.get("tools")
-    for n, tool in enumerate(tools or ()):
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not tool.get("name"):
-            return f"Missing required parameter: 'tools[{n}].name'."
-        if tool.get("strict"):
-            problem = schema_problem(tool.get("parameters"), "openai")
-            if problem:
-                return f"Invalid schema for function '{tool['name']}': {problem}"
+    problem = _check_tools(tools)
+    if problem:
+        return problem
+    deferred = deferred_names(tools)
+    loaded: set[str] = set()  # deferred tools the searches in the input found so far
     format = (body.get("text") or {}).get("format")
     if isinstance(format, dict) and format.get("type") == "json_schema":
         if not format.get("name"):
@@ -353,7 +426,16 @@ def check_request(body: dict[str, Any]) -> str | None:
             call_id = item.get("call_id")
             if not call_id or not item.get("name") or not isinstance(item.get("arguments"), str):
                 return f"Missing required parameter: 'input[{n}].call_id'."
+            if item["name"] in deferred and item["name"] not in loaded:
+                return (
+                    f"Invalid 'input[{n}]': function call to deferred tool {item['name']!r}, which no "
+                    "tool_search_output in the input loaded."
+                )
             calls[call_id] = False
+        elif kind in ("tool_search_call", "tool_search_output"):
+            problem = _check_search_item(item, n, deferred, loaded)
+            if problem:
+                return problem
         elif kind == "function_call_output":
             call_id = item.get("call_id")
             if call_id not in calls:

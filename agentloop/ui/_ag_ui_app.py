@@ -28,6 +28,7 @@ from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
 from ._history import (
     call_id,
     media,
+    refuse_if_busy,
     resume_stream,
     stream_with_history,
     tool_result_text,
@@ -229,6 +230,7 @@ def ag_ui_app(
                     "The last message must be the user's, with text (or answer interrupts in `resume`)"
                 )
             key = memory_id(info) if memory_id is not None else None
+            await refuse_if_busy(agent, key, busy)
             stream = stream_with_history(
                 agent, question, to_messages(messages[:-1]), memory_id=key, context=extra, if_busy=busy
             )

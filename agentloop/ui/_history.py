@@ -24,7 +24,7 @@ from .. import (
     ToolExecutionResultMessage,
     UserMessage,
 )
-from .._api._control import IfBusy, busy, busy_message
+from .._api._control import IfBusy
 from ._asgi import HTTPError
 
 __all__ = ["resume_stream", "stream_with_history"]
@@ -41,16 +41,26 @@ def stream_with_history(
 ) -> TokenStream[Any]:
     """`agent.stream(question)`: with the page's `history` as `message_history` when the agent has no memory
     of its own, else over its memory under `memory_id` (the page's history is then ignored: the server has
-    the conversation). A history that breaks the providers' rules is a 400 `HTTPError` naming the message;
-    with `if_busy="reject"`, a memory id an invocation runs on is a 409 `HTTPError` (nothing ran)."""
+    the conversation). A history that breaks the providers' rules is a 400 `HTTPError` naming the message.
+    `if_busy` as for `Agent.stream` (see `refuse_if_busy` for the app's 409)."""
     if agent.memory is not None:
-        if if_busy == "reject" and busy(agent.control, memory_id):
-            raise HTTPError(409, "MemoryBusy", busy_message(memory_id))
         return agent.stream(question, memory_id=memory_id, context=context, if_busy=if_busy)
     try:
         return agent.stream(question, message_history=list(history), context=context)
     except IllegalConfigurationError as error:
         raise HTTPError(400, "BadRequest", f"The conversation cannot go to the model: {error}") from None
+
+
+async def refuse_if_busy(agent: Agent[Any], memory_id: Any, if_busy: IfBusy) -> None:
+    """With `if_busy="reject"`: a 409 `HTTPError` (nothing runs) while an invocation runs on `memory_id` in
+    any process sharing the agent's run control, before the app answers 200 and starts streaming."""
+    if if_busy == "reject" and agent.memory is not None and await agent.control.busy(memory_id):
+        raise HTTPError(
+            409,
+            "MemoryBusy",
+            f"An invocation is running on memory id {memory_id!r} and this app rejects a second one "
+            "(if_busy='reject'): try again once it finished",
+        )
 
 
 def resume_stream(

@@ -28,7 +28,7 @@ from ._asgi import (
     read_body,
     stream_sse,
 )
-from ._history import stream_with_history
+from ._history import refuse_if_busy, stream_with_history
 from ._openai_request import Asked, OpenAIError, read_chat, read_responses
 from ._openai_wire import (
     RunFailed,
@@ -138,7 +138,7 @@ class OpenAIApp:
                 param="model",
                 code="model_not_found",
             )
-        stream = self._start(scope, asked)
+        stream = await self._start(scope, asked)
         chat = path == "/chat/completions"
         if asked.stream:
             if chat:
@@ -155,7 +155,7 @@ class OpenAIApp:
         build = chat_completion if chat else finished_response
         await answer_json(send, 200, build(self.model_name, answer, stream.result))
 
-    def _start(self, scope: Scope, asked: Asked) -> TokenStream[Any]:
+    async def _start(self, scope: Scope, asked: Asked) -> TokenStream[Any]:
         header = headers_of(scope).get("x-memory-id")
         if self.agent.memory is None:
             if header is not None:
@@ -175,12 +175,14 @@ class OpenAIApp:
                     param="user",
                 )
         try:
+            await refuse_if_busy(self.agent, key, self.if_busy)
+        except HTTPError as error:
+            raise OpenAIError(409, error.message, param="user", code="memory_busy") from None
+        try:
             return stream_with_history(
                 self.agent, asked.question, asked.history, memory_id=key, if_busy=self.if_busy
             )
         except HTTPError as error:
-            if error.status == 409:
-                raise OpenAIError(409, error.message, param="user", code="memory_busy") from None
             raise OpenAIError(400, error.message, param="messages") from None
 
     async def _models(self, send: Send, model: str | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from .. import Agent, ApprovalError, Denied, IllegalConfigurationError, PendingApproval
 from .._api._control import IfBusy, check_if_busy
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, UIRequest, headers_of, stream_sse
-from ._history import resume_stream, stream_with_history
+from ._history import refuse_if_busy, resume_stream, stream_with_history
 from ._record import PausedRecord, decode_record, split_approval_id
 from ._runs import InMemoryPausedRuns, PausedRuns
 from ._vercel import VERCEL_AI_HEADERS, VercelChunks, vercel_ai_events
@@ -132,6 +132,7 @@ def vercel_ai_app(
             events = vercel_ai_events(stream, runs=paused, on_error=on_error, _chunks=chunks)
         else:
             key = memory_id(info) if memory_id is not None else None
+            await refuse_if_busy(agent, key, busy)
             stream = stream_with_history(
                 agent, request.question, request.history, memory_id=key, context=extra, if_busy=busy
             )

@@ -2,10 +2,11 @@
 
 Reading the parser's document and validating it as a partial output costs time in proportion to the output
 (a Python `str` cannot grow in place: every partial of a growing field is a new copy), so a partial is not
-built for every chunk: only once the output grew by a share of its size since the last one (`SHARE`), or
-`INTERVAL` seconds went by. A small output still gets one per chunk, a long one a bounded number of copies
-in all, so the cost per chunk does not grow with the document (issue 39), and a model streaming at reading
-speed still shows its progress at least every `INTERVAL`. The final, validated output always comes last.
+built for every chunk. A value that begins or ends (a field, a list item) shows at once; a string that only
+grew waits until the output grew by `FLOOR` characters or a share of its size (`SHARE`) since the last
+partial, or `INTERVAL` seconds went by. So the cost per chunk stays the same from a few KB to a MB (issue
+39), and a model streaming at reading speed still shows its progress at least every `INTERVAL`.
+The final, validated output always comes last.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from agentloop._features.output._partial import PartialTracker
 
 SHARE = 128
 """A partial is built once the output grew by 1/SHARE of its size since the last one was built."""
+
+FLOOR = 64
+"""... and by at least this many characters when only a string grew (a value that began or ended, a new
+key or list item, always shows at once)."""
 
 INTERVAL = 0.05
 """... or once this many seconds went by since then (a slow stream still shows its progress)."""
@@ -114,8 +119,12 @@ class _Watch:
         if not parser.feed(piece) or parser.done:  # the whole value comes with the final result
             return
         now = time.monotonic()
-        if self._grown * SHARE < self._size and now - self._built_at < INTERVAL:
-            return  # not grown enough yet: the next chunks bring it along
+        if (
+            not parser.reshaped
+            and self._grown < max(self._size / SHARE, FLOOR)
+            and now - self._built_at < INTERVAL
+        ):
+            return  # a string grew, not enough yet: the next chunks bring it along
         self._grown, self._built_at = 0, now
         tracker = self._tracker
         assert tracker is not None and self._typed is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._native import check_native_model, has_deferred
 from ._search import SearchTool, ToolSearch, search_filters
 
-__all__ = ["SearchTool", "ToolSearch", "search_filters"]
+__all__ = ["SearchTool", "ToolSearch", "check_native_model", "has_deferred", "search_filters"]

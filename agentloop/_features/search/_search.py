@@ -17,6 +17,7 @@ from ..._values._errors import IllegalConfigurationError
 from ..._values._messages import ChatResponse, ToolExecutionRequest
 from ..._values._spec import ToolSpecification
 from ._bm25 import BM25, terms
+from ._native import NATIVE_CHECK, deferred, has_deferred
 
 __all__ = ["SearchTool", "ToolSearch", "search_filters"]
 
@@ -35,15 +36,15 @@ class ToolSearch:
     there, so the provider's prompt cache keeps its prefix. `always`: tools (or names of tools in `tools`)
     that are always offered.
 
-    `native=True` (the providers' own tool search) is not available in this release: it raises.
+    `native=True`: the provider searches instead (Anthropic's tool search tool, OpenAI Responses'
+    `tool_search`): the tools not in `always` are sent deferred with the provider's search tool beside them,
+    there is no `search_tools` tool, and the provider decides how many tools a search finds (`top_k` is not
+    used). Other models refuse it with an `IllegalConfigurationError`.
     """
 
     def __init__(self, tools: Any, *, always: Any = (), top_k: int = 5, native: bool = False) -> None:
-        if native:
-            raise IllegalConfigurationError(
-                "ToolSearch(native=True): the providers' own tool search is not supported yet; use "
-                "ToolSearch(tools) (BM25, offline, works with every provider)"
-            )
+        if not isinstance(native, bool):
+            raise IllegalConfigurationError(f"ToolSearch(native=...) must be True or False, got {native!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise IllegalConfigurationError(f"ToolSearch(top_k=...) must be an int >= 1, got {top_k!r}")
         searchable = resolve_tools(tools)
@@ -57,6 +58,7 @@ class ToolSearch:
             )
         self.always = resolve_tools([a for a in given if not isinstance(a, str)])
         self.top_k = top_k
+        self.native = native
         self._tools = searchable
         self._hidden = frozenset(n for n in searchable.names if n not in names)
         self._specs = {s.name: s for s in searchable.specifications}
@@ -67,10 +69,14 @@ class ToolSearch:
         self.filter = _Filter(self)
 
     def __repr__(self) -> str:
-        return f"ToolSearch(tools={len(self._tools)}, always={len(self.always)}, top_k={self.top_k})"
+        how = "native=True" if self.native else f"top_k={self.top_k}"
+        return f"ToolSearch(tools={len(self._tools)}, always={len(self.always)}, {how})"
 
     def __agentloop_tools__(self) -> Iterator[Tool]:
         yield from self.always
+        if self.native:  # the provider's search finds the deferred ones; no search_tools tool
+            yield from (deferred(t) if t.name in self._hidden else t for t in self._tools)
+            return
         yield from self._tools
         yield self.tool
 
@@ -155,8 +161,13 @@ class _Filter(Middleware):
 
 
 def search_filters(tools: Iterable[Tool]) -> list[Middleware]:
-    """The filters of the `ToolSearch`es whose search tool is among `tools`."""
-    return [t.search.filter for t in tools if isinstance(t, SearchTool)]
+    """The filters of the `ToolSearch`es whose search tool is among `tools`, and the check of the model
+    when a native one's deferred tools are."""
+    tools = list(tools)
+    filters: list[Middleware] = [t.search.filter for t in tools if isinstance(t, SearchTool)]
+    if has_deferred(tools):
+        filters.append(NATIVE_CHECK)
+    return filters
 
 
 def _document(spec: ToolSpecification) -> str:

@@ -31,6 +31,7 @@ from agentloop._values._messages import (
 from agentloop._values._spec import ToolSpecification
 
 from .._base import (
+    DEFER_LOADING,
     ModelEvent,
     ResponseComplete,
     TextDelta,
@@ -51,6 +52,7 @@ from .._wire import (
     arguments_object,
     check_tool_offered,
     check_tools_for_choice,
+    load_unfound,
     not_a_chat_message,
     unanswered_result,
 )
@@ -71,6 +73,14 @@ _OVERLOADED = (529,)  # Anthropic's "overloaded": retried like a 503
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "type"})
 _RESERVED = frozenset({"messages", "system", "tools", "tool_choice", "stream"})
 _SIGNATURE_CACHE_SIZE = 1024
+# Anthropic's tool search tool, as documented at
+# https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-search-tool : tools marked
+# `"defer_loading": true` stay out of the prompt until a search finds them; the answer then holds a
+# `server_tool_use` block (name `tool_search_tool_bm25`, input `{"query": ...}`) and its
+# `tool_search_tool_result` (`content: {"type": "tool_search_tool_search_result", "tool_references":
+# [{"type": "tool_reference", "tool_name": ...}]}`), both to be sent back with the answer in the history.
+_TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+_SEARCH_PREFIX = "tool_search_tool_"  # the names of both variants (bm25 and regex)
 
 _FINISH_REASONS = {
     "end_turn": FinishReason.STOP,
@@ -104,6 +114,8 @@ class _Block(msgspec.Struct):
     thinking: str | None = None
     signature: str | None = None
     data: str | None = None
+    tool_use_id: str | None = None  # tool_search_tool_result
+    content: Any = None  # tool_search_tool_result: kept as it came, to be sent back
 
 
 class _Message(msgspec.Struct):
@@ -167,7 +179,10 @@ _message_delta_decoder = msgspec.json.Decoder(_MessageDelta)
 _typed_decoder = msgspec.json.Decoder(_Typed)
 _block_decoder = msgspec.json.Decoder(_Block)
 _delta_decoder = msgspec.json.Decoder(_Delta)
-_BLOCKS = dict.fromkeys(("text", "tool_use", "thinking", "redacted_thinking"), _block_decoder)
+_BLOCKS = dict.fromkeys(
+    ("text", "tool_use", "thinking", "redacted_thinking", "server_tool_use", "tool_search_tool_result"),
+    _block_decoder,
+)
 _DELTAS = dict.fromkeys(
     ("text_delta", "input_json_delta", "thinking_delta", "signature_delta"), _delta_decoder
 )
@@ -206,7 +221,13 @@ class AnthropicChatModel(HTTPChatModel):
     A `ChatRequest.response_format` goes out as `output_config.format` (Anthropic's structured output), its
     schema rewritten by `strict_schema(..., provider="anthropic")`. For a model without structured output,
     pass `structured_output=False`: agents then ask for their output through a tool instead.
+
+    Tools of a `ToolSearch(native=True)` go out with `defer_loading` and Anthropic's BM25 tool search tool;
+    the searches of an answer (`server_tool_use`, `tool_search_tool_result`) are kept in its
+    `provider_state` and sent back with it.
     """
+
+    supports_tool_search = True
 
     _KEY_HINT = "pass api_key= or set ANTHROPIC_API_KEY"
 
@@ -358,7 +379,8 @@ class AnthropicChatModel(HTTPChatModel):
         history = request.messages
         if not request.tool_specifications and has_tool_rounds(history):
             history = tool_rounds_as_text(history)  # the API takes tool blocks only with tools defined
-        system, messages = self._messages(history)
+        searching = any(s.metadata.get(DEFER_LOADING) is True for s in request.tool_specifications)
+        system, messages = self._messages(history, searching=searching)
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.defaults}
         if system:
             body["system"] = system
@@ -390,6 +412,9 @@ class AnthropicChatModel(HTTPChatModel):
         choice = request.tool_choice
         if specs:
             body["tools"] = [self._tool(spec) for spec in specs]
+            if searching:
+                load_unfound(body["tools"], *_called_and_found(messages))
+                body["tools"].append(dict(_TOOL_SEARCH))
             if choice is not None and choice.mode == "tool":
                 check_tool_offered(choice, specs)
             wire_choice = _tool_choice(choice, self.parallel_tool_calls)
@@ -406,13 +431,19 @@ class AnthropicChatModel(HTTPChatModel):
         if spec.description:
             tool["description"] = spec.description
         tool["input_schema"] = spec.parameters
+        if spec.metadata.get(DEFER_LOADING) is True:
+            tool["defer_loading"] = True
         for key in self.send_tool_metadata_keys:
             if key in spec.metadata:
                 tool[key] = spec.metadata[key]
         return tool
 
-    def _messages(self, history: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
-        """System text and the `messages` array: consecutive same-role messages merged, ids filled in."""
+    def _messages(
+        self, history: Sequence[ChatMessage], *, searching: bool = False
+    ) -> tuple[str | None, list[dict[str, Any]]]:
+        """System text and the `messages` array: consecutive same-role messages merged, ids filled in; the
+        tool searches of earlier answers go back only when this request searches too (`searching`: else
+        the tools they found would not be defined as deferred)."""
         system: list[str] = []
         messages: list[dict[str, Any]] = []
         unnamed: list[tuple[str, str]] = []  # (tool name, made-up id) of calls that came without an id
@@ -458,8 +489,8 @@ class AnthropicChatModel(HTTPChatModel):
             elif isinstance(message, AiMessage):
                 blocks: list[dict[str, Any]] = []
                 calls = message.tool_execution_requests
+                state = message.provider_state.get(STATE_KEY)
                 if calls:
-                    state = message.provider_state.get(STATE_KEY)
                     kept = state.get("thinking") if isinstance(state, Mapping) else None
                     if isinstance(kept, list) and kept:
                         blocks.extend(kept)
@@ -467,6 +498,9 @@ class AnthropicChatModel(HTTPChatModel):
                         known = self._thinking_blocks.get(tuple(c.id or "" for c in calls))
                         if known is not None:
                             blocks.extend(known)
+                searches = state.get("searches") if searching and isinstance(state, Mapping) else None
+                if isinstance(searches, list):
+                    blocks.extend(searches)
                 blocks.extend(_text_block(message.text))
                 unnamed = []
                 for call in calls:
@@ -493,6 +527,7 @@ class AnthropicChatModel(HTTPChatModel):
         thoughts: list[str] = []
         calls: list[ToolExecutionRequest] = []
         thinking_blocks: list[dict[str, Any]] = []
+        searches: list[dict[str, Any]] = []
         for block in content:
             kind = block.type
             if kind == "text":
@@ -508,10 +543,20 @@ class AnthropicChatModel(HTTPChatModel):
                     )
             elif kind == "redacted_thinking" and block.data:
                 thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
-        state: dict[str, Any] = {}
+            elif kind == "server_tool_use" and (block.name or "").startswith(_SEARCH_PREFIX):
+                query = msgspec.json.decode(bytes(block.input)) if block.input else {}
+                searches.append({"type": kind, "id": block.id, "name": block.name, "input": query})
+            elif kind == "tool_search_tool_result":
+                searches.append({"type": kind, "tool_use_id": block.tool_use_id, "content": block.content})
+            elif kind == "server_tool_use":  # another server tool's (web search...): its result is not kept
+                ignore_unknown(_PROVIDER, "a content block", kind)
+        kept: dict[str, Any] = {}  # what memory stores keep and send back
         if calls and thinking_blocks:
             self._remember_thinking(tuple(c.id or "" for c in calls), tuple(thinking_blocks))
-            state = {STATE_KEY: {"thinking": thinking_blocks}}  # what memory stores keep and send back
+            kept["thinking"] = thinking_blocks
+        if searches:
+            kept["searches"] = searches
+        state = {STATE_KEY: kept} if kept else {}
         ai_message = AiMessage(
             text="".join(texts) if texts else None,
             tool_execution_requests=tuple(calls),
@@ -585,9 +630,10 @@ class _Assembler:
                     current.parts.append(delta.text)
                     return TextDelta(delta.text)
             elif kind == "input_json_delta":
-                if delta.partial_json and current.call >= 0:
+                if delta.partial_json:  # a tool call's arguments, or a tool search's query
                     current.parts.append(delta.partial_json)
-                    return ToolCallDelta(current.call, None, None, delta.partial_json)
+                    if current.call >= 0:
+                        return ToolCallDelta(current.call, None, None, delta.partial_json)
             elif kind == "thinking_delta":
                 if delta.thinking:
                     current.parts.append(delta.thinking)
@@ -603,12 +649,13 @@ class _Assembler:
             block = known[0]
             current = _Open(block, [])
             self._open[start.index] = current
-            if block.type == "tool_use":
-                current.call = self._calls
-                self._calls += 1
+            if block.type in ("tool_use", "server_tool_use"):
                 initial = bytes(block.input) if block.input else b""
                 if initial.strip() not in (b"", b"{}"):  # arguments given whole at the start
                     current.parts.append(initial.decode())
+            if block.type == "tool_use":
+                current.call = self._calls
+                self._calls += 1
                 return ToolCallDelta(current.call, block.id, block.name, "")
             if block.type == "text" and block.text:
                 current.parts.append(block.text)
@@ -653,10 +700,22 @@ class _Assembler:
                 block.text = "".join(current.parts)
             elif block.type == "thinking":
                 block.thinking = "".join(current.parts)
-            elif block.type == "tool_use":
+            elif block.type in ("tool_use", "server_tool_use"):
                 block.input = msgspec.Raw(_joined(current).encode())
             result.append(block)
         return result
+
+
+def _called_and_found(messages: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
+    """The tools the `tool_use` blocks of `messages` call, and those their tool searches found."""
+    blocks = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+    called = [b["name"] for b in blocks if b.get("type") == "tool_use"]
+    found: set[str] = set()
+    for block in blocks:
+        content = block.get("content") if block.get("type") == "tool_search_tool_result" else None
+        references = content.get("tool_references") if isinstance(content, Mapping) else None
+        found.update(str(r.get("tool_name")) for r in references or () if isinstance(r, Mapping))
+    return called, found
 
 
 def _joined(current: _Open) -> str:

@@ -30,7 +30,7 @@ from .._http._provider import HTTPChatModel, retry_policy
 from .._openai import openai_connection
 from .._unknown import ignore_unknown, kind_of
 from .._wire import check_tools_for_choice
-from ._request import input_items, text_format, tool_choice_entry, tool_entry
+from ._request import input_items, load_unfound_calls, searches, text_format, tool_choice_entry, tool_entry
 from ._response import STATE_KEY, Answer, finish_reason, known_output_items, token_usage
 from ._shapes import EVENT, EVENTS, RESPONSE, UNUSED_EVENTS, Response
 
@@ -59,10 +59,14 @@ class OpenAIResponsesModel(HTTPChatModel):
     tools as strict (schemas rewritten by `strict_schema`). `timeout`, `max_retries`, `retry`,
     `http_client`, `provider`: as `OpenAIChatModel`'s.
 
-    A `ChatRequest.response_format` goes out as `text.format` `json_schema`.
+    A `ChatRequest.response_format` goes out as `text.format` `json_schema`. Tools of a
+    `ToolSearch(native=True)` go out with `defer_loading` and the hosted `tool_search` tool; the
+    `tool_search_call` / `tool_search_output` items of an answer are kept in its `provider_state` and sent
+    back with it.
     """
 
     supports_response_format = True
+    supports_tool_search = True
     _KEY_HINT = "pass api_key= or set OPENAI_API_KEY"
 
     def __init__(
@@ -153,11 +157,14 @@ class OpenAIResponsesModel(HTTPChatModel):
         body = self.build_body(request, stream=False)
         instructions = body.get("instructions")
         items = ([{"role": "system", "content": instructions}] if instructions else []) + body["input"]
-        return await openai_count(self.model, request, items, body.get("tools") or [])
+        # deferred tools (ToolSearch(native=True)) are not in the prompt until a search finds them
+        tools = [t for t in body.get("tools") or [] if not t.get("defer_loading")]
+        return await openai_count(self.model, request, items, tools)
 
     def build_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body sent for `request` (public for inspection and debugging)."""
-        instructions, items = input_items(request.messages)
+        searching = searches(request.tool_specifications)
+        instructions, items = input_items(request.messages, searching=searching)
         body: dict[str, Any] = {"model": self.model}
         if instructions is not None:
             body["instructions"] = instructions
@@ -174,6 +181,9 @@ class OpenAIResponsesModel(HTTPChatModel):
         specs = request.tool_specifications
         if specs:
             body["tools"] = [tool_entry(spec, self.strict_tools) for spec in specs]
+            if searching:  # hosted tool search over the deferred tools (ToolSearch(native=True))
+                load_unfound_calls(body["tools"], items)
+                body["tools"].append({"type": "tool_search"})
             if request.tool_choice is not None:
                 body["tool_choice"] = tool_choice_entry(request.tool_choice, specs)
         else:

@@ -20,13 +20,14 @@ from agentloop._values._messages import (
 )
 from agentloop._values._spec import ToolSpecification
 
+from .._base import DEFER_LOADING
 from .._media import web_url
 from .._strict import strict_schema
-from .._wire import check_tool_offered, unanswered_result
+from .._wire import check_tool_offered, load_unfound, unanswered_result
 from ._response import STATE_KEY
-from ._shapes import ITEM_FIELDS
+from ._shapes import ITEM_FIELDS, SEARCH_ITEMS
 
-__all__ = ["input_items", "text_format", "tool_choice_entry", "tool_entry"]
+__all__ = ["input_items", "load_unfound_calls", "searches", "text_format", "tool_choice_entry", "tool_entry"]
 
 
 # -- request mapping ----------------------------------------------------------------------------------------
@@ -68,8 +69,9 @@ def _assistant(text: str, item_id: str | None) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
-def _ai_items(message: AiMessage, n: int) -> list[dict[str, Any]]:
-    """An answer as input items, in the order the API produced them when its state says so."""
+def _ai_items(message: AiMessage, n: int, searching: bool) -> list[dict[str, Any]]:
+    """An answer as input items, in the order the API produced them when its state says so (its tool
+    searches only when this request searches too: else the tools they found are not deferred)."""
     calls = list(message.tool_execution_requests)
     for i, call in enumerate(calls):
         if not call.id:  # a call without an id (a hand-written history): its result finds it by position
@@ -82,6 +84,8 @@ def _ai_items(message: AiMessage, n: int) -> list[dict[str, Any]]:
         kind = entry.get("type") if isinstance(entry, Mapping) else None
         if kind == "reasoning":
             items.append({k: entry[k] for k in ITEM_FIELDS if k in entry and entry[k] is not None})
+        elif kind in SEARCH_ITEMS and searching:
+            items.append(dict(entry))
         elif kind == "message" and text:
             items.append(_assistant(text, entry.get("id")))
             text = None
@@ -105,8 +109,11 @@ def _output(message: ToolExecutionResultMessage) -> str | list[dict[str, Any]]:
     return parts
 
 
-def input_items(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict[str, Any]]]:
-    """System text (`instructions`) and the `input` items."""
+def input_items(
+    messages: Sequence[ChatMessage], *, searching: bool = False
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """System text (`instructions`) and the `input` items (`searching`: the request has deferred tools and
+    the `tool_search` tool, so earlier tool searches go back)."""
     system: list[str] = []
     items: list[dict[str, Any]] = []
     unanswered: list[tuple[str, str]] = []  # (synthetic call id, tool name) of calls that came without an id
@@ -126,7 +133,7 @@ def input_items(messages: Sequence[ChatMessage]) -> tuple[str | None, list[dict[
                 for i, call in enumerate(message.tool_execution_requests)
                 if not call.id
             ]
-            items.extend(_ai_items(message, n))
+            items.extend(_ai_items(message, n, searching))
         elif isinstance(message, ToolExecutionResultMessage):
             call_id = message.id
             if not call_id:
@@ -152,7 +159,28 @@ def tool_entry(spec: ToolSpecification, strict: bool | None) -> dict[str, Any]:
         tool["description"] = spec.description
     tool["parameters"] = strict_schema(spec.parameters) if strict else spec.parameters
     tool["strict"] = bool(strict)
+    if spec.metadata.get(DEFER_LOADING) is True:  # found by the `tool_search` tool (ToolSearch(native=True))
+        tool["defer_loading"] = True
     return tool
+
+
+def load_unfound_calls(tools: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    """Sends as loaded each deferred tool that a `function_call` of `items` names and no
+    `tool_search_output` of `items` found (see `load_unfound`)."""
+    called = [i["name"] for i in items if i.get("type") == "function_call"]
+    found = [
+        str(t.get("name"))
+        for i in items
+        if i.get("type") == "tool_search_output"
+        for t in i.get("tools") or ()
+        if isinstance(t, Mapping)
+    ]
+    load_unfound(tools, called, found)
+
+
+def searches(specs: Sequence[ToolSpecification]) -> bool:
+    """True when `specs` hold deferred tools: the request then carries the `tool_search` tool."""
+    return any(s.metadata.get(DEFER_LOADING) is True for s in specs)
 
 
 def text_format(format: ResponseFormat) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import msgspec
 from agentloop._values._messages import AiMessage, FinishReason, TokenUsage, ToolExecutionRequest
 
 from .._unknown import known_items
-from ._shapes import ITEMS, PARTS, Item, Response, Usage
+from ._shapes import ITEMS, PARTS, SEARCH_ITEMS, Item, Response, Usage
 
 __all__ = ["STATE_KEY", "Answer", "finish_reason", "known_output_items", "token_usage"]
 
@@ -87,12 +87,14 @@ class Answer:
             self.order.append(_reasoning_state(item))
             if not streamed:
                 self.thinking.extend(part.text for part in item.summary or () if part.text)
+        elif kind in SEARCH_ITEMS and item.kept is not None:
+            self.order.append(item.kept)
         return None
 
     def message(self) -> AiMessage:
         """The answer; the item order goes with it only when it holds reasoning (which must go back with
-        the items that followed it, by id)."""
-        reasoned = any(entry["type"] == "reasoning" for entry in self.order)
+        the items that followed it, by id) or tool searches (which must go back whole)."""
+        reasoned = any(entry["type"] == "reasoning" or entry["type"] in SEARCH_ITEMS for entry in self.order)
         state = {STATE_KEY: {"output": self.order}} if reasoned else {}
         return AiMessage(
             "".join(self.text) if self.text else None,

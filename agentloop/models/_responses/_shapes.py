@@ -15,6 +15,7 @@ __all__ = [
     "ITEM_FIELDS",
     "PARTS",
     "RESPONSE",
+    "SEARCH_ITEMS",
     "UNUSED_EVENTS",
     "Event",
     "Item",
@@ -45,6 +46,8 @@ class Item(msgspec.Struct, gc=False):
     summary: list[Part] | None = None
     encrypted_content: str | None = None
     status: str | None = None
+    # tool_search_call / tool_search_output: the whole item, sent back as it came
+    kept: dict[str, Any] | None = None
 
 
 class InputDetails(msgspec.Struct, gc=False):
@@ -92,7 +95,29 @@ RESPONSE = msgspec.json.Decoder(Response)
 EVENT = msgspec.json.Decoder(Event)
 ITEM = msgspec.json.Decoder(Item)
 PART = msgspec.json.Decoder(Part)
-ITEMS = {"message": ITEM, "function_call": ITEM, "reasoning": ITEM}
+_ANY = msgspec.json.Decoder()
+
+
+class _Kept:
+    """Decodes an item agentloop sends back as it came into an `Item` that holds it whole: a tool search's
+    call and output (https://developers.openai.com/api/docs/guides/tools-tool-search): `{"type":
+    "tool_search_call", "id", "call_id": null, "execution": "server", "status", "arguments": {...}}` and
+    `{"type": "tool_search_output", ..., "tools": [<the function definitions found>]}`."""
+
+    def decode(self, buf: Any, /) -> Item:
+        data = _ANY.decode(buf)
+        if not isinstance(data, dict):
+            raise msgspec.DecodeError(f"an output item must be an object, got {type(data).__name__}")
+        return Item(type=str(data.get("type") or ""), id=data.get("id"), kept=data)
+
+
+SEARCH_ITEMS = ("tool_search_call", "tool_search_output")
+ITEMS: dict[str, Any] = {
+    "message": ITEM,
+    "function_call": ITEM,
+    "reasoning": ITEM,
+    **dict.fromkeys(SEARCH_ITEMS, _Kept()),
+}
 PARTS = {"output_text": PART, "refusal": PART}
 # Streamed events agentloop reads; every other kind is skipped unread (an unknown one noted once).
 EVENTS = frozenset(

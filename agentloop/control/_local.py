@@ -1,0 +1,102 @@
+"""`LocalRunControl`: run control inside one process (the default)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._base import Inbox, check_target
+from ._command import RunCommand
+
+__all__ = ["LocalRunControl"]
+
+
+class _StreamInbox:
+    """An inbox over an in-memory stream."""
+
+    __slots__ = ("_receive",)
+
+    def __init__(self, receive: MemoryObjectReceiveStream[RunCommand]) -> None:
+        self._receive = receive
+
+    async def receive(self) -> RunCommand:
+        return await self._receive.receive()
+
+
+Deliver = Callable[[RunCommand], Awaitable[None]]
+
+
+class LocalRunControl:
+    """Reaches the invocations running in this process (commands never wait: an inbox has no bound)."""
+
+    def __init__(self) -> None:
+        self._inboxes: dict[str, tuple[Any, MemoryObjectSendStream[RunCommand] | Deliver]] = {}
+        self._by_memory: dict[Any, set[str]] = {}
+
+    @contextmanager
+    def attach(self, invocation_id: str, memory_id: Any, deliver: Deliver) -> Iterator[None]:
+        """Registers an invocation whose commands are handed straight to `deliver` (awaited by `send`):
+        what an agent in this process uses, with no inbox and no task reading it."""
+        if invocation_id in self._inboxes:
+            raise ValueError(
+                f"LocalRunControl: invocation {invocation_id!r} is already registered as running"
+            )
+        self._inboxes[invocation_id] = (memory_id, deliver)
+        if memory_id is not None:
+            self._by_memory.setdefault(memory_id, set()).add(invocation_id)
+        try:
+            yield
+        finally:
+            self._forget(invocation_id, memory_id)
+
+    @asynccontextmanager
+    async def running(self, invocation_id: str, memory_id: Any = None) -> AsyncIterator[Inbox]:
+        if invocation_id in self._inboxes:
+            raise ValueError(
+                f"LocalRunControl: invocation {invocation_id!r} is already registered as running"
+            )
+        send, receive = anyio.create_memory_object_stream[RunCommand](math.inf)
+        self._inboxes[invocation_id] = (memory_id, send)
+        if memory_id is not None:
+            self._by_memory.setdefault(memory_id, set()).add(invocation_id)
+        try:
+            with send, receive:
+                yield _StreamInbox(receive)
+        finally:
+            self._forget(invocation_id, memory_id)
+
+    def _forget(self, invocation_id: str, memory_id: Any) -> None:
+        del self._inboxes[invocation_id]
+        if memory_id is not None:
+            running = self._by_memory[memory_id]
+            running.discard(invocation_id)
+            if not running:
+                del self._by_memory[memory_id]
+
+    async def send(
+        self, command: RunCommand, *, invocation_id: str | None = None, memory_id: Any = None
+    ) -> bool:
+        check_target("LocalRunControl", invocation_id, memory_id)
+        targets = [invocation_id] if invocation_id is not None else sorted(self._by_memory.get(memory_id, ()))
+        delivered = False
+        for target in targets:
+            entry = self._inboxes.get(target)
+            if entry is not None:
+                receiver = entry[1]
+                if isinstance(receiver, MemoryObjectSendStream):
+                    receiver.send_nowait(command)
+                else:
+                    await receiver(command)
+                delivered = True
+        return delivered
+
+    async def busy(self, memory_id: Any) -> bool:
+        return bool(self._by_memory.get(memory_id))
+
+    def __repr__(self) -> str:
+        return f"LocalRunControl(running={len(self._inboxes)})"
