@@ -71,6 +71,7 @@ EXPECTED = {
         "city='Rome' celsius=21.0 1",
         "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
         '{"add":"3"} 2',
+        "CANCELLED two rounds are enough 2",
     ],
     "models.md": [
         "echo: Hi",
@@ -93,6 +94,7 @@ EXPECTED = {
         "tool add -> 5.0",
         "sent 3 chunks; the invocation was stopped and waited for",
         "customer 42: Ada, tier gold",
+        "True Ada pressed Stop",
     ],
     "tools.md": [
         "add",

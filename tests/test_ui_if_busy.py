@@ -1,114 +1,128 @@
-"""The web apps' `if_busy=`: "reject" answers 409 with a JSON error while an invocation runs on the memory
-id, "interrupt" cancels it and runs; a client that disconnects ends (and unregisters) its run."""
+"""The web apps' `if_busy=`: a request on a conversation whose answer is still being written (another tab,
+another worker) is refused with a 409 (`reject`), stops that run and answers instead (`interrupt`), or
+waits (`wait`, the default). In process over ASGI, on asyncio and trio; the OpenAI endpoint through httpx2."""
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
-from agentloop import Agent, IllegalConfigurationError, MessageWindowChatMemory
+from agentloop import (
+    Agent,
+    AiMessage,
+    FinishReason,
+    IllegalConfigurationError,
+    MessageWindowChatMemory,
+    ToolExecutionRequest,
+    tool,
+)
 from agentloop.testing import ScriptedChatModel
 from agentloop.ui import ag_ui_app, openai_app, vercel_ai_app
-from tests.runtime_helpers import calls
-from tests.test_agent_control import Gate
 from tests.test_ui import Exchange, chat
 
 
-def gated_agent(gate: Gate) -> Agent[str]:
-    model = ScriptedChatModel([calls(("wait_here", {})), "after the tool"])
-    return Agent(model, tools=[gate.tool], memory=MessageWindowChatMemory.provider(20))
+class Slow:
+    """A tool that runs until released."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+
+        @tool
+        async def crawl(site: str) -> str:
+            """Crawls a site."""
+            self.started.set()
+            await self.release.wait()
+            return "crawled"
+
+        self.tool = crawl
 
 
-def user(request: Any) -> str:
-    return str(request.headers["x-user"])
+CRAWL = AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", "crawl", json.dumps({"site": "x"}))])
 
 
-def ag_ui_body(question: str) -> dict[str, Any]:
-    return {"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": question}]}
+def agent_for(slow: Slow, answers: list[Any]) -> Agent:
+    return Agent(ScriptedChatModel(answers), tools=[slow.tool], memory=MessageWindowChatMemory.provider(20))
 
 
-def openai_exchange(question: str, **options: Any) -> Exchange:
-    exchange = Exchange(
-        {"model": "agentloop", "messages": [{"role": "user", "content": question}]}, **options
-    )
-    exchange.scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "headers": [(b"x-memory-id", b"ada"), (b"content-type", b"application/json")],
-    }
-    return exchange
+def ag_ui_run(text: str) -> dict[str, Any]:
+    return {"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": text}]}
 
 
-@pytest.mark.parametrize("kind", ["vercel", "ag_ui", "openai"])
-async def test_reject_answers_409_with_a_json_error_while_the_memory_is_busy(kind: str) -> None:
-    gate = Gate()
-    agent = gated_agent(gate)
-    if kind == "vercel":
-        app: Any = vercel_ai_app(agent, memory_id=user, if_busy="reject")
-        first, second = Exchange(chat("first")), Exchange(chat("second"))
-    elif kind == "ag_ui":
-        app = ag_ui_app(agent, memory_id=user, if_busy="reject")
-        first, second = Exchange(ag_ui_body("first")), Exchange(ag_ui_body("second"))
+@pytest.mark.parametrize("app_kind", ["vercel", "ag_ui"])
+async def test_reject_answers_409_while_the_conversation_runs(app_kind: str) -> None:
+    slow = Slow()
+    agent = agent_for(slow, [CRAWL, "done"])
+    if app_kind == "vercel":
+        app = vercel_ai_app(agent, memory_id=lambda r: r.headers["x-user"], if_busy="reject")
+        body: Any = chat("And also this")
     else:
-        app = openai_app(agent, if_busy="reject")
-        first, second = openai_exchange("first"), openai_exchange("second")
+        app = ag_ui_app(agent, memory_id=lambda r: r.headers["x-user"], if_busy="reject")
+        body = ag_ui_run("And also this")
     async with anyio.create_task_group() as group:
-        group.start_soon(first.run, app)
-        await gate.started.wait()
-        await second.run(app)
-        gate.release.set()
-    assert first.status == 200
-    assert second.status == 409
-    body = second.json()
-    said = body["error"]["message"] if kind == "openai" else body["message"]
-    assert "memory id 'ada'" in said and "if_busy='reject'" in said
-    if kind == "openai":
-        assert body["error"]["code"] == "memory_busy"
-    else:
-        assert body["type"] == "MemoryBusy"
-    messages = await agent.memory("ada").messages()  # type: ignore[operator]
-    assert [m.text for m in messages if m.text][:1] == ["first"] and "second" not in [
-        m.text for m in messages
-    ]
+        group.start_soon(functools.partial(agent.chat, "Crawl x", memory_id="ada"))
+        await slow.started.wait()
+        refused = await Exchange(body).run(app)
+        slow.release.set()
+    assert refused.status == 409 and refused.json()["type"] == "MemoryBusy"
+    assert "'ada'" in refused.json()["message"]
+    # Once it finished, the same request goes through.
+    agent.model = ScriptedChatModel(["Sure."])  # type: ignore[misc]
+    accepted = await Exchange(body).run(app)
+    assert accepted.status == 200
 
 
-async def test_interrupt_cancels_the_running_request_and_answers_the_new_one() -> None:
-    gate = Gate()
-    agent = gated_agent(gate)
-    app = vercel_ai_app(agent, memory_id=user, if_busy="interrupt")
-    first, second = Exchange(chat("first")), Exchange(chat("second"))
+async def test_interrupt_stops_the_running_answer_and_answers_the_new_message() -> None:
+    slow = Slow()
+    agent = agent_for(slow, [CRAWL, "The new answer."])
+    app = vercel_ai_app(agent, memory_id=lambda r: r.headers["x-user"], if_busy="interrupt")
+    first: dict[str, Any] = {}
+
+    async def run_first() -> None:
+        first["result"] = await agent.chat("Crawl x", memory_id="ada")
+
     async with anyio.create_task_group() as group:
-        group.start_soon(first.run, app)
-        await gate.started.wait()
-        agent.model = ScriptedChatModel(["the newer answer"])
-        await second.run(app)
-    assert first.status == 200 and second.status == 200
-    deltas = [c["delta"] for c in second.chunks() if c != "[DONE]" and c["type"] == "text-delta"]
-    assert "".join(deltas) == "the newer answer"
-    assert first.chunks()[-2] == {"type": "finish", "finishReason": "other"}  # the AI SDK has no "cancelled"
-    messages = await agent.memory("ada").messages()  # type: ignore[operator]
-    assert [m.text for m in messages] == ["second", "the newer answer"]
+        group.start_soon(run_first)
+        await slow.started.wait()
+        answered = await Exchange(chat("Never mind, say hi")).run(app)
+    assert first["result"].finish_reason is FinishReason.CANCELLED
+    chunks = [c for c in answered.chunks() if isinstance(c, dict)]  # the last one is "[DONE]"
+    text = "".join(c["delta"] for c in chunks if c.get("type") == "text-delta")
+    assert answered.status == 200 and text == "The new answer."
+    memory = agent.memory("ada")  # type: ignore[operator]
+    assert [m.text for m in await memory.messages()] == ["Never mind, say hi", "The new answer."]
 
 
-async def test_a_client_disconnect_ends_and_unregisters_its_run() -> None:
-    gate = Gate()
-    agent = gated_agent(gate)
-    app = vercel_ai_app(agent, memory_id=user)
-    exchange = Exchange(chat("first"))
+async def test_the_openai_endpoint_answers_409_memory_busy() -> None:
+    slow = Slow()
+    agent = agent_for(slow, [CRAWL, "done"])
+    app = openai_app(agent, if_busy="reject")
+    body = {"model": "agentloop", "messages": [{"role": "user", "content": "me too"}], "user": "ada"}
     async with anyio.create_task_group() as group:
-        group.start_soon(exchange.run, app)
-        await gate.started.wait()
-        exchange.gone.set()  # the page goes away mid-run
-    assert await agent.cancel(memory_id="ada") is False  # nothing runs on the memory any more
-    assert await agent.memory("ada").messages() == []  # type: ignore[operator]
+        group.start_soon(functools.partial(agent.chat, "Crawl x", memory_id="ada"))
+        await slow.started.wait()
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://app") as client:
+            refused = await client.post("/v1/chat/completions", json=body)
+        slow.release.set()
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "memory_busy" and "'ada'" in error["message"]
 
 
-def test_a_bad_if_busy_is_refused_when_the_app_is_built() -> None:
-    agent = Agent(ScriptedChatModel([]), memory=MessageWindowChatMemory.provider(20))
-    with pytest.raises(IllegalConfigurationError, match="if_busy='queue'"):
-        vercel_ai_app(agent, memory_id=user, if_busy="queue")  # type: ignore[arg-type]
-    with pytest.raises(IllegalConfigurationError, match="if_busy='queue'"):
-        openai_app(agent, if_busy="queue")  # type: ignore[arg-type]
+def test_apps_check_if_busy_when_built() -> None:
+    agent = Agent(ScriptedChatModel([]), memory=MessageWindowChatMemory.provider(5))
+    for build in (
+        functools.partial(vercel_ai_app, agent, memory_id=lambda r: "a"),
+        functools.partial(ag_ui_app, agent, memory_id=lambda r: "a"),
+        functools.partial(openai_app, agent),
+    ):
+        with pytest.raises(
+            IllegalConfigurationError, match="choose 'wait', 'steer', 'interrupt' or 'reject'"
+        ):
+            build(if_busy="queue")

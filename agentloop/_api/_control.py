@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from .._runtime._handle import RunHandle
 from .._values._errors import IllegalConfigurationError, MemoryBusyError
 from .._values._messages import FinishReason, UserMessage
 from .._values._result import Result
@@ -93,6 +94,13 @@ async def registered(
         else:
             async with control.running(invocation_id, memory_id) as inbox, anyio.create_task_group() as group:
                 group.start_soon(_listen, inbox, target)
+
+                async def check_inbox() -> None:
+                    while (command := await inbox.poll()) is not None:
+                        await target.apply(command)
+
+                if isinstance(target.handle, RunHandle):
+                    target.handle.check_inbox = check_inbox
                 try:
                     yield
                 finally:

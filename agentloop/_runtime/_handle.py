@@ -8,7 +8,7 @@ committed, or the steered messages before the next model call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
@@ -29,6 +29,9 @@ class RunHandle(Middleware):
         self.ended = False
         self._stop: Stop | None = None
         self._steered: list[ChatMessage] = []
+        self.check_inbox: Callable[[], Awaitable[None]] | None = None
+        """Applies the commands waiting in a shared run control's inbox (set while one is registered), so
+        that a command sent before a round ended is applied there rather than at the listener's next poll."""
 
     async def cancel(self, *, after_round: bool = False, reason: str | None = None) -> None:
         """Ends the invocation: at once (the round in flight is not committed), or once the round in flight
@@ -55,6 +58,10 @@ class RunHandle(Middleware):
         self._steered.append(UserMessage(message) if isinstance(message, str) else message)
 
     async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
+        if self.check_inbox is not None:
+            await self.check_inbox()
+            if self.scope.cancel_called:  # cancelled at once by what was waiting: do not call the model again
+                return Stop(self.reason)
         if self._stop is not None and not end.final:
             return self._stop
         if self._steered:

@@ -18,6 +18,11 @@ class Inbox(Protocol):
         """The next command, waiting until one arrives."""
         ...
 
+    async def poll(self) -> RunCommand | None:
+        """The next command if one is there, else None at once (what an invocation checks between rounds,
+        so a command sent before a round ended is applied there, whatever the listener's polling)."""
+        ...
+
 
 @runtime_checkable
 class RunControl(Protocol):

@@ -27,6 +27,12 @@ class _StreamInbox:
     async def receive(self) -> RunCommand:
         return await self._receive.receive()
 
+    async def poll(self) -> RunCommand | None:
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            return None
+
 
 Deliver = Callable[[RunCommand], Awaitable[None]]
 

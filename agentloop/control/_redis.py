@@ -171,6 +171,11 @@ class RedisRunControl:
             body = await self._thread(lambda: self._client.lpop(inbox))
         return None if body is None else decode_command(body)
 
+    async def take(self, inbox: str) -> RunCommand | None:
+        """The oldest command of `inbox`, removed, or None at once when there is none."""
+        body: Any = await self._thread(lambda: self._client.lpop(inbox))
+        return None if body is None else decode_command(body)
+
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         return await self._thread(lambda: script(keys=keys, args=args))
 
@@ -214,6 +219,9 @@ class _RedisInbox:
         self._control = control
         self._run, self._inbox, self._memory = run, inbox, memory
         self._renewed = anyio.current_time()
+
+    async def poll(self) -> RunCommand | None:
+        return await self._control.take(self._inbox)
 
     async def receive(self) -> RunCommand:
         control = self._control

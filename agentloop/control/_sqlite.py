@@ -180,6 +180,9 @@ class _PolledInbox:
         self._id = invocation_id
         self._renewed = time.monotonic()
 
+    async def poll(self) -> RunCommand | None:
+        return await self._control.take(self._id, renew=False)
+
     async def receive(self) -> RunCommand:
         control = self._control
         while True:

@@ -11,12 +11,11 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from .. import Agent, IllegalConfigurationError, TokenStream
-from .._api._control import IfBusy, check_if_busy
 from ._asgi import (
     HTTPError,
     Receive,
@@ -28,7 +27,7 @@ from ._asgi import (
     read_body,
     stream_sse,
 )
-from ._history import refuse_if_busy, stream_with_history
+from ._history import check_if_busy, refuse_if_busy, stream_with_history
 from ._openai_request import Asked, OpenAIError, read_chat, read_responses
 from ._openai_wire import (
     RunFailed,
@@ -66,12 +65,12 @@ class OpenAIApp:
     `model_name` is the one model id it lists and accepts."""
 
     def __init__(
-        self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str, if_busy: IfBusy = "wait"
+        self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str, if_busy: Any = "wait"
     ) -> None:
         """`keys`: the SHA-256 digests of the accepted bearer keys (None: no check)."""
         self.agent = agent
+        self.if_busy = if_busy
         self.model_name = model_name
-        self.if_busy: IfBusy = check_if_busy(if_busy)
         self._keys = keys
 
     def __repr__(self) -> str:
@@ -177,7 +176,7 @@ class OpenAIApp:
         try:
             await refuse_if_busy(self.agent, key, self.if_busy)
         except HTTPError as error:
-            raise OpenAIError(409, error.message, param="user", code="memory_busy") from None
+            raise OpenAIError(409, error.message, kind="conflict", code="memory_busy") from None
         try:
             return stream_with_history(
                 self.agent, asked.question, asked.history, memory_id=key, if_busy=self.if_busy
@@ -231,7 +230,7 @@ def openai_app(
     *,
     api_keys: str | Iterable[str] | None = None,
     model_name: str | None = None,
-    if_busy: IfBusy = "wait",
+    if_busy: Literal["wait", "steer", "interrupt", "reject"] = "wait",
 ) -> OpenAIApp:
     """An ASGI app serving `agent` as an OpenAI-compatible API: `POST /v1/chat/completions` and
     `POST /v1/responses` (streamed or not), `GET /v1/models`.
@@ -240,12 +239,13 @@ def openai_app(
     (default: the agent's name, else "agentloop"). With a memory, the conversation is the server's, under
     the `X-Memory-Id` header (or the `user` field), and only the request's last user message is read;
     without one, the request's messages are the history. A client's `tools` are refused (the agent runs
-    its own). A client that disconnects cancels the run. `if_busy`: what a request does when an invocation
-    runs on its memory id ("wait", "interrupt", or "reject": a 409 error, code `memory_busy`).
+    its own). A client that disconnects cancels the run. `if_busy`: what a request does while a run on
+    the same memory id is under way: "wait" (default), "steer", "interrupt" or "reject" (HTTP 409,
+    code `memory_busy`); see docs/runtime.md.
     """
     if not isinstance(agent, Agent):
         raise IllegalConfigurationError(f"openai_app serves an agentloop Agent, got {type(agent).__name__}")
     name = model_name if model_name is not None else (agent.name or "agentloop")
     if not isinstance(name, str) or not name:
         raise IllegalConfigurationError("openai_app(model_name=...): give the model id as a non-empty string")
-    return OpenAIApp(agent, _keys(api_keys), name, if_busy)
+    return OpenAIApp(agent, _keys(api_keys), name, check_if_busy("openai_app", if_busy))
