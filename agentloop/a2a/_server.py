@@ -2,9 +2,8 @@
 
 Each A2A task is one invocation: the task's `contextId` is the memory id (so a client that sends the same
 `contextId` again continues the conversation), the answer streams as one artifact (`answer`) in text chunks,
-and `tasks/cancel` cancels the running invocation through the agent's run control (`agent.cancel`, so it
-reaches the invocation in whichever process sharing that control runs it; nothing of its current round is
-stored). a2a-sdk's
+and `tasks/cancel` cancels the running invocation through the agent's run control (`agent.cancel` on the
+task's contextId; nothing of its current round is stored). a2a-sdk's
 server runs on asyncio only (uvicorn's loop, as every ASGI server here).
 """
 
