@@ -360,3 +360,48 @@ def test_a2a_app_checks_its_settings() -> None:
         a2a_app(Agent(ScriptedChatModel([])), name="", description="x")
     with pytest.raises(IllegalConfigurationError, match="is not a skill"):
         a2a_app(Agent(ScriptedChatModel([])), name="x", description="x", skills=["echo"])
+
+
+async def test_tasks_cancel_goes_through_the_agents_run_control() -> None:
+    """The cancel is a run-control command (what reaches a worker sharing a SQLite/Redis control), sent to
+    the task's contextId, and the invocation ends CANCELLED rather than being torn down."""
+    from agentloop.control import LocalRunControl, RunCommand
+
+    sent: list[tuple[RunCommand, Any, bool]] = []
+
+    class Recording(LocalRunControl):
+        async def send(
+            self, command: RunCommand, *, invocation_id: Any = None, memory_id: Any = None
+        ) -> bool:
+            delivered = await super().send(command, invocation_id=invocation_id, memory_id=memory_id)
+            sent.append((command, memory_id, delivered))
+            return delivered
+
+    gate = Gate()
+    agent = echo_agent(gate)
+    agent.control = Recording()
+    app = a2a_app(agent, name="Echo agent", description="Says back what it was told.")
+    with serving(app) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            client = await sdk_client(url, http, streaming=True)
+            ids: dict[str, str] = {}
+            async with anyio.create_task_group() as group:
+
+                async def run() -> None:
+                    async for event in client.send_message(user("hang", "conv-7")):
+                        if event.HasField("task"):
+                            ids["task"] = event.task.id
+                        if event.HasField("status_update"):
+                            ids["task"] = event.status_update.task_id
+
+                group.start_soon(run)
+                with anyio.fail_after(10):
+                    while not (gate.started and ids):
+                        await anyio.sleep(0.01)
+                cancelled = await client.cancel_task(CancelTaskRequest(id=ids["task"]))
+                assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    command, memory_id, delivered = sent[0]  # the handler's; the executor's own cancel then finds it ended
+    assert command.kind == "cancel" and (command.reason or "").startswith("A2A tasks/cancel of task ")
+    assert memory_id == "conv-7" and delivered is True
+    assert all(c.kind == "cancel" and m == "conv-7" for c, m, _ in sent)
+    assert gate.cancelled

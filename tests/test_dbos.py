@@ -528,3 +528,61 @@ def test_a_step_memory_finds_its_store_through_store_backed_memory(tmp_path: Pat
         assert bare.store is None and await bare._version() is None
 
     anyio.run(main, backend=backend)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """DBOS on a SQLite system database, and on the real PostgreSQL cluster."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    else:
+        url = request.getfixturevalue("postgres")
+    DBOS(config={"name": "agentloop-tests", "system_database_url": url, "log_level": "WARNING"})
+    yield request.param
+    DBOS.destroy(destroy_registry=True)
+
+
+async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run(dbos_system: str) -> None:
+    import uuid
+
+    from dbos._error import DBOSAwaitedWorkflowCancelledError
+
+    running, after = f"wf-cancel-{uuid.uuid4().hex}", f"wf-after-{uuid.uuid4().hex}"
+
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def slow(n: int) -> int:
+        """Waits until the test releases it."""
+        started.set()
+        await release.wait()
+        return n
+
+    model = ScriptedChatModel([calls(("slow", {"n": 1})), "The next answer."])
+    memory = MessageWindowChatMemory.provider(50)
+    durable = DBOSAgent(Agent(model, name="cancellable", tools=[slow], memory=memory))
+    DBOS.launch()
+    outcome: list[BaseException] = []
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            try:
+                await durable.chat("start", memory_id="u9", workflow_id=running)
+            except DBOSAwaitedWorkflowCancelledError as error:
+                outcome.append(error)
+
+        group.start_soon(run)
+        await started.wait()
+        assert await durable.cancel(running, reason="user pressed stop") is True
+    assert len(outcome) == 1
+    status = await DBOS.get_workflow_status_async(running)
+    assert status is not None and status.status == "CANCELLED"
+    assert await durable.cancel(running) is False  # nothing runs any more
+    messages = await durable.agent._memory_for("u9").messages()  # type: ignore[union-attr]
+    assert messages == []  # the cancelled round was not committed
+    release.set()
+    later = await durable.chat("again", memory_id="u9", workflow_id=after)
+    assert later.content == "The next answer."
+    messages = await durable.agent._memory_for("u9").messages()  # type: ignore[union-attr]
+    assert_valid_for_provider(messages)
+    assert [m.text for m in messages] == ["again", "The next answer."]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -40,6 +41,7 @@ class _AgentExecutor(AgentExecutor):
 
     def __init__(self, agent: Any) -> None:
         self._agent = agent
+        self._running: dict[str, anyio.CancelScope] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -50,15 +52,19 @@ class _AgentExecutor(AgentExecutor):
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
+        scope = self._running[task.id] = anyio.CancelScope()
         try:
-            finished = await self._answer(
-                context.get_user_input(), task.context_id, _context_of(context), updater
-            )
+            with scope:
+                finished = await self._answer(
+                    context.get_user_input(), task.context_id, _context_of(context), updater
+                )
         except AgentLoopError as error:
             failure = f"{type(error).__name__}: {error}"
             await updater.failed(updater.new_agent_message([Part(text=failure)]))
             return
-        if finished:  # a cancelled one: `cancel` (here or in another worker) marked the task
+        finally:
+            self._running.pop(task.id, None)
+        if not scope.cancelled_caught and finished:  # a cancelled one: `cancel` marked the task
             await updater.complete()
 
     async def _answer(self, text: str, memory_id: str, context: dict[str, Any], updater: TaskUpdater) -> bool:
@@ -97,8 +103,11 @@ class _AgentExecutor(AgentExecutor):
         """`tasks/cancel`: the task's conversation (its contextId, the invocation's memory id) is cancelled
         wherever it runs, through the agent's run control; the task is marked cancelled."""
         task_id, context_id = context.task_id or "", context.context_id or ""
-        if context_id:
-            await self._agent.cancel(memory_id=context_id, reason=f"A2A tasks/cancel of task {task_id}")
+        reason = f"A2A tasks/cancel of task {task_id}"
+        reached = bool(context_id) and await self._agent.cancel(memory_id=context_id, reason=reason)
+        scope = self._running.get(task_id)
+        if scope is not None and not reached:
+            scope.cancel()  # not running yet (waiting for its memory): stopped where it waits
         await TaskUpdater(event_queue, task_id, context_id).cancel()
 
 

@@ -190,6 +190,16 @@ class DBOSAgent:
         handle: Any = await DBOS.resume_workflow_async(workflow_id)
         return decode_result(await handle.get_result(), self._output_type(output_type))
 
+    async def cancel(self, workflow_id: str, *, reason: str | None = None) -> bool:
+        """Cancels the run `workflow_id` across the durable boundary: DBOS marks the workflow cancelled (no
+        executor recovers or resumes it) and run control cancels its invocation in whichever process runs
+        it now (the round in flight is not committed, so the memory stays valid for the next invocation).
+        True if the invocation was running; its `chat()` / `result()` then raise DBOS's
+        `DBOSAwaitedWorkflowCancelledError`. The workflow's invocation id is its workflow id."""
+        _check_asyncio()
+        await DBOS.cancel_workflow_async(workflow_id)
+        return await self.agent.cancel(invocation_id=workflow_id, reason=reason)
+
     # -- inside the workflow ------------------------------------------------------------------------------
 
     async def _run(
