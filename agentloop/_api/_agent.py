@@ -27,6 +27,7 @@ from .._features.results import ResultShelf
 from .._features.search import check_native_model, has_deferred, search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
+from .._runtime._handle import RunHandle
 from .._runtime._loop import Invocation, Listener, run_invocation
 from .._runtime._observe import Observer, default_observer, observer_for
 from .._runtime._pricing import PricingLike, load_prices, resolve_pricing
@@ -318,13 +319,15 @@ class Agent(Generic[OutputT]):
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
 
+        handle = RunHandle()
+
         async def runner(emit: Listener) -> Result[Any]:
             return await self._invoke(
-                message, memory_id, context, toolset, timeout, emit, options, history=history
+                message, memory_id, context, toolset, timeout, emit, options, history=history, handle=handle
             )
 
         description = f"agent={self.name or type(self.model).__name__}"
-        return TokenStream(runner, description=description, structured=resolved is not str)
+        return TokenStream(runner, description=description, structured=resolved is not str, handle=handle)
 
     async def ask(
         self,
@@ -461,12 +464,14 @@ class Agent(Generic[OutputT]):
         options = _resume_options(resume, output_type, middleware)
         toolset = None if tools is None else resolve_tools(tools)
 
+        handle = RunHandle()
+
         async def runner(emit: Listener) -> Result[OutputT]:
-            return await self._resume(resume, context, toolset, timeout, emit, options)
+            return await self._resume(resume, context, toolset, timeout, emit, options, handle)
 
         resolved = self.output_type if options.output_type is None else options.output_type
         description = f"agent={self.name or type(self.model).__name__} (resumed)"
-        return TokenStream(runner, description=description, structured=resolved is not str)
+        return TokenStream(runner, description=description, structured=resolved is not str, handle=handle)
 
     async def _resume(
         self,
@@ -476,11 +481,13 @@ class Agent(Generic[OutputT]):
         timeout: float | None,
         emit: Listener | None,
         options: CallOptions,
+        handle: RunHandle | None = None,
     ) -> Result[Any]:
         pending = resume.pending
         return await self._invoke(
-            pending.user_message, pending.memory_id, context, tools, timeout, emit, options, resume
-        )
+            pending.user_message, pending.memory_id, context, tools, timeout, emit, options, resume,
+            handle=handle,
+        )  # fmt: skip
 
     async def _invoke(
         self,
@@ -493,7 +500,10 @@ class Agent(Generic[OutputT]):
         options: CallOptions = NO_OPTIONS,
         resume: Resume | None = None,
         history: Sequence[ChatMessage] = (),
+        handle: RunHandle | None = None,
     ) -> Result[Any]:
+        """One invocation through the `wrap_invocation` chain; `handle` (run control: cancel, steer) is
+        None when nothing can command it."""
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         invocation_id = self.id_factory() if resume is None else resume.pending.invocation_id
@@ -511,6 +521,7 @@ class Agent(Generic[OutputT]):
                 seam,
                 invocation_id,
                 history,
+                handle,
             )
         public_id = None if memory_id is _STATELESS else memory_id
         call = InvocationCall(
@@ -538,6 +549,7 @@ class Agent(Generic[OutputT]):
                 seam,
                 invocation_id,
                 history,
+                handle,
             )
 
         return await seam.invocation(call, call_next)
@@ -571,6 +583,7 @@ class Agent(Generic[OutputT]):
         seam: Seam,
         invocation_id: str,
         history: Sequence[ChatMessage] = (),
+        handle: RunHandle | None = None,
     ) -> Result[Any]:
         toolset = self.tools if tools is None else resolve_tools(tools)
         resolved = self.output_type if options.output_type is None else options.output_type
@@ -594,6 +607,7 @@ class Agent(Generic[OutputT]):
             invocation_id,
             options,
             history,
+            handle,
         )
         if timeout is None:
             return await self._run(run)
@@ -637,7 +651,7 @@ class Agent(Generic[OutputT]):
                 agent_name=self.name,
                 output=run.output,
                 seam=run.seam.with_features(
-                    _features(run.output, approval, self._shelf, run.toolset),
+                    _features(run.output, approval, self._shelf, run.toolset, run.handle),
                     checks=[run.output] if run.output is not None else (),
                 ),
                 call_context=CallContext(
@@ -650,6 +664,7 @@ class Agent(Generic[OutputT]):
                 price_source=None
                 if self._pricing is None
                 else (self._pricing, self._provider, self._model_name),
+                stop=run.handle,
             )
             result = await run_invocation(invocation, run.emit)
         if self._pricing is not None:
@@ -748,10 +763,14 @@ def _with_instructions(message: SystemMessage | None, output: OutputRun | None) 
 
 
 def _features(
-    output: OutputRun | None, gate: ApprovalGate | None, shelf: ResultShelf, tools: Any
+    output: OutputRun | None,
+    gate: ApprovalGate | None,
+    shelf: ResultShelf,
+    tools: Any,
+    handle: RunHandle | None,
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
-    features: list[Middleware] = []
+    features: list[Middleware] = [handle] if handle is not None else []
     if output is not None and output.shapes_requests:
         features.append(output)
     if gate is not None:
@@ -779,6 +798,7 @@ class _Run:
     invocation_id: str
     options: CallOptions
     history: Sequence[ChatMessage] = ()
+    handle: RunHandle | None = None
 
 
 def _call_options(output_type: Any, middleware: Any) -> CallOptions:

@@ -46,9 +46,10 @@ from .._values._events import (
     ToolExecuted,
     ToolRetrying,
 )
-from .._values._messages import ChatResponse
+from .._values._messages import ChatResponse, UserMessage
 from .._values._records import ToolExecution
 from .._values._result import Result
+from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 
 __all__ = ["TokenStream"]
@@ -75,8 +76,16 @@ class TokenStream(Generic[OutputT]):
     as it grows, or register callbacks and `await start()`. Consumed once; `result` holds the `Result` once
     it finished. `structured` says the invocation ends in a structured output rather than text."""
 
-    def __init__(self, runner: Runner[OutputT], *, description: str = "", structured: bool = False) -> None:
+    def __init__(
+        self,
+        runner: Runner[OutputT],
+        *,
+        description: str = "",
+        structured: bool = False,
+        handle: RunHandle | None = None,
+    ) -> None:
         self._runner = runner
+        self._handle = handle  # what cancel() / steer() command; None: this stream cannot take them
         self._structured = structured
         self._description = description
         self._callbacks: dict[type[Any], list[Callback[Any]]] = {}
@@ -244,6 +253,33 @@ class TokenStream(Generic[OutputT]):
         """True once the invocation finished, failed or was cancelled."""
         running = self._task or self._driver
         return self._result is not None or (running is not None and running.finished.is_set())
+
+    async def cancel(self, *, after_round: bool = False, reason: str | None = None) -> None:
+        """Ends the invocation, from any task: at once (the model call and running tools are cancelled,
+        nothing of the round in flight is committed) or, with `after_round=True`, once the round in flight
+        has committed. The stream then ends normally and `result` has `finish_reason` `CANCELLED` and
+        `cancel_reason=reason`. Returns without waiting for the end; a no-op once the stream finished.
+        Unlike `aclose()`, the stream still gives its Result (docs/runtime.md, "Stopping and steering a
+        run")."""
+        handle = self._require_handle("cancel")
+        if not self.done:
+            await handle.cancel(after_round=after_round, reason=reason)
+
+    async def steer(self, message: str | UserMessage) -> None:
+        """Hands a user message to the running invocation: it reaches the model before its next call (after
+        the round in flight commits) and is committed in order; an invocation about to end calls the model
+        once more to answer it. Raises `RunFinishedError` once the stream finished."""
+        handle = self._require_handle("steer")
+        if self.done:
+            handle.close()
+        await handle.steer(message)
+
+    def _require_handle(self, what: str) -> RunHandle:
+        if self._handle is None:
+            raise AgentLoopError(
+                f"This TokenStream was not made by an Agent, so it cannot {what}: use agent.stream(...)"
+            )
+        return self._handle
 
     async def aclose(self) -> None:
         """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it.

@@ -175,6 +175,11 @@ class LimiterError(AgentLoopError):
         self.backend = backend
 
 
+class RunFinishedError(AgentLoopError):
+    """`steer()` on an invocation that has already finished: nothing would ever read the message. Send it
+    as a new invocation instead."""
+
+
 class ApprovalError(AgentLoopError):
     """A paused round cannot be resumed as asked (a decision missing or unknown, the state altered, already
     resumed...), or an invocation that waits for approval was asked for its text. Nothing ran."""

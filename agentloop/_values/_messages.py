@@ -260,7 +260,8 @@ def _plus(a: int | None, b: int | None) -> int | None:
 
 class FinishReason(str, enum.Enum):
     """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return;
-    `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls."""
+    `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls; `CANCELLED` one
+    stopped by `stream.cancel()` (or run control) before its answer."""
 
     STOP = "stop"
     LENGTH = "length"
@@ -268,6 +269,7 @@ class FinishReason(str, enum.Enum):
     CONTENT_FILTER = "content_filter"
     OTHER = "other"
     APPROVAL_REQUIRED = "approval_required"
+    CANCELLED = "cancelled"
 
 
 class ToolChoice(msgspec.Struct, frozen=True):

@@ -29,9 +29,11 @@ class Result(Generic[T]):
     `content` is the final answer text, or None when an immediate-return tool ended the invocation (then
     `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`), or when tool
     calls wait for a person (then `finish_reason` is `FinishReason.APPROVAL_REQUIRED` and `pending` holds
-    them; `Agent.resume(result.pending, ...)` goes on). `output` is the validated value of the invocation's
-    `output_type` (for `str`, the default, it equals `content`; it is None, whatever the type, when an
-    immediate return or a pause ended the invocation).
+    them; `Agent.resume(result.pending, ...)` goes on), or when the invocation was cancelled (then
+    `finish_reason` is `FinishReason.CANCELLED` and `cancel_reason` holds the reason given, if any).
+    `output` is the validated value of the invocation's `output_type` (for `str`, the default, it equals
+    `content`; it is None, whatever the type, when an immediate return, a pause or a cancellation ended the
+    invocation).
     """
 
     content: str | None
@@ -58,6 +60,8 @@ class Result(Generic[T]):
         return cost_of([*self.intermediate_responses, self.final_response], self.price_source)
 
     output: T = _SAME_AS_CONTENT
+    cancel_reason: str | None = None
+    """The `reason` given to `cancel()` when the invocation was cancelled (`FinishReason.CANCELLED`)."""
 
     def __post_init__(self) -> None:
         if self.output is _SAME_AS_CONTENT:
