@@ -6,7 +6,9 @@ the Vercel AI SDK's own client:
 - `GET /`: the page (examples/web/chat.html + chat.js, bundled offline into chat.bundle.js).
 
 Some tool calls wait for the person's approval: the page shows Approve and Deny, and the answer resumes the
-paused run on the server (the browser holds only an unguessable approval id, never the run's state).
+paused run on the server (the browser holds only an unguessable approval id, never the run's state). A slow
+tool (`count_primes`) reports its progress while it runs (`ctx.report_progress`): the page shows a progress
+bar for it.
 
     # needs the `web` extra (FastAPI, uvicorn)
     python examples/web_chat.py            # offline: both protocols, the approval flow, over HTTP; exits
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -34,6 +37,7 @@ from starlette.routing import Route
 from agentloop import (
     Agent,
     AiMessage,
+    ToolContext,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
@@ -56,6 +60,17 @@ def add(a: float, b: float) -> float:
 def send_email(to: str, text: str) -> str:
     outbox.append(f"{to}: {text}")  # a real app calls its mail service here
     return f"Email sent to {to}"
+
+
+@tool("Counts the prime numbers up to a limit (slowly: it reports its progress)")
+async def count_primes(limit: int, ctx: ToolContext) -> int:
+    found, steps = 0, 10
+    for step in range(steps):
+        low, high = max(2, limit * step // steps), limit * (step + 1) // steps
+        found += sum(1 for n in range(low, high) if all(n % d for d in range(2, int(n**0.5) + 1)))
+        await ctx.report_progress(step + 1, steps, f"checked up to {high}")  # the page's progress bar
+        await anyio.sleep(0.2)  # a slow tool: a real one waits on I/O here
+    return found
 
 
 ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -85,8 +100,10 @@ def offline_model() -> ChatModel:
                     "send_email", to=address.group(), text=f"{numbers[0]} + {numbers[1]} = {last.text}"
                 )
             return AiMessage(f"The answer is {last.text}.")
+        if "prime" in question.lower() and numbers:
+            return call("count_primes", limit=int(float(numbers[0])))
         if len(numbers) < 2:
-            return AiMessage("Ask me to add two numbers, or to email a sum to someone.")
+            return AiMessage("Ask me to add two numbers, to email a sum, or to count primes up to a number.")
         return call("add", a=float(numbers[0]), b=float(numbers[1]))
 
     return FunctionChatModel(answer)
@@ -95,7 +112,7 @@ def offline_model() -> ChatModel:
 def build_agent(model: ChatModel | str | None = None) -> Agent:
     return Agent(
         model if model is not None else offline_model(),
-        tools=[add, send_email],
+        tools=[add, send_email, count_primes],
         system_message="You are a calculator. Use the tools for arithmetic. Send emails only when asked.",
     )
 

@@ -27,6 +27,7 @@ from agentloop import (
     ModelCall,
     ModelConnectionError,
     PendingApproval,
+    RoundEnd,
     ToolCall,
     ToolExecution,
     ToolExecutionRequest,
@@ -102,6 +103,14 @@ class Recorder(Middleware):
 
     async def on_hold(self, held: HeldRound) -> None:
         self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first
+
+    async def after_round(self, end: RoundEnd) -> None:
+        self.log.append(f"round:{end.round}{' final' if end.final else ''}")  # adds nothing, stops nothing
+
+    @property
+    def hooks(self) -> list[str]:
+        """The log without the round boundaries."""
+        return [entry for entry in self.log if not entry.startswith("round:")]
 
 
 def limits() -> list[Middleware]:

@@ -210,11 +210,12 @@ async def test_a_pair_of_features_composes(
         if not scenario.pauses:
             assert any(n.startswith("execute_tool") for n in names), names
     if "middleware" in scenario.features:
-        log = scenario.recorder.log
+        log = scenario.recorder.hooks
         assert log[0] == "invocation" and log[1] == "resume" and "model" in log and "hold" not in log
         if not scenario.pauses:
             assert f"tool:{scenario.tool_name}" in log
             assert log[-1] == scenario.answer_logged and log.count(scenario.answer_logged) == 1
+            assert "round:1" in scenario.recorder.log  # the tool round committed, then the model went on
 
 
 # -- DBOS pairs ---------------------------------------------------------------------------------------------
@@ -300,4 +301,5 @@ async def test_a_pair_with_dbos_composes(
         assert any(n.startswith("invoke_agent") for n in scenario.telemetry.names())
     if "middleware" in pair:
         assert "model" in scenario.recorder.log and f"tool:{scenario.tool_name}" in scenario.recorder.log
-        assert scenario.recorder.log[-1] == scenario.answer_logged
+        assert scenario.recorder.hooks[-1] == scenario.answer_logged
+        assert "round:1" in scenario.recorder.log

@@ -71,6 +71,7 @@ EXPECTED = {
         "city='Rome' celsius=21.0 1",
         "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
         '{"add":"3"} 2',
+        "CANCELLED two rounds are enough 2",
     ],
     "models.md": [
         "echo: Hi",
@@ -93,12 +94,15 @@ EXPECTED = {
         "tool add -> 5.0",
         "sent 3 chunks; the invocation was stopped and waited for",
         "customer 42: Ada, tier gold",
+        "True Ada pressed Stop",
     ],
     "tools.md": [
         "add",
         "get_weather",
         "True '" + "next Monday' is not a date",
         "False Room booked for 2026-11-30",
+        "index_documents: 1/3 document 1 of 3",
+        "draft so far: 'Notes on tides'",
     ],
 }
 

@@ -10,13 +10,15 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from agentloop import Agent, AiMessage, ModelError, ToolExecutionRequest, tool
+from agentloop import Agent, AiMessage, ModelError, ToolContext, ToolExecutionRequest, tool
 from agentloop.testing import ScriptedChatModel
 from tests.ui_clients import NODE_DIR, EndlessModel, node_clients, serving
 
@@ -118,6 +120,54 @@ def test_the_approval_flow_in_the_page(browser: Any) -> None:
         idle(page)
         assert "I did not send it: The user said no." in page.inner_text("#messages")
         assert web_chat.outbox == ["ada@example.com: 2 + 3 = 5.0"]
+        page.close()
+
+
+def test_a_slow_tool_shows_a_progress_bar_while_it_runs(browser: Any) -> None:
+    release = threading.Event()  # the tool's second half waits until the page showed its first report
+
+    @tool("Counts slowly")
+    async def slow_count(limit: int, ctx: ToolContext) -> int:
+        await ctx.report_progress(1, 4, "a quarter done")
+        assert await anyio.to_thread.run_sync(release.wait, 20)
+        for step in (2, 3, 4):
+            await ctx.report_progress(step, 4, f"{step} of 4")
+        return limit
+
+    call = ToolExecutionRequest("c1", "slow_count", json.dumps({"limit": 7}))
+    model = ScriptedChatModel([AiMessage(tool_execution_requests=[call]), "Counted."])
+    with serving(web_chat.create_app(Agent(model, tools=[slow_count]))) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Count")
+        page.wait_for_selector(".tool[data-state='input-available'] progress.tool-progress", timeout=20_000)
+        bar = page.query_selector("progress.tool-progress")
+        assert (bar.evaluate("b => [b.value, b.max]"), page.inner_text(".tool-progress-note")) == (
+            [1, 4],
+            "a quarter done",
+        )
+        release.set()
+        page.wait_for_selector(".tool[data-state='output-available'] progress.tool-progress", timeout=20_000)
+        idle(page)
+        bar = page.query_selector("progress.tool-progress")
+        assert (
+            bar.evaluate("b => [b.value, b.max]") == [4, 4]
+            and page.inner_text(".tool-progress-note") == "4 of 4"
+        )
+        assert "Counted." in page.inner_text("#messages")
+        page.close()
+
+
+def test_the_examples_prime_counter_fills_its_bar(browser: Any) -> None:
+    with serving(web_chat.create_app(web_chat.build_agent())) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "How many primes are there below 5000?")
+        page.wait_for_selector(".tool[data-state='output-available'] progress.tool-progress", timeout=30_000)
+        idle(page)
+        bar = page.query_selector("progress.tool-progress")
+        assert bar.evaluate("b => [b.value, b.max]") == [10, 10]
+        assert page.inner_text(".message.assistant .text >> nth=-1") == "The answer is 669."
         page.close()
 
 

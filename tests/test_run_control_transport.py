@@ -80,6 +80,17 @@ async def test_a_memory_id_reaches_every_invocation_running_on_it_and_no_other(c
         assert (await b1.receive()).reason == "bob"  # bob's first command: alice's never reached b1
 
 
+async def test_busy_says_whether_anything_runs_on_a_memory_id(control: Any) -> None:
+    assert await control.busy("carol") is False
+    async with control.running("c1", "carol"):
+        assert await control.busy("carol") is True
+        assert await control.busy("dave") is False
+        async with control.running("c2", "carol"):
+            assert await control.busy("carol") is True
+        assert await control.busy("carol") is True  # c1 still runs
+    assert await control.busy("carol") is False
+
+
 async def test_commands_arrive_in_the_order_they_were_sent(control: Any) -> None:
     async with control.running("inv-order", None) as inbox:
         for n in range(20):
@@ -129,6 +140,7 @@ async def test_a_lapsed_registration_of_a_crashed_process_receives_nothing(tmp_p
         assert await control.send(RunCommand.cancel(), memory_id="dave")
         await anyio.sleep(0.3)  # the lease's length itself, not a race: nothing renews it meanwhile
         assert await control.send(RunCommand.cancel(), memory_id="dave") is False
+        assert await control.busy("dave") is False
     control.close()
 
 
@@ -167,6 +179,7 @@ def test_a_command_reaches_an_invocation_running_in_another_process(
             from agentloop.control import RedisRunControl
 
             control: Any = SQLiteRunControl(where) if kind == "sqlite" else RedisRunControl(where)
+            assert await control.busy("erin") and not await control.busy("frank")  # seen from here
             steered = await control.send(RunCommand.steer("from elsewhere"), memory_id="erin")
             cancelled = await control.send(
                 RunCommand.cancel(reason="pressed Stop"), invocation_id="inv-remote"

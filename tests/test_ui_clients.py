@@ -16,6 +16,7 @@ from agentloop import (
     AiMessage,
     ImageContent,
     ModelError,
+    ToolContext,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
     UserMessage,
@@ -39,6 +40,21 @@ def add(a: int, b: int) -> int:
 def send_email(to: str) -> str:
     sent.append(to)
     return f"sent to {to}"
+
+
+@tool("Downloads files, saying how far it got")
+async def download(files: int, ctx: ToolContext) -> str:
+    for done in range(1, files + 1):
+        await ctx.report_progress(done, files, f"file {done} of {files}")
+    return f"{files} files"
+
+
+@tool("Writes a report, streaming it as it grows")
+async def report(lines: int) -> Any:
+    text = ""
+    for n in range(lines):
+        text += f"line {n}\n"
+        yield {"text": text, "done": n + 1 == lines}
 
 
 @tool("Always fails")
@@ -283,6 +299,58 @@ def test_vercel_bad_requests_are_refused_with_json() -> None:
 
 
 # -- AG-UI ------------------------------------------------------------------------------------------------
+
+
+def test_vercel_tool_progress_and_preliminary_output_reach_the_sdk_chat() -> None:
+    calls = [call("d", "download", {"files": 3}), call("r", "report", {"lines": 2})]
+    model = ScriptedChatModel([AiMessage(tool_execution_requests=calls), "Done."])
+    with serving(vercel_ai_app(Agent(model, tools=[download, report]))) as url:
+        out = run_node("vercel_chat.mjs", url, [{"send": "Fetch and report"}])
+    assert out["errors"] == [] and out["status"] == "ready"
+    [request] = out["requests"]
+    progress = [c for c in request["chunks"] if c["type"] == "data-tool-progress"]
+    assert [(c["data"]["progress"], c["data"]["total"], c["data"]["message"]) for c in progress] == [
+        (1, 3, "file 1 of 3"),
+        (2, 3, "file 2 of 3"),
+        (3, 3, "file 3 of 3"),
+    ]
+    outputs = [c for c in request["chunks"] if c["type"] == "tool-output-available"]
+    preliminary = [c["output"] for c in outputs if c.get("preliminary")]
+    assert preliminary == [{"text": "line 0\n", "done": False}, {"text": "line 0\nline 1\n", "done": True}]
+    [assistant] = [m for m in out["messages"] if m["role"] == "assistant"]
+    tools = {p["toolName"]: p for p in assistant["parts"] if p["type"] == "dynamic-tool"}
+    assert tools["report"]["state"] == "output-available" and not tools["report"].get("preliminary")
+    assert tools["download"]["output"] == "3 files"
+    # The page keeps the last progress report as the call's data part (the SDK merges parts by id).
+    [bar] = [p for p in assistant["parts"] if p["type"] == "data-tool-progress"]
+    assert bar["data"]["progress"] == 3 and bar["data"]["toolCallId"] == tools["download"]["toolCallId"]
+
+
+def test_ag_ui_tool_progress_and_streamed_output_are_activities() -> None:
+    calls = [call("d", "download", {"files": 2}), call("r", "report", {"lines": 2})]
+    model = ScriptedChatModel([AiMessage(tool_execution_requests=calls), "Done.", "Again."])
+    with serving(ag_ui_app(Agent(model, tools=[download, report]))) as url:
+        out = run_node("ag_ui_run.mjs", url, [{"user": "Fetch and report"}, {"user": "Once more?"}])
+    first, second = out["runs"]
+    assert first["error"] is None and second["error"] is None  # the client's verifier accepts the order
+    activities = [e for e in first["events"] if e["type"] == "ACTIVITY_SNAPSHOT"]
+    progress = [e["content"] for e in activities if e["activityType"] == "tool-progress"]
+    assert [(c["progress"], c["total"], c["message"]) for c in progress] == [
+        (1, 2, "file 1 of 2"),
+        (2, 2, "file 2 of 2"),
+    ]
+    streamed = [e["content"]["output"] for e in activities if e["activityType"] == "tool-output"]
+    assert streamed == [{"text": "line 0\n", "done": False}, {"text": "line 0\nline 1\n", "done": True}]
+    types = [e["type"] for e in first["events"]]
+    results = [i for i, t in enumerate(types) if t == "TOOL_CALL_RESULT"]
+    assert all(types.index("ACTIVITY_SNAPSHOT") < i for i in results[1:])
+    # The activity messages the client keeps do not disturb the next run's history.
+    assert any(m["role"] == "activity" for m in out["messages"])
+    history = model.requests[2].messages
+    results = [m.text for m in history if isinstance(m, ToolExecutionResultMessage)]
+    assert results == ["2 files", '{"text":"line 0\\nline 1\\n","done":true}']
+    assert {type(m) for m in history} == {UserMessage, AiMessage, ToolExecutionResultMessage}
+    assert isinstance(history[-1], UserMessage) and history[-1].text == "Once more?"
 
 
 def test_ag_ui_run_with_tools_passes_the_client_verifier() -> None:

@@ -61,9 +61,11 @@ from .._values._messages import (
 from .._values._options import NO_OPTIONS, CallOptions
 from .._values._records import ReturnBehavior
 from .._values._result import Result
+from ..control import RunCommand, RunControl
 from ..models import ChatModel
 from ..models._base import model_name_of, provider_of
 from ._agent_tool import agent_tool
+from ._control import IfBusy, RunTarget, check_control, check_if_busy, registered, when_busy
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -125,6 +127,10 @@ class Agent(Generic[OutputT]):
     `agentloop.instrument()`. `pricing`: how `Result.cost` is worked out: a function
     `(usage, model, provider) -> USD` per model call, True for the genai-prices package, False for none;
     None (default) uses genai-prices when it is installed (`agentloop-runtime[prices]`).
+
+    `control`: where running invocations register so that `cancel()` / `steer()` reach them, from this
+    process (`agentloop.control.LocalRunControl`, the default: one per agent) or from any process sharing a
+    `SQLiteRunControl(path)` / `RedisRunControl(url)`; see docs/runtime.md, "Stopping and steering a run".
     """
 
     def __init__(
@@ -162,6 +168,7 @@ class Agent(Generic[OutputT]):
         output_tool_name: str = DEFAULT_OUTPUT_TOOL_NAME,
         middleware: Sequence[Middleware] | None = None,
         tool_result_limit: int | None = None,
+        control: RunControl | None = None,
     ) -> None:
         if isinstance(model, str):
             from ..models import infer_model
@@ -213,6 +220,7 @@ class Agent(Generic[OutputT]):
         self._memories: dict[Any, ChatMemory] = {}
         self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
         self._shelf = ResultShelf(self.tool_result_limit)
+        self.control: RunControl = check_control(control)
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -228,6 +236,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[OutputT]: ...
 
     @overload
@@ -242,6 +251,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[T]: ...
 
     async def chat(
@@ -255,6 +265,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[Any]:
         """Runs one invocation to its end and returns its `Result` (final text and every tool execution).
 
@@ -263,11 +274,16 @@ class Agent(Generic[OutputT]):
         and tools together. `output_type` replaces the agent's for this call; `middleware` runs inside the
         agent's for this call. `message_history` gives the conversation so far for this call instead of a
         memory (`result.new_messages` is what to append to it); with a `memory_id` too it raises
-        `IllegalConfigurationError` (docs/runtime.md).
+        `IllegalConfigurationError` (docs/runtime.md). `if_busy`: what happens when an invocation already
+        runs on `memory_id`: "wait" for it (the default), "steer" (hand it this message and return its
+        Result), "interrupt" (cancel it, then run) or "reject" (raise `MemoryBusyError`).
         """
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)
-        return await self._invoke(message, memory_id, context, tools, timeout, None, options, history=history)
+        busy = check_if_busy(if_busy)
+        return await self._invoke(
+            message, memory_id, context, tools, timeout, None, options, history=history, if_busy=busy
+        )
 
     @overload
     def stream(
@@ -281,6 +297,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> TokenStream[OutputT]: ...
 
     @overload
@@ -295,6 +312,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> TokenStream[T]: ...
 
     def stream(
@@ -308,6 +326,7 @@ class Agent(Generic[OutputT]):
         message_history: Sequence[ChatMessage] | None = None,
         output_type: Any = None,
         middleware: Sequence[Middleware] | None = None,
+        if_busy: IfBusy = "wait",
     ) -> TokenStream[Any]:
         """Starts a streaming invocation: iterate the `TokenStream` for text, `.events()` for typed events,
         `.outputs()` for the structured output as it grows, or register callbacks and `await
@@ -318,13 +337,14 @@ class Agent(Generic[OutputT]):
             structured_output(self, resolved)  # checks the call's output type now, not when the stream starts
         options = _call_options(output_type, middleware)
         memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
-
+        busy = check_if_busy(if_busy)
         handle = RunHandle()
 
         async def runner(emit: Listener) -> Result[Any]:
             return await self._invoke(
-                message, memory_id, context, toolset, timeout, emit, options, history=history, handle=handle
-            )
+                message, memory_id, context, toolset, timeout, emit, options, history=history, if_busy=busy,
+                handle=handle,
+            )  # fmt: skip
 
         description = f"agent={self.name or type(self.model).__name__}"
         return TokenStream(runner, description=description, structured=resolved is not str, handle=handle)
@@ -337,6 +357,7 @@ class Agent(Generic[OutputT]):
         context: Mapping[str, Any] | None = None,
         tools: Any = None,
         timeout: float | None = None,
+        if_busy: IfBusy = "wait",
     ) -> str:
         """Like `chat()`, returning only the answer text.
 
@@ -349,7 +370,9 @@ class Agent(Generic[OutputT]):
                 f"ask() returns text, but this agent's output_type is {self.output_type!r}; use "
                 "`(await agent.chat(...)).output`"
             )
-        result = await self.chat(message, memory_id=memory_id, context=context, tools=tools, timeout=timeout)
+        result = await self.chat(
+            message, memory_id=memory_id, context=context, tools=tools, timeout=timeout, if_busy=if_busy
+        )
         if result.finish_reason is FinishReason.APPROVAL_REQUIRED:
             raise ApprovalError(
                 "Tool calls of this invocation wait for approval, so there is no answer text yet; use "
@@ -378,6 +401,7 @@ class Agent(Generic[OutputT]):
         timeout: float | None = None,
         message_history: Sequence[ChatMessage] | None = None,
         output_type: None = None,
+        if_busy: IfBusy = "wait",
     ) -> Result[OutputT]: ...
 
     @overload
@@ -391,6 +415,7 @@ class Agent(Generic[OutputT]):
         timeout: float | None = None,
         message_history: Sequence[ChatMessage] | None = None,
         output_type: OutputType[T],
+        if_busy: IfBusy = "wait",
     ) -> Result[T]: ...
 
     def chat_sync(self, message: UserInput, **options: Any) -> Result[Any]:
@@ -463,7 +488,6 @@ class Agent(Generic[OutputT]):
         resume = Resume(pending, decisions)
         options = _resume_options(resume, output_type, middleware)
         toolset = None if tools is None else resolve_tools(tools)
-
         handle = RunHandle()
 
         async def runner(emit: Listener) -> Result[OutputT]:
@@ -500,10 +524,9 @@ class Agent(Generic[OutputT]):
         options: CallOptions = NO_OPTIONS,
         resume: Resume | None = None,
         history: Sequence[ChatMessage] = (),
+        if_busy: IfBusy = "wait",
         handle: RunHandle | None = None,
     ) -> Result[Any]:
-        """One invocation through the `wrap_invocation` chain; `handle` (run control: cancel, steer) is
-        None when nothing can command it."""
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         invocation_id = self.id_factory() if resume is None else resume.pending.invocation_id
@@ -521,6 +544,7 @@ class Agent(Generic[OutputT]):
                 seam,
                 invocation_id,
                 history,
+                if_busy,
                 handle,
             )
         public_id = None if memory_id is _STATELESS else memory_id
@@ -549,6 +573,7 @@ class Agent(Generic[OutputT]):
                 seam,
                 invocation_id,
                 history,
+                if_busy,
                 handle,
             )
 
@@ -583,6 +608,7 @@ class Agent(Generic[OutputT]):
         seam: Seam,
         invocation_id: str,
         history: Sequence[ChatMessage] = (),
+        if_busy: IfBusy = "wait",
         handle: RunHandle | None = None,
     ) -> Result[Any]:
         toolset = self.tools if tools is None else resolve_tools(tools)
@@ -607,6 +633,7 @@ class Agent(Generic[OutputT]):
             invocation_id,
             options,
             history,
+            if_busy,
             handle,
         )
         if timeout is None:
@@ -632,7 +659,15 @@ class Agent(Generic[OutputT]):
         gate = ApprovalGate(self.approval, run.resume, self.options.now)
         # None when no call of this invocation can need approval (the seam then stays empty).
         approval = gate if gate.needed(run.toolset, dynamic) else None
-        async with exclusive_access(memory):  # one invocation at a time per memory, across Agents
+        if run.if_busy != "wait" and memory_id is not None:
+            answered = await when_busy(
+                self.control, run.if_busy, memory_id, run.user_message, run.invocation_id
+            )
+            if answered is not None:  # steered into the invocation already running: its outcome
+                return answered
+        handle = run.handle if run.handle is not None else RunHandle()
+        target = RunTarget(handle)
+        async with exclusive_access(memory), registered(self.control, run.invocation_id, memory_id, target):
             invocation = Invocation(
                 model=self.model,
                 user_message=run.user_message,
@@ -651,7 +686,7 @@ class Agent(Generic[OutputT]):
                 agent_name=self.name,
                 output=run.output,
                 seam=run.seam.with_features(
-                    _features(run.output, approval, self._shelf, run.toolset, run.handle),
+                    [handle, *_features(run.output, approval, self._shelf, run.toolset)],
                     checks=[run.output] if run.output is not None else (),
                 ),
                 call_context=CallContext(
@@ -664,12 +699,46 @@ class Agent(Generic[OutputT]):
                 price_source=None
                 if self._pricing is None
                 else (self._pricing, self._provider, self._model_name),
-                stop=run.handle,
+                halt=handle,
             )
-            result = await run_invocation(invocation, run.emit)
+            try:
+                result = target.result = await run_invocation(invocation, run.emit)
+            finally:
+                handle.ended = True
         if self._pricing is not None:
             load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
+
+    # -- run control --------------------------------------------------------------------------------------
+
+    async def cancel(
+        self,
+        *,
+        memory_id: Any = None,
+        invocation_id: str | None = None,
+        after_round: bool = False,
+        reason: str | None = None,
+    ) -> bool:
+        """Cancels the invocation with that id, or every invocation running on that memory id, in whichever
+        process shares this agent's `control`: at once, or once the round in flight committed
+        (`after_round`). Its Result has `finish_reason` `CANCELLED` and `cancel_reason` `reason`. False when
+        nothing of that id runs."""
+        _one_target("cancel", memory_id, invocation_id)
+        command = RunCommand.cancel(after_round=after_round, reason=reason)
+        return await self.control.send(command, invocation_id=invocation_id, memory_id=memory_id)
+
+    async def steer(
+        self, message: UserInput, *, memory_id: Any = None, invocation_id: str | None = None
+    ) -> bool:
+        """Hands `message` to the invocation with that id (or those running on that memory id) in whichever
+        process shares this agent's `control`: added before its next model call; one about to finish calls
+        the model once more to answer it. False when nothing of that id runs (then start an invocation with
+        it instead)."""
+        _one_target("steer", memory_id, invocation_id)
+        user = UserMessage.of(message)
+        return await self.control.send(
+            RunCommand.steer(user), invocation_id=invocation_id, memory_id=memory_id
+        )
 
     # -- memory -------------------------------------------------------------------------------------------
 
@@ -763,14 +832,10 @@ def _with_instructions(message: SystemMessage | None, output: OutputRun | None) 
 
 
 def _features(
-    output: OutputRun | None,
-    gate: ApprovalGate | None,
-    shelf: ResultShelf,
-    tools: Any,
-    handle: RunHandle | None,
+    output: OutputRun | None, gate: ApprovalGate | None, shelf: ResultShelf, tools: Any
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
-    features: list[Middleware] = [handle] if handle is not None else []
+    features: list[Middleware] = []
     if output is not None and output.shapes_requests:
         features.append(output)
     if gate is not None:
@@ -798,7 +863,16 @@ class _Run:
     invocation_id: str
     options: CallOptions
     history: Sequence[ChatMessage] = ()
+    if_busy: IfBusy = "wait"
     handle: RunHandle | None = None
+
+
+def _one_target(what: str, memory_id: Any, invocation_id: str | None) -> None:
+    if (memory_id is None) == (invocation_id is None):
+        raise IllegalConfigurationError(
+            f"Agent.{what}() takes exactly one of memory_id= or invocation_id= (got "
+            f"{'both' if memory_id is not None else 'neither'})"
+        )
 
 
 def _call_options(output_type: Any, middleware: Any) -> CallOptions:

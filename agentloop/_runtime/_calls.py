@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 
 from .._tools._execution import execute_tool_call, rejected_call
 from .._tools._toolset import Toolset
-from .._values._context import ToolContext
+from .._values._context import ToolContext, watch_tools
 from .._values._errors import BadResponseError, IllegalConfigurationError, ResponseTruncatedError
 from .._values._events import BeforeToolExecution, ToolExecuted, ToolRetrying
 from .._values._messages import ToolExecutionRequest, is_whole_object
@@ -238,7 +238,11 @@ class Calls:
                 return await self._execute(call.request, index, on_start)
 
             work = chain(call or self._tool_call(request, index), innermost)
-        execution: object = await work
+        if emit is None:
+            execution: object = await work
+        else:
+            with watch_tools(emit):  # the call's progress and streamed values go to the stream too
+                execution = await work
         if not isinstance(execution, ToolExecution):
             raise IllegalConfigurationError(
                 f"A wrap_tool_call middleware ({', '.join(inv.seam.tool_middleware)}) returned "

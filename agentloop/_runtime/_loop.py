@@ -21,25 +21,28 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
 import msgspec
 
-from .._conforms import conforms
-from .._memory._chat import ChatMemory, FinalCommitMemory
+from .._memory._chat import ChatMemory
 from .._memory._history import split_history
 from .._tools._execution import ExecutionOptions, should_return_immediately
 from .._tools._toolset import ToolProvider, ToolProviderRequest, Toolset, provide_tools, resolve_tools
 from .._values._context import ToolContext
-from .._values._errors import ModelRetry, ToolRoundsExceededError
+from .._values._errors import BadResponseError, IllegalConfigurationError, ModelRetry, ToolRoundsExceededError
 from .._values._events import (
     IntermediateResponse,
+    ModelProgress,
+    PartialResponse,
+    PartialThinking,
+    PartialToolCall,
     StreamEvent,
 )
 from .._values._messages import (
-    AiMessage,
     ChatMessage,
     ChatRequest,
     ChatResponse,
@@ -50,21 +53,36 @@ from .._values._messages import (
     UserMessage,
 )
 from .._values._options import NO_OPTIONS, CallOptions
-from .._values._records import ToolExecution
 from .._values._result import Result
 from ..models import (
     ChatModel,
+    GenerationProgress,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallComplete,
+    ToolCallDelta,
 )
 from ._calls import Calls, refuse_cut_calls
 from ._hooks import NOT_FOUND, OutputHook
-from ._model_call import model_call
 from ._observe import log_model_call
-from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, RoundEnd, RoundStart, Seam
+from ._outcome import Sofar, commit, first_error, outcome
+from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, ModelCall, RoundEnd, Seam, Stop
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["Invocation", "Listener", "run_invocation"]
+__all__ = ["Halt", "Invocation", "Listener", "run_invocation"]
+
+
+class Halt(Protocol):
+    """Ends an invocation from outside, at once: the loop runs inside `scope`; once it is cancelled the
+    invocation returns a CANCELLED Result (`reason`) holding what it committed before (run control)."""
+
+    @property
+    def scope(self) -> anyio.CancelScope: ...
+    @property
+    def reason(self) -> str | None: ...
 
 
 class Listener(Protocol):
@@ -112,61 +130,42 @@ class Invocation:
     """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
     price_source: Any = None
     """What `Result.cost()` prices the responses with (the agent's `pricing=`), carried into the Result."""
-    stop: Stoppable | None = None
-    """What may end the invocation from outside at once (run control's handle); None: nothing can."""
-
-
-class Stoppable(Protocol):
-    """Ends an invocation from outside at once: the loop runs in `scope`; cancelling it gives a
-    `FinishReason.CANCELLED` Result with `reason`. `close()` is called when the invocation ends."""
-
-    scope: anyio.CancelScope
-    reason: str | None
-
-    def close(self) -> None: ...
+    halt: Halt | None = None
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
-    model is called whole rather than streamed. Cancelling `inv.stop`'s scope ends it at once with a
-    `FinishReason.CANCELLED` Result holding what the rounds committed before."""
-    tally = _Tally()
-    stop = inv.stop
+    model is called whole rather than streamed."""
+    sofar = Sofar()
     try:
-        if stop is None:
-            return await _run(inv, emit, tally)
-        with stop.scope:
-            return await _run(inv, emit, tally)
+        if inv.halt is None:
+            return await _run(inv, emit, sofar)
+        with inv.halt.scope:
+            return await _run(inv, emit, sofar)
+        return sofar.cancelled(inv, inv.halt.reason)
     except BaseExceptionGroup as group:
-        error = _first_error(group)
+        error = first_error(group)
         raise error from error.__cause__  # the error's own cause (a transport failure), not the group
-    finally:
-        if stop is not None:
-            stop.close()
-    final = tally.last or ChatResponse(AiMessage(""), finish_reason=FinishReason.CANCELLED)
-    return _result(inv, tally, None, FinishReason.CANCELLED, final, None, cancel_reason=stop.reason)
 
 
-async def _run(inv: Invocation, emit: Listener | None, tally: _Tally) -> Result[Any]:
+async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[Any]:
     history: list[ChatMessage] = await inv.memory.messages() if inv.memory is not None else [*inv.history]
     unsaved: list[ChatMessage] = [inv.user_message]  # this invocation's messages not yet in memory
-    added, executions, intermediate = tally.added, tally.executions, tally.intermediate
+    added, executions, intermediate = sofar.added, sofar.executions, sofar.intermediate
+    usage: TokenUsage | None = None
     limiter = anyio.CapacityLimiter(inv.options.max_concurrency) if inv.options.max_concurrency else None
     toolset = await _tools(inv, history)
     prefix: list[ChatMessage] = [inv.system_message] if inv.system_message is not None else []
     typed = None if emit is None or emit.text_only else emit  # where events other than text go
     round = 0
     corrected = False  # an answer was sent back for correction: the messages wait for a valid one
-    context = inv.call_context
-    assert context is not None
-    resumed = await inv.seam.resumed(context) if inv.seam.resume else None
+    assert inv.call_context is not None
+    resumed = await inv.seam.resumed(inv.call_context) if inv.seam.resume else None
     if resumed is not None:  # a saved round goes on: its calls run first, then the loop as usual
         unsaved, round = list(resumed.messages), resumed.round - 1
         if inv.memory is None:  # the state carried the history too: for the model, not for new_messages
             history, unsaved = split_history(unsaved, resumed.user_message)
     while True:
-        if inv.seam.round_start and resumed is None:  # messages handed in before the model call (steering)
-            unsaved += await inv.seam.starting(RoundStart(round, context))
         if inv.dynamic_tools and round > 0:
             toolset = await _tools(inv, history + unsaved)
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
@@ -177,7 +176,7 @@ async def _run(inv: Invocation, emit: Listener | None, tally: _Tally) -> Result[
                 calls.keep(resumed.executions)
                 response, resumed = await resumed.claim(toolset, inv.memory), None
             else:
-                response = await model_call(inv, request, round, emit, typed, calls)
+                response = await _model_call(inv, request, round, emit, typed, calls)
             log_model_call(inv, response, round)
             ai = response.ai_message
             if ai.tool_execution_requests:
@@ -198,7 +197,7 @@ async def _run(inv: Invocation, emit: Listener | None, tally: _Tally) -> Result[
                     await typed(IntermediateResponse(response, round))
             else:
                 calls.discard()
-        tally.count(response)
+        usage = sofar.usage = response.token_usage if usage is None else usage + response.token_usage
         if not ai.tool_execution_requests:
             try:
                 output: Any = await _answer(inv, response, ai.text, round)
@@ -207,15 +206,19 @@ async def _run(inv: Invocation, emit: Listener | None, tally: _Tally) -> Result[
                 unsaved += [ai, UserMessage(retry.message)]
                 corrected = True
                 continue
-            await _commit(inv.memory, [*unsaved, ai], final=True)
+            await commit(inv.memory, [*unsaved, ai], final=True)
             added += [*unsaved, ai]
-            more = await inv.seam.starting(RoundStart(round, context, True)) if inv.seam.round_start else ()
-            if more:  # a message came in as it was ending (steering): the model answers it too
-                history, unsaved, corrected = history + unsaved + [ai], list(more), False
+            more = (
+                await inv.seam.round_ended(RoundEnd(round, True, inv.call_context))
+                if inv.seam.rounds
+                else None
+            )
+            if more and not isinstance(more, Stop):  # messages came in meanwhile: the model answers them
+                history, unsaved = [*history, *unsaved, ai], more
                 intermediate.append(response)
-                tally.last = response
                 continue
-            return _result(inv, tally, ai.text, response.finish_reason, response, output)
+            finish = response.finish_reason
+            return outcome(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
 
         # Every call has finished: commit the round as one unit, in the model's call order.
         round += 1
@@ -226,11 +229,11 @@ async def _run(inv: Invocation, emit: Listener | None, tally: _Tally) -> Result[
             carried = unsaved if inv.memory is not None else history + unsaved
             held = HeldRound(
                 response, round, tuple(round_executions), tuple(carried), inv.user_message,
-                context, inv.memory, inv.call_options, typed,
+                inv.call_context, inv.memory, inv.call_options, typed,
             )  # fmt: skip
             pending = await inv.seam.held(held)
             finish = FinishReason.APPROVAL_REQUIRED
-            return _result(inv, tally, None, finish, response, None, pending)
+            return outcome(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
         # Judged before the commit: retries used up (OutputValidationError) store nothing of the round.
         output = NOT_FOUND if inv.output is None else inv.output.found(round_executions)
@@ -246,17 +249,73 @@ async def _run(inv: Invocation, emit: Listener | None, tally: _Tally) -> Result[
         if output is NOT_FOUND and not immediate and corrected:
             unsaved = messages  # an output being corrected: stored with the valid one, or never
             continue
-        await _commit(inv.memory, messages)
+        await commit(inv.memory, messages)
         history += messages
         added += messages
         unsaved = []
-        tally.last = response
         if output is not NOT_FOUND:  # a valid output call ends the invocation
-            return _result(inv, tally, ai.text, FinishReason.STOP, response, output)
+            finish = FinishReason.STOP
+            return outcome(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
         if immediate:
-            return _result(inv, tally, None, FinishReason.TOOL_EXECUTION, response, None)
-        if inv.seam.round_end and (stop := await inv.seam.ended(RoundEnd(round, context, tuple(messages)))):
-            return _result(inv, tally, None, stop.finish_reason, response, None, cancel_reason=stop.reason)
+            finish = FinishReason.TOOL_EXECUTION
+            return outcome(inv, None, finish, executions, intermediate, response, usage, added, None)
+        if inv.seam.rounds:  # between rounds: messages to add before the next model call, or a stop
+            more = await inv.seam.round_ended(RoundEnd(round, False, inv.call_context))
+            if isinstance(more, Stop):
+                finish = FinishReason.CANCELLED
+                return outcome(
+                    inv,
+                    None,
+                    finish,
+                    executions,
+                    intermediate,
+                    response,
+                    usage,
+                    added,
+                    None,
+                    cancel=more.reason,
+                )
+            unsaved = more
+
+
+async def _model_call(
+    inv: Invocation,
+    request: ChatRequest,
+    round: int,
+    emit: Listener | None,
+    typed: Listener | None,
+    calls: Calls,
+) -> ChatResponse:
+    """One model call, through the middleware's `wrap_model_call` hooks when there are any. A response a
+    middleware gave without calling the model (a cache, a guard) reaches a streaming consumer as one text
+    delta."""
+    chain = inv.seam.model
+    if chain is None:
+        if emit is None:
+            return await inv.model.chat(request)
+        return await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
+    streamed = False
+
+    async def call_model(call: ModelCall) -> ChatResponse:
+        nonlocal streamed
+        model = inv.model if call.model is None else call.model
+        if emit is None:
+            return await model.chat(call.request)
+        streamed = True
+        return await _stream_model(model, call.request, round, emit, typed, calls, inv.output)
+
+    assert inv.call_context is not None
+    response: object = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
+    if not isinstance(response, ChatResponse):
+        names = ", ".join(type(m).__qualname__ for m in inv.seam.middleware)
+        raise IllegalConfigurationError(
+            f"A wrap_model_call middleware ({names}) returned {response!r}; return the ChatResponse that "
+            "`await call_next(call)` gave (or one you built, e.g. ChatResponse(AiMessage('...')))"
+        )
+    text = response.ai_message.text
+    if emit is not None and not streamed and text:
+        await emit(PartialResponse(text, round))
+    return response
 
 
 async def _answer(inv: Invocation, response: ChatResponse, output: Any, round: int) -> Any:
@@ -264,6 +323,46 @@ async def _answer(inv: Invocation, response: ChatResponse, output: Any, round: i
     if not inv.seam.answer:
         return output
     return await inv.seam.answered(Answer(response, output, round, _context(inv, round)))
+
+
+async def _stream_model(
+    model: ChatModel,
+    request: ChatRequest,
+    round: int,
+    emit: Listener,
+    typed: Listener | None,
+    calls: Calls,
+    output: OutputHook | None,
+) -> ChatResponse:
+    """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
+    them) and starting each tool call as soon as it is whole. Structured output watches the stream for its
+    partial values."""
+    response: ChatResponse | None = None
+    text_nowait = emit.text_nowait
+    async with aclosing(model.stream(request)) as source:  # type: ignore[type-var]
+        events = source if output is None else output.watch(source, round, typed)
+        async for event in events:
+            kind = type(event)
+            if kind is TextDelta:
+                text: str = event.text  # type: ignore[union-attr]
+                if not text_nowait(text, round):
+                    await emit(PartialResponse(text, round))
+            elif kind is ToolCallDelta:
+                if typed is not None:
+                    e: Any = event
+                    await typed(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
+            elif kind is ToolCallComplete:
+                calls.start_early(event.index, event.request)  # type: ignore[union-attr]
+            elif kind is ThinkingDelta:
+                if typed is not None:
+                    await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]
+            elif kind is GenerationProgress and typed is not None:
+                await typed(ModelProgress.of(event, round))  # type: ignore[arg-type]
+            elif kind is ResponseComplete:
+                response = event.response  # type: ignore[union-attr]
+    if response is None:
+        raise BadResponseError("The model's stream ended without a final response")
+    return response
 
 
 async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
@@ -275,73 +374,6 @@ async def _tools(inv: Invocation, messages: list[ChatMessage]) -> Toolset:
     return resolve_tools([inv.tools, provided]) if len(provided) else inv.tools
 
 
-async def _commit(memory: ChatMemory | None, messages: list[ChatMessage], *, final: bool = False) -> None:
-    """Writes one unit to memory; shielded, so a cancellation cannot leave half a round behind. The final
-    unit goes to `add_final` of a `FinalCommitMemory` (it may give the memory id back with it)."""
-    if memory is not None:
-        with anyio.CancelScope(shield=True):
-            if final and conforms(memory, FinalCommitMemory):
-                await memory.add_final(messages)
-            else:
-                await memory.add(messages)
-
-
-@dataclass(slots=True)
-class _Tally:
-    """What an invocation's Result reports, kept as it goes (a cancelled one reports it too)."""
-
-    added: list[ChatMessage] = field(default_factory=list)  # committed to memory
-    executions: list[ToolExecution] = field(default_factory=list)
-    intermediate: list[ChatResponse] = field(default_factory=list)
-    usage: TokenUsage | None = None
-    last: ChatResponse | None = None  # the response of the last round committed
-
-    def count(self, response: ChatResponse) -> None:
-        usage = response.token_usage
-        self.usage = usage if self.usage is None else self.usage + usage
-
-
-def _result(
-    inv: Invocation,
-    tally: _Tally,
-    content: str | None,
-    finish_reason: FinishReason | None,
-    final: ChatResponse,
-    output: Any,
-    pending: Any = None,
-    *,
-    cancel_reason: str | None = None,
-) -> Result[Any]:
-    return Result(
-        content=content,
-        tool_executions=tally.executions,
-        token_usage=tally.usage,
-        finish_reason=finish_reason,
-        intermediate_responses=tally.intermediate,
-        final_response=final,
-        messages=tuple(tally.added),
-        memory_id=inv.memory_id,
-        invocation_id=inv.invocation_id,
-        output=output,
-        pending=pending,
-        price_source=inv.price_source,
-        cancel_reason=cancel_reason,
-    )
-
-
 def _context(inv: Invocation, round: int) -> ToolContext:
     """What an output validator gets outside a tool call (native and prompted modes)."""
     return ToolContext(inv.invocation_id, inv.memory_id, inv.context, None, round, inv.deadline)
-
-
-def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to raise for a task group's failure: its first real error, not a cancellation."""
-    cancelled = anyio.get_cancelled_exc_class()
-    first: BaseException | None = None
-    for error in group.exceptions:
-        if isinstance(error, BaseExceptionGroup):
-            error = _first_error(error)
-        if not isinstance(error, cancelled):
-            return error
-        first = first or error
-    return first if first is not None else group

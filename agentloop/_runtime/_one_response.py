@@ -34,7 +34,7 @@ from .._values._events import BeforeToolExecution, StreamEvent, ToolExecuted
 from .._values._messages import ToolExecutionRequest
 from .._values._records import ToolExecution
 from ._calls import Calls
-from ._loop import _first_error
+from ._outcome import first_error
 from ._seam import NO_MIDDLEWARE, Middleware, Seam, check_middleware
 
 if sys.version_info < (3, 11):
@@ -115,7 +115,7 @@ async def execute_tool_calls(
             engine = Calls(group, site, toolset, round, limiter, listener, eager=False)
             engine.start_all(calls)
     except BaseExceptionGroup as failures:
-        error = _first_error(failures)
+        error = first_error(failures)
         raise error from error.__cause__  # the handler's error itself, as the agent's loop raises it
     executions = engine.executions()
     for index in _fresh_ids(calls):  # give back the caller's id: its results pair with its AiMessage

@@ -25,7 +25,6 @@ from .._values._messages import (
     ChatMessage,
     ChatRequest,
     ChatResponse,
-    FinishReason,
     ToolExecutionRequest,
     UserMessage,
 )
@@ -44,7 +43,6 @@ __all__ = [
     "NextModelCall",
     "NextToolCall",
     "RoundEnd",
-    "RoundStart",
     "Seam",
     "Stop",
     "ToolCall",
@@ -137,6 +135,25 @@ class Answer:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundEnd:
+    """A point between two model calls, as `Middleware.after_round` sees it: the round just committed to
+    memory (`round`: tool rounds so far), `final` when it was the text answer about to end the invocation,
+    and `context` (whose invocation)."""
+
+    round: int
+    final: bool
+    context: CallContext
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """What `Middleware.after_round` returns to end the invocation there: its Result has `finish_reason`
+    `FinishReason.CANCELLED` and `cancel_reason` `reason`. Everything up to this point stays committed."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HeldRound:
     """A round in which some call waits (its `wrap_tool_call` returned `DEFERRED`): nothing of it is
     committed, and `Middleware.on_hold` saves what going on later needs. `response` holds the round's
@@ -154,37 +171,6 @@ class HeldRound:
     memory: Any
     call_options: Any
     announce: Callable[[Any], Awaitable[None]] | None
-
-
-@dataclass(frozen=True, slots=True)
-class RoundStart:
-    """A model call about to be made, as `Middleware.before_round` sees it: its `round` (0 for the first
-    call), whose call it is, and `ending`: True when the model has just given the answer that would end the
-    invocation (that answer is committed): messages added then make the model answer once more."""
-
-    round: int
-    context: CallContext
-    ending: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RoundEnd:
-    """A tool round just committed to memory, as `Middleware.after_round` sees it: its `round` (from 1),
-    whose call it is, and the `messages` it committed (the AiMessage with its calls, then their results)."""
-
-    round: int
-    context: CallContext
-    messages: tuple[ChatMessage, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """What `Middleware.after_round` returns to end the invocation after the round that just committed:
-    the Result gets `finish_reason` (`FinishReason.CANCELLED` unless said otherwise) and
-    `cancel_reason=reason`."""
-
-    reason: str | None = None
-    finish_reason: FinishReason = FinishReason.CANCELLED
 
 
 class SavedRound(Protocol):
@@ -237,12 +223,11 @@ class Middleware:
     - `on_answer(answer) -> output`: the answer about to end the invocation (a text answer, or the value of
       an output tool call), before anything of it is stored. Return the output (`answer.output`, or another
       value); raise `ModelRetry(message)` to send `message` to the model as a correction and go on.
-    - `before_round(start) -> messages`: a model call is about to be made (or, with `start.ending`, the
-      invocation is about to end with its committed answer): return messages (user messages) to add to the
-      conversation before it; they are committed with the round. Messages added while ending make the model
-      answer once more. Return `()` to add nothing.
-    - `after_round(end) -> Stop | None`: a tool round has just been committed; return `Stop(reason)` to end
-      the invocation there (`FinishReason.CANCELLED`), None to go on.
+    - `after_round(end) -> messages | Stop | None`: a tool round (or the final text answer, `end.final`)
+      was committed. Return user messages to add before the next model call (after a final answer, the
+      model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
+      a final answer), or None to go on as planned. Run control (`cancel(after_round=True)`, `steer()`)
+      is built on it.
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
@@ -278,10 +263,7 @@ class Middleware:
     async def on_resume(self, context: CallContext) -> SavedRound | None:
         return None
 
-    async def before_round(self, start: RoundStart) -> Sequence[ChatMessage]:
-        return ()
-
-    async def after_round(self, end: RoundEnd) -> Stop | None:
+    async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
         return None
 
 
@@ -347,10 +329,8 @@ class Seam:
     """The `on_hold` hooks: the first that returns something saved the round."""
     resume: tuple[Callable[[CallContext], Awaitable[SavedRound | None]], ...] = ()
     """The `on_resume` hooks: the first that returns a saved round is gone on from."""
-    round_start: tuple[Callable[[RoundStart], Awaitable[Sequence[ChatMessage]]], ...] = ()
-    """The `before_round` hooks, in order: the messages of each are added."""
-    round_end: tuple[Callable[[RoundEnd], Awaitable[Stop | None]], ...] = ()
-    """The `after_round` hooks: the first that returns a `Stop` ends the invocation."""
+    rounds: tuple[Callable[[RoundEnd], Awaitable[Sequence[ChatMessage] | Stop | None]], ...] = ()
+    """The `after_round` hooks, in order (see `round_ended`)."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -373,8 +353,7 @@ class Seam:
             answer=_answer_hooks(middleware),
             hold=_hooks(middleware, "on_hold"),
             resume=_hooks(middleware, "on_resume"),
-            round_start=_hooks(middleware, "before_round"),
-            round_end=_hooks(middleware, "after_round"),
+            rounds=_hooks(middleware, "after_round"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
@@ -403,8 +382,7 @@ class Seam:
             answer=(*_answer_hooks(checks), *self.answer),
             hold=(*_hooks(features, "on_hold"), *self.hold),
             resume=(*_hooks(features, "on_resume"), *self.resume),
-            round_start=(*_hooks(features, "before_round"), *self.round_start),
-            round_end=(*_hooks(features, "after_round"), *self.round_end),
+            rounds=(*_hooks(features, "after_round"), *self.rounds),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
@@ -434,20 +412,17 @@ class Seam:
             "give the middleware whose wrap_tool_call returns DEFERRED an on_hold hook"
         )
 
-    async def starting(self, start: RoundStart) -> list[ChatMessage]:
-        """The messages the `before_round` hooks add before a model call, in hook order."""
+    async def round_ended(self, end: RoundEnd) -> list[ChatMessage] | Stop:
+        """What the `after_round` hooks decide: the first `Stop` one returns (the hooks after it are not
+        asked), else the messages they all returned, in order (an empty list: go on as planned)."""
         added: list[ChatMessage] = []
-        for hook in self.round_start:
-            added += await hook(start)
+        for hook in self.rounds:
+            decided = await hook(end)
+            if isinstance(decided, Stop):
+                return decided
+            if decided:
+                added += decided
         return added
-
-    async def ended(self, end: RoundEnd) -> Stop | None:
-        """The `Stop` of the first `after_round` hook that ends the invocation after a committed round."""
-        for hook in self.round_end:
-            stop = await hook(end)
-            if stop is not None:
-                return stop
-        return None
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""

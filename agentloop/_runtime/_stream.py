@@ -44,6 +44,8 @@ from .._values._events import (
     PartialToolCall,
     StreamEvent,
     ToolExecuted,
+    ToolOutputDelta,
+    ToolProgress,
     ToolRetrying,
 )
 from .._values._messages import ChatResponse, UserMessage
@@ -85,7 +87,7 @@ class TokenStream(Generic[OutputT]):
         handle: RunHandle | None = None,
     ) -> None:
         self._runner = runner
-        self._handle = handle  # what cancel() / steer() command; None: this stream cannot take them
+        self._handle = handle
         self._structured = structured
         self._description = description
         self._callbacks: dict[type[Any], list[Callback[Any]]] = {}
@@ -99,6 +101,29 @@ class TokenStream(Generic[OutputT]):
         self.output_attempt = 1
         """The attempt (`PartialOutput.attempt`) of the last value `outputs()` yielded: when it grows, the
         model is correcting an invalid output and the partials start again from nothing."""
+
+    # -- run control --------------------------------------------------------------------------------------
+
+    async def cancel(self, *, after_round: bool = False, reason: str | None = None) -> None:
+        """Stops the invocation, from any task: at once (the model call and running tools are cancelled,
+        nothing of the round in flight is committed) or, with `after_round=True`, once the round in flight
+        has committed. The stream then ends as usual; its Result has `finish_reason` `CANCELLED` and
+        `cancel_reason` `reason`. Nothing happens once the invocation has ended (docs/runtime.md, "Stopping
+        and steering a run")."""
+        await self._control().cancel(after_round=after_round, reason=reason)
+
+    async def steer(self, message: UserMessage | str) -> None:
+        """Hands the running invocation a user message, added before its next model call (in order); an
+        invocation about to finish calls the model once more to answer it. Raises `AgentLoopError` once the
+        invocation has ended."""
+        await self._control().steer(message)
+
+    def _control(self) -> RunHandle:
+        if self._handle is None:
+            raise AgentLoopError(
+                "This TokenStream has no run control (it was not made by Agent.stream() or resume_stream())"
+            )
+        return self._handle
 
     # -- callbacks ----------------------------------------------------------------------------------------
 
@@ -134,6 +159,14 @@ class TokenStream(Generic[OutputT]):
     def on_tool_retrying(self, callback: Callback[ToolRetrying]) -> TokenStream[OutputT]:
         """Calls `callback(event)` when `ToolRetry` runs a failed tool call again (attempt 2 on)."""
         return self._add(ToolRetrying, callback)
+
+    def on_tool_progress(self, callback: Callback[ToolProgress]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` when a running tool reports its progress (`ctx.report_progress`)."""
+        return self._add(ToolProgress, callback)
+
+    def on_tool_output_delta(self, callback: Callback[ToolOutputDelta]) -> TokenStream[OutputT]:
+        """Calls `callback(event)` for each value a streaming tool (an async generator) yields."""
+        return self._add(ToolOutputDelta, callback)
 
     def on_tool_executed(self, callback: Callback[ToolExecution]) -> TokenStream[OutputT]:
         """Calls `callback(execution)` as each tool call finishes (completion order)."""
@@ -253,33 +286,6 @@ class TokenStream(Generic[OutputT]):
         """True once the invocation finished, failed or was cancelled."""
         running = self._task or self._driver
         return self._result is not None or (running is not None and running.finished.is_set())
-
-    async def cancel(self, *, after_round: bool = False, reason: str | None = None) -> None:
-        """Ends the invocation, from any task: at once (the model call and running tools are cancelled,
-        nothing of the round in flight is committed) or, with `after_round=True`, once the round in flight
-        has committed. The stream then ends normally and `result` has `finish_reason` `CANCELLED` and
-        `cancel_reason=reason`. Returns without waiting for the end; a no-op once the stream finished.
-        Unlike `aclose()`, the stream still gives its Result (docs/runtime.md, "Stopping and steering a
-        run")."""
-        handle = self._require_handle("cancel")
-        if not self.done:
-            await handle.cancel(after_round=after_round, reason=reason)
-
-    async def steer(self, message: str | UserMessage) -> None:
-        """Hands a user message to the running invocation: it reaches the model before its next call (after
-        the round in flight commits) and is committed in order; an invocation about to end calls the model
-        once more to answer it. Raises `RunFinishedError` once the stream finished."""
-        handle = self._require_handle("steer")
-        if self.done:
-            handle.close()
-        await handle.steer(message)
-
-    def _require_handle(self, what: str) -> RunHandle:
-        if self._handle is None:
-            raise AgentLoopError(
-                f"This TokenStream was not made by an Agent, so it cannot {what}: use agent.stream(...)"
-            )
-        return self._handle
 
     async def aclose(self) -> None:
         """Stops the invocation if it still runs (model request and tools are cancelled) and waits for it.

@@ -237,9 +237,11 @@ def _definition(
     if not callable(func):
         raise IllegalConfigurationError(f"@tool decorates functions and methods, not {type(func).__name__}")
     tool_name = check_tool_name(name if name is not None else getattr(func, "__name__", ""), _qualname(func))
-    if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
+    if inspect.isgeneratorfunction(func):
         raise IllegalConfigurationError(
-            f"Tool {tool_name!r} is a generator; a tool must return its result (collect it into a list)"
+            f"Tool {tool_name!r} is a sync generator; a tool returns its result. To stream values while it "
+            "runs, make it an `async def` generator (each yielded value is a ToolOutputDelta event, the last "
+            "one its result); else collect the values into a list and return it"
         )
     if description is not None and not isinstance(description, str):
         raise IllegalConfigurationError(f"Tool {tool_name!r}: description must be a str")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 
 import msgspec
 
-from .._values._context import ToolContext
+from .._values._context import ToolContext, report_output
 from .._values._convert import result_to_text
 from .._values._errors import IllegalConfigurationError
 from .._values._messages import ToolExecutionRequest
@@ -54,6 +54,7 @@ class Tool:
         "_call",
         "_is_async",
         "_signature",
+        "_streams",
         "name",
         "requires_approval",
         "result_converter",
@@ -156,7 +157,8 @@ class Tool:
         self.source = source
         self._call = call
         self._signature = signature
-        self._is_async = _is_async_callable(call)
+        self._streams = inspect.isasyncgenfunction(call)
+        self._is_async = self._streams or _is_async_callable(call)
 
     @property
     def is_async(self) -> bool:
@@ -176,6 +178,8 @@ class Tool:
         """Runs the tool with what `prepare` returned; `context.request` is the call being served."""
         signature = self._signature
         if signature is None:
+            if self._streams:
+                return await self._last_of(self._call(context.request, context), context)
             if self._is_async:
                 result = await self._call(context.request, context)
             else:
@@ -190,6 +194,8 @@ class Tool:
                     kwargs[name] = memory_id
             for name in signature.context_params:
                 kwargs[name] = context
+            if self._streams:
+                return await self._last_of(self._call(**kwargs), context)
             if self._is_async:
                 result = await self._call(**kwargs)
             else:
@@ -198,6 +204,25 @@ class Tool:
         if inspect.isawaitable(result):  # from an async callable (sync ones' were awaited by the worker call)
             result = await result
         return result
+
+    async def _last_of(self, values: Any, context: ToolContext) -> Any:
+        """A streaming tool (an async generator): each value it yields is reported as it comes (a
+        `ToolOutputDelta`); the last one is its result. The generator is closed however the call ends."""
+        count = 0
+        last: Any = None
+        try:
+            async for value in values:
+                count += 1
+                last = value
+                await report_output(context.request, value, count, self.to_text)
+        finally:
+            await values.aclose()
+        if count == 0:
+            raise ValueError(
+                f"Tool {self.name!r} is a streaming tool (an async generator) that yielded nothing; its last "
+                "yielded value is its result, so yield at least once"
+            )
+        return last
 
     def to_text(self, result: Any) -> str:
         """The text the model reads for `result`: the tool's `result_converter`, else the default rules."""

@@ -6,7 +6,7 @@ Both are injected: they never appear in a tool's JSON schema and the model can n
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -17,8 +17,18 @@ import anyio.from_thread
 import msgspec
 
 from ._messages import ToolExecutionRequest
+from ._tool_events import ToolOutputDelta, ToolProgress
 
-__all__ = ["LogLevel", "ToolChannel", "ToolContext", "ToolMemoryId", "bind_channel"]
+__all__ = [
+    "LogLevel",
+    "ToolChannel",
+    "ToolContext",
+    "ToolMemoryId",
+    "ToolWatcher",
+    "bind_channel",
+    "report_output",
+    "watch_tools",
+]
 
 _NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
 
@@ -57,6 +67,44 @@ def bind_channel(channel: ToolChannel) -> Iterator[None]:
         yield
     finally:
         _channel.reset(token)
+
+
+ToolWatcher = Callable[[ToolProgress | ToolOutputDelta], Awaitable[None]]
+"""Takes what running tools report (their progress, a streaming tool's values): the stream, tracing."""
+
+_watchers: ContextVar[tuple[ToolWatcher, ...]] = ContextVar("agentloop_tool_watchers", default=())
+
+
+@contextmanager
+def watch_tools(watcher: ToolWatcher) -> Iterator[None]:
+    """Hands what the tool calls run inside this block report to `watcher` too (innermost last).
+
+    Nothing is built for a report nobody watches: with no watcher and no MCP channel,
+    `report_progress` returns at once."""
+    token = _watchers.set((*_watchers.get(), watcher))
+    try:
+        yield
+    finally:
+        _watchers.reset(token)
+
+
+async def report_output(
+    request: ToolExecutionRequest | None, value: Any, count: int, describe: Callable[[Any], str]
+) -> None:
+    """A streaming tool yielded `value` (its `count`-th, from 1): a `ToolOutputDelta` to the watchers, and an
+    MCP progress notification (`count`, with the value's text as its message) when served over MCP."""
+    channel = _channel.get()
+    if channel is not None:
+        await channel.report_progress(count, None, describe(value))
+    watchers = _watchers.get()
+    if watchers:
+        event = ToolOutputDelta(
+            (request.id or "") if request is not None else "",
+            request.name if request is not None else "",
+            value,
+        )
+        for watcher in watchers:
+            await watcher(event)
 
 
 class ToolMemoryId:
@@ -122,11 +170,30 @@ class ToolContext(msgspec.Struct, frozen=True):
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        """Reports progress to the caller (an MCP progress notification when served over MCP and the
-        client asked for progress; a no-op otherwise)."""
+        """Reports how far the tool got: a `ToolProgress` event in the invocation's stream (and
+        `TokenStream.on_tool_progress`), a span event when traced, an MCP progress notification when the
+        tool is served over MCP; a no-op when nobody watches (`chat()`).
+
+        From a sync tool (it runs in a worker thread): `anyio.from_thread.run(ctx.report_progress, 3, 10)`.
+        """
         channel = _channel.get()
+        watchers = _watchers.get()
+        if channel is None and not watchers:
+            return
+        _check_progress(progress, total, message)
         if channel is not None:
             await channel.report_progress(progress, total, message)
+        if watchers:
+            request = self.request
+            event = ToolProgress(
+                (request.id or "") if request is not None else "",
+                request.name if request is not None else "",
+                progress,
+                total,
+                message,
+            )
+            for watcher in watchers:
+                await watcher(event)
 
     async def elicit(self, message: str, schema: Mapping[str, Any]) -> Any:
         """Asks the user, through the MCP client, for input shaped by `schema` (a flat JSON schema object).
@@ -159,6 +226,18 @@ def new_invocation_id() -> str:
     as 32 hex digits, unique across processes, so paused rounds and durable records never collide. The one
     scheme of the agent's loop and of `execute_tool_calls`."""
     return uuid.uuid4().hex
+
+
+def _check_progress(progress: object, total: object, message: object) -> None:
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not number(progress):
+        raise TypeError(f"report_progress(progress=...) takes a number (e.g. 3 or 0.5), not {progress!r}")
+    if total is not None and not number(total):
+        raise TypeError(f"report_progress(total=...) takes a number or None, not {total!r}")
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"report_progress(message=...) takes a str or None, not {type(message).__name__}")
 
 
 def _required_channel(what: str) -> ToolChannel:

@@ -153,6 +153,16 @@ class InvocationTimeoutError(AgentLoopError, TimeoutError):
         self.timeout = timeout
 
 
+class MemoryBusyError(AgentLoopError):
+    """`if_busy="reject"`: an invocation on this memory id is running (in this process or another sharing the
+    agent's run control), so this one did not start. The web apps answer it with HTTP 409. `memory_id` is the
+    busy id."""
+
+    def __init__(self, message: str, *, memory_id: Any) -> None:
+        super().__init__(message)
+        self.memory_id = memory_id
+
+
 class LimitExceededError(AgentLoopError, TimeoutError):
     """A `ConcurrencyLimit` wait outlasted its `timeout`: `key` is the limited key, `limit` its setting and
     `timeout` the seconds waited. Nothing was taken: the call it guarded never started."""
@@ -173,11 +183,6 @@ class LimiterError(AgentLoopError):
         super().__init__(message)
         self.message = message
         self.backend = backend
-
-
-class RunFinishedError(AgentLoopError):
-    """`steer()` on an invocation that has already finished: nothing would ever read the message. Send it
-    as a new invocation instead."""
 
 
 class ApprovalError(AgentLoopError):

@@ -19,6 +19,7 @@ from ._progress import GenerationProgress
 # typing.get_type_hints() resolve annotations in this module's namespace (a NameError otherwise).
 from ._records import ToolExecution
 from ._result import Result
+from ._tool_events import ToolOutputDelta, ToolProgress
 
 __all__ = [
     "ApprovalRequired",
@@ -32,6 +33,8 @@ __all__ = [
     "PartialToolCall",
     "StreamEvent",
     "ToolExecuted",
+    "ToolOutputDelta",
+    "ToolProgress",
     "ToolRetrying",
 ]
 
@@ -174,6 +177,8 @@ StreamEvent = Union[
     IntermediateResponse,
     BeforeToolExecution,
     ToolRetrying,
+    ToolProgress,
+    ToolOutputDelta,
     ToolExecuted,
     ApprovalRequired,
     CompleteResponse,

@@ -261,7 +261,9 @@ def _plus(a: int | None, b: int | None) -> int | None:
 class FinishReason(str, enum.Enum):
     """Why the model stopped. `TOOL_EXECUTION` also marks an invocation that ended by immediate return;
     `APPROVAL_REQUIRED` one that paused until a person decides on some of its tool calls; `CANCELLED` one
-    stopped by `stream.cancel()` (or run control) before its answer."""
+    stopped by `cancel()` (`Result.cancel_reason`); `STEERED` a call
+    whose message went to the invocation already running on its memory id in another process
+    (`if_busy="steer"`), which answers it there."""
 
     STOP = "stop"
     LENGTH = "length"
@@ -270,6 +272,7 @@ class FinishReason(str, enum.Enum):
     OTHER = "other"
     APPROVAL_REQUIRED = "approval_required"
     CANCELLED = "cancelled"
+    STEERED = "steered"
 
 
 class ToolChoice(msgspec.Struct, frozen=True):

@@ -29,11 +29,10 @@ class Result(Generic[T]):
     `content` is the final answer text, or None when an immediate-return tool ended the invocation (then
     `finish_reason` is `FinishReason.TOOL_EXECUTION` and the answer is in `tool_executions`), or when tool
     calls wait for a person (then `finish_reason` is `FinishReason.APPROVAL_REQUIRED` and `pending` holds
-    them; `Agent.resume(result.pending, ...)` goes on), or when the invocation was cancelled (then
-    `finish_reason` is `FinishReason.CANCELLED` and `cancel_reason` holds the reason given, if any).
+    them; `Agent.resume(result.pending, ...)` goes on), or when it was cancelled (`finish_reason` is
+    `FinishReason.CANCELLED`, `cancel_reason` says why; docs/runtime.md, "Stopping and steering a run").
     `output` is the validated value of the invocation's `output_type` (for `str`, the default, it equals
-    `content`; it is None, whatever the type, when an immediate return, a pause or a cancellation ended the
-    invocation).
+    `content`; it is None, whatever the type, when an immediate return or a pause ended the invocation).
     """
 
     content: str | None
@@ -61,7 +60,8 @@ class Result(Generic[T]):
 
     output: T = _SAME_AS_CONTENT
     cancel_reason: str | None = None
-    """The `reason` given to `cancel()` when the invocation was cancelled (`FinishReason.CANCELLED`)."""
+    """Why the invocation was cancelled (`finish_reason` is `FinishReason.CANCELLED`): the `reason` given to
+    `cancel()`; None otherwise, or when none was given."""
 
     def __post_init__(self) -> None:
         if self.output is _SAME_AS_CONTENT:

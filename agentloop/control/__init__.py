@@ -7,7 +7,7 @@ A `RunControl` is where running invocations register and where commands for them
 `await control.send(command, invocation_id=... | memory_id=...)` delivers a command and says whether any
 running invocation received it.
 
-Importing this package does not import `redis`; `RedisRunControl` loads it when constructed.
+Importing this package imports neither `redis` nor `sqlite3`; each loads with its class.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from .._public import publish, publish_one
 from ._base import Inbox, RunControl
 from ._command import RunCommand
 from ._local import LocalRunControl
-from ._sqlite import SQLiteRunControl
 
 if TYPE_CHECKING:
     from ._redis import RedisRunControl
+    from ._sqlite import SQLiteRunControl
 
 __all__ = ["Inbox", "LocalRunControl", "RedisRunControl", "RunCommand", "RunControl", "SQLiteRunControl"]
 
@@ -31,6 +31,10 @@ def __getattr__(name: str) -> Any:
         from ._redis import RedisRunControl
 
         return publish_one(RedisRunControl, __name__)
+    if name == "SQLiteRunControl":  # loaded on first use: `import agentloop` (the Agent's default
+        from ._sqlite import SQLiteRunControl  # LocalRunControl) does not import sqlite3
+
+        return publish_one(SQLiteRunControl, __name__)
     raise AttributeError(f"module 'agentloop.control' has no attribute {name!r}")
 
 

@@ -18,6 +18,11 @@ class Inbox(Protocol):
         """The next command, waiting until one arrives."""
         ...
 
+    async def poll(self) -> RunCommand | None:
+        """The next command if one is there, else None at once (what an invocation checks between rounds,
+        so a command sent before a round ended is applied there, whatever the listener's polling)."""
+        ...
+
 
 @runtime_checkable
 class RunControl(Protocol):
@@ -32,6 +37,11 @@ class RunControl(Protocol):
     ) -> bool:
         """Delivers `command` to the invocation with that id, or to every invocation running on that memory
         id; True if at least one running invocation received it, False if none runs."""
+        ...
+
+    async def busy(self, memory_id: Any) -> bool:
+        """True while an invocation on `memory_id` runs in any process sharing this control (what
+        `if_busy=` decides on)."""
         ...
 
 

@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from .._values._codec import decode, encode
 from .._values._errors import AgentLoopError, RunControlError
 from .._values._messages import UserMessage
-from ..stores import decode, encode
 
 __all__ = ["RunCommand", "decode_command", "encode_command"]
 

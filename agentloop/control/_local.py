@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -27,13 +27,38 @@ class _StreamInbox:
     async def receive(self) -> RunCommand:
         return await self._receive.receive()
 
+    async def poll(self) -> RunCommand | None:
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            return None
+
+
+Deliver = Callable[[RunCommand], Awaitable[None]]
+
 
 class LocalRunControl:
     """Reaches the invocations running in this process (commands never wait: an inbox has no bound)."""
 
     def __init__(self) -> None:
-        self._inboxes: dict[str, tuple[Any, MemoryObjectSendStream[RunCommand]]] = {}
+        self._inboxes: dict[str, tuple[Any, MemoryObjectSendStream[RunCommand] | Deliver]] = {}
         self._by_memory: dict[Any, set[str]] = {}
+
+    @contextmanager
+    def attach(self, invocation_id: str, memory_id: Any, deliver: Deliver) -> Iterator[None]:
+        """Registers an invocation whose commands are handed straight to `deliver` (awaited by `send`):
+        what an agent in this process uses, with no inbox and no task reading it."""
+        if invocation_id in self._inboxes:
+            raise ValueError(
+                f"LocalRunControl: invocation {invocation_id!r} is already registered as running"
+            )
+        self._inboxes[invocation_id] = (memory_id, deliver)
+        if memory_id is not None:
+            self._by_memory.setdefault(memory_id, set()).add(invocation_id)
+        try:
+            yield
+        finally:
+            self._forget(invocation_id, memory_id)
 
     @asynccontextmanager
     async def running(self, invocation_id: str, memory_id: Any = None) -> AsyncIterator[Inbox]:
@@ -49,12 +74,15 @@ class LocalRunControl:
             with send, receive:
                 yield _StreamInbox(receive)
         finally:
-            del self._inboxes[invocation_id]
-            if memory_id is not None:
-                running = self._by_memory[memory_id]
-                running.discard(invocation_id)
-                if not running:
-                    del self._by_memory[memory_id]
+            self._forget(invocation_id, memory_id)
+
+    def _forget(self, invocation_id: str, memory_id: Any) -> None:
+        del self._inboxes[invocation_id]
+        if memory_id is not None:
+            running = self._by_memory[memory_id]
+            running.discard(invocation_id)
+            if not running:
+                del self._by_memory[memory_id]
 
     async def send(
         self, command: RunCommand, *, invocation_id: str | None = None, memory_id: Any = None
@@ -65,9 +93,16 @@ class LocalRunControl:
         for target in targets:
             entry = self._inboxes.get(target)
             if entry is not None:
-                entry[1].send_nowait(command)
+                receiver = entry[1]
+                if isinstance(receiver, MemoryObjectSendStream):
+                    receiver.send_nowait(command)
+                else:
+                    await receiver(command)
                 delivered = True
         return delivered
+
+    async def busy(self, memory_id: Any) -> bool:
+        return bool(self._by_memory.get(memory_id))
 
     def __repr__(self) -> str:
         return f"LocalRunControl(running={len(self._inboxes)})"

@@ -68,6 +68,16 @@ end
 return delivered
 """
 
+# keys: the memory id's set; args: key prefix. How many of its invocations are alive (dead ones pruned).
+_BUSY = """
+local alive = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. 'inv:' .. id) == 1 then alive = alive + 1
+  else redis.call('SREM', KEYS[1], id) end
+end
+return alive
+"""
+
 
 class RedisRunControl:
     """Reaches the invocations running in any process connected to the same Redis (extra `redis`).
@@ -105,6 +115,7 @@ class RedisRunControl:
                 ("unregister", _UNREGISTER),
                 ("renew", _RENEW),
                 ("send", _SEND),
+                ("busy", _BUSY),
             )
         }
         self._native: tuple[object, Any] | None = None  # (event loop, redis.asyncio client)
@@ -140,6 +151,10 @@ class RedisRunControl:
         args = [self._prefix, kind, target, body, int(self.lease_ttl * 1000)]
         return bool(await self._call(self._scripts["send"], [], args))
 
+    async def busy(self, memory_id: Any) -> bool:
+        memory = f"{self._prefix}mem:{memory_id}"
+        return bool(await self._call(self._scripts["busy"], [memory], [self._prefix]))
+
     async def renew(self, run: str, inbox: str, memory: str) -> None:
         """Renews a registration (its key, inbox and memory id's set)."""
         await self._call(self._scripts["renew"], [run, inbox, memory], [int(self.lease_ttl * 1000)])
@@ -154,6 +169,11 @@ class RedisRunControl:
             body = None if popped is None else popped[1]
         else:
             body = await self._thread(lambda: self._client.lpop(inbox))
+        return None if body is None else decode_command(body)
+
+    async def take(self, inbox: str) -> RunCommand | None:
+        """The oldest command of `inbox`, removed, or None at once when there is none."""
+        body: Any = await self._thread(lambda: self._client.lpop(inbox))
         return None if body is None else decode_command(body)
 
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
@@ -199,6 +219,9 @@ class _RedisInbox:
         self._control = control
         self._run, self._inbox, self._memory = run, inbox, memory
         self._renewed = anyio.current_time()
+
+    async def poll(self) -> RunCommand | None:
+        return await self._control.take(self._inbox)
 
     async def receive(self) -> RunCommand:
         control = self._control

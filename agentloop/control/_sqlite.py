@@ -72,6 +72,9 @@ class SQLiteRunControl:
         key = None if memory_id is None else str(memory_id)
         return await self._step(self._send, invocation_id, key, body)
 
+    async def busy(self, memory_id: Any) -> bool:
+        return await self._step(self._busy, str(memory_id))
+
     async def take(self, invocation_id: str, *, renew: bool) -> RunCommand | None:
         """The oldest command waiting for the invocation, removed (None when there is none); `renew` also
         renews its registration."""
@@ -136,6 +139,10 @@ class SQLiteRunControl:
         connection.execute("DELETE FROM agentloop_runs WHERE expires <= ?", (now,))  # crashed processes' rows
         return bool(running)
 
+    def _busy(self, connection: sqlite3.Connection, key: str) -> bool:
+        query = "SELECT 1 FROM agentloop_runs WHERE memory_key = ? AND expires > ? LIMIT 1"
+        return connection.execute(query, (key, time.time())).fetchone() is not None
+
     def _take(self, connection: sqlite3.Connection, invocation_id: str, renew: bool) -> bytes | None:
         if renew:
             expires = time.time() + self.lease_ttl
@@ -172,6 +179,9 @@ class _PolledInbox:
         self._control = control
         self._id = invocation_id
         self._renewed = time.monotonic()
+
+    async def poll(self) -> RunCommand | None:
+        return await self._control.take(self._id, renew=False)
 
     async def receive(self) -> RunCommand:
         control = self._control

@@ -27,7 +27,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentloop._runtime._observe import Observer
 from agentloop._runtime._seam import ModelCall
+from agentloop._values._context import watch_tools
+from agentloop._values._convert import result_to_text
 from agentloop._values._messages import ChatRequest, ChatResponse, TokenUsage
+from agentloop._values._tool_events import ToolOutputDelta, ToolProgress
 from agentloop.models import (
     ChatModel,
     ClosableModel,
@@ -266,7 +269,11 @@ class Instrumentation(Observer):
             if capture:
                 span.set_attribute("gen_ai.tool.call.arguments", request.arguments)
             try:
-                execution = await call_next(call)
+                if span.is_recording():
+                    with watch_tools(_SpanEvents(span, capture)):  # progress and streamed values: span events
+                        execution = await call_next(call)
+                else:
+                    execution = await call_next(call)
             except Exception as exc:
                 _set_error(span, exc, capture)
                 raise
@@ -713,6 +720,31 @@ def _fixed_enabled(tracer_provider: Any, meter_provider: Any) -> bool | None:
 
 def _error_type(error: BaseException) -> str:
     return type(error).__qualname__
+
+
+class _SpanEvents:
+    """What a running tool reports, as events on its `execute_tool` span: `agentloop.tool.progress` (its
+    progress and total; the message only with capture_content) and `agentloop.tool.output_delta` (a value a
+    streaming tool yielded: its text only with capture_content)."""
+
+    __slots__ = ("_capture", "_span")
+
+    def __init__(self, span: Span, capture: bool) -> None:
+        self._span, self._capture = span, capture
+
+    async def __call__(self, event: ToolProgress | ToolOutputDelta) -> None:
+        attributes: dict[str, Any] = {}
+        if isinstance(event, ToolProgress):
+            attributes["agentloop.tool.progress"] = float(event.progress)
+            if event.total is not None:
+                attributes["agentloop.tool.progress.total"] = float(event.total)
+            if self._capture and event.message is not None:
+                attributes["agentloop.tool.progress.message"] = event.message
+            self._span.add_event("agentloop.tool.progress", attributes)
+        else:
+            if self._capture:
+                attributes["agentloop.tool.output_delta"] = result_to_text(event.value)
+            self._span.add_event("agentloop.tool.output_delta", attributes)
 
 
 def _set_error(span: Span, error: BaseException, capture_content: bool) -> None:

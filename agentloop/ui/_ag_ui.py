@@ -2,7 +2,8 @@
 
 One run is `RUN_STARTED`, then text as `TEXT_MESSAGE_START` / `_CONTENT` / `_END`, reasoning as
 `REASONING_START` ... `REASONING_END`, each tool call as `TOOL_CALL_START` / `_ARGS` (while the model writes
-it) / `_END`, its outcome as `TOOL_CALL_RESULT`, and finally `RUN_FINISHED` (its `outcome` an interrupt per
+it) / `_END`, what it reports while it runs as `ACTIVITY_SNAPSHOT`s (activity types `tool-progress` and
+`tool-output`), its outcome as `TOOL_CALL_RESULT`, and finally `RUN_FINISHED` (its `outcome` an interrupt per
 call that waits for approval) or `RUN_ERROR`. The order is what AG-UI clients verify: a message or call is
 closed before the run ends, no text is open while a tool call streams, nothing follows `RUN_ERROR`.
 """
@@ -26,6 +27,8 @@ from .. import (
     PartialToolCall,
     TokenStream,
     ToolExecuted,
+    ToolOutputDelta,
+    ToolProgress,
 )
 from ._record import approval_id, error_text, park
 from ._runs import InMemoryPausedRuns, PausedRuns
@@ -56,6 +59,27 @@ class _Call:
         self.ended = False
 
 
+def _activity(ui_id: str, event: ToolProgress | ToolOutputDelta) -> Event:
+    """What a running tool reported, as an AG-UI activity (`ACTIVITY_SNAPSHOT`, replacing the one before):
+    `tool-progress` for `ctx.report_progress`, `tool-output` for a streaming tool's latest value. One activity
+    message per call and kind; the final result still comes as `TOOL_CALL_RESULT`."""
+    if isinstance(event, ToolProgress):
+        content: dict[str, Any] = {"toolCallId": ui_id, "toolName": event.tool_name}
+        content.update(progress=event.progress, total=event.total, message=event.message)
+        kind = "tool-progress"
+    else:
+        output = to_jsonable_python(event.value, fallback=repr)
+        content = {"toolCallId": ui_id, "toolName": event.tool_name, "output": output}
+        kind = "tool-output"
+    return {
+        "type": "ACTIVITY_SNAPSHOT",
+        "messageId": f"{ui_id}-{kind}",
+        "activityType": kind,
+        "content": content,
+        "replace": True,
+    }
+
+
 class AgUiEvents:
     """The state of one AG-UI run: which text, reasoning and tool calls are open. `feed(event)` returns the
     AG-UI events a stream event becomes."""
@@ -66,6 +90,7 @@ class AgUiEvents:
         self._prefix = secrets.token_hex(4)
         self._ui_ids: dict[str, str] = {}
         self._calls: dict[tuple[int, int], _Call] = {}
+        self._running: dict[str, _Call] = {}  # tool call id -> its call, from BeforeToolExecution on
         self._text: str | None = None
         self._reasoning: str | None = None
         self._last_message: str | None = None
@@ -191,7 +216,14 @@ class AgUiEvents:
                 self._whole(self._call(event.round + 1, index), request.name, request.arguments, out)
         elif kind is BeforeToolExecution:
             request = event.request
-            self._whole(self._call(event.round, event.index), request.name, request.arguments, out)
+            call = self._call(event.round, event.index)
+            self._whole(call, request.name, request.arguments, out)
+            if request.id:
+                self._running[request.id] = call
+        elif kind is ToolProgress or kind is ToolOutputDelta:
+            running = self._running.get(event.call_id)
+            if running is not None:
+                out.append(_activity(running.ui_id, event))
         elif kind is ToolExecuted:
             execution = event.execution
             request = execution.request

@@ -11,7 +11,7 @@ in `resume` (`status: "resolved"` with `payload: {"approved": true | false, "rea
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .. import (
     Agent,
@@ -26,7 +26,9 @@ from ._ag_ui import AG_UI_HEADERS, AgUiEvents, ag_ui_events
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, stream_sse
 from ._history import (
     call_id,
+    check_if_busy,
     media,
+    refuse_if_busy,
     resume_stream,
     stream_with_history,
     tool_result_text,
@@ -190,13 +192,16 @@ def ag_ui_app(
     memory_id: PerRequest | None = None,
     context: PerRequest | None = None,
     on_error: Callable[[BaseException], str] | None = None,
+    if_busy: Literal["wait", "steer", "interrupt", "reject"] = "wait",
 ) -> UIApp:
     """An ASGI app serving `agent` to AG-UI clients (`HttpAgent`, CopilotKit): POST a `RunAgentInput`, get
     the run's events as SSE. The options are `vercel_ai_app`'s: `runs` where paused runs wait,
     `memory_id(request)` whose conversation it is (required when the agent has a memory; else the client's
-    messages are the history), `context(request)` the invocation's context, `on_error(error) -> text`.
+    messages are the history), `context(request)` the invocation's context, `on_error(error) -> text`,
+    `if_busy` what a run does while another runs on the same memory id (409 `MemoryBusy` for "reject").
     """
     check_options(agent, memory_id, context)
+    busy = check_if_busy("ag_ui_app", if_busy)
     paused: PausedRuns = runs if runs is not None else InMemoryPausedRuns()
 
     async def handle(scope: Scope, receive: Receive, send: Send, body: Any) -> None:
@@ -225,8 +230,9 @@ def ag_ui_app(
                     "The last message must be the user's, with text (or answer interrupts in `resume`)"
                 )
             key = memory_id(info) if memory_id is not None else None
+            await refuse_if_busy(agent, key, busy)
             stream = stream_with_history(
-                agent, question, to_messages(messages[:-1]), memory_id=key, context=extra
+                agent, question, to_messages(messages[:-1]), memory_id=key, context=extra, if_busy=busy
             )
             events = ag_ui_events(stream, thread_id=thread_id, run_id=run_id, runs=paused, on_error=on_error)
         await stream_sse(receive, send, AG_UI_HEADERS, events)

@@ -36,16 +36,46 @@ def stream_with_history(
     *,
     memory_id: Any,
     context: Any = None,
+    if_busy: Any = "wait",
 ) -> TokenStream[Any]:
     """`agent.stream(question)`: with the page's `history` as `message_history` when the agent has no memory
     of its own, else over its memory under `memory_id` (the page's history is then ignored: the server has
     the conversation). A history that breaks the providers' rules is a 400 `HTTPError` naming the message."""
     if agent.memory is not None:
-        return agent.stream(question, memory_id=memory_id, context=context)
+        return agent.stream(question, memory_id=memory_id, context=context, if_busy=if_busy)
     try:
         return agent.stream(question, message_history=list(history), context=context)
     except IllegalConfigurationError as error:
         raise HTTPError(400, "BadRequest", f"The conversation cannot go to the model: {error}") from None
+
+
+IF_BUSY = ("wait", "steer", "interrupt", "reject")
+
+
+def check_if_busy(app: str, if_busy: Any) -> Any:
+    """An app's `if_busy=` option, checked when the app is built."""
+    if if_busy not in IF_BUSY:
+        raise IllegalConfigurationError(
+            f"{app}(if_busy={if_busy!r}): choose 'wait', 'steer', 'interrupt' or 'reject' (what a request "
+            "does while an invocation runs on its memory id; see docs/web.md)"
+        )
+    return if_busy
+
+
+async def refuse_if_busy(agent: Agent[Any], memory_id: Any, if_busy: Any) -> None:
+    """`if_busy="reject"`: a 409 before anything streams when an invocation runs on `memory_id` (in this
+    process or any other sharing the agent's run control)."""
+    if (
+        if_busy == "reject"
+        and memory_id is not None
+        and agent.memory is not None
+        and await agent.control.busy(memory_id)
+    ):
+        raise HTTPError(
+            409,
+            "MemoryBusy",
+            f"An answer for conversation {memory_id!r} is still being written; try again once it finished",
+        )
 
 
 def resume_stream(

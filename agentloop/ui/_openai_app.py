@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -27,7 +27,7 @@ from ._asgi import (
     read_body,
     stream_sse,
 )
-from ._history import stream_with_history
+from ._history import check_if_busy, refuse_if_busy, stream_with_history
 from ._openai_request import Asked, OpenAIError, read_chat, read_responses
 from ._openai_wire import (
     RunFailed,
@@ -64,9 +64,12 @@ class OpenAIApp:
     """The ASGI app `openai_app` returns: mount it in FastAPI or Starlette, or run it with uvicorn.
     `model_name` is the one model id it lists and accepts."""
 
-    def __init__(self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str) -> None:
+    def __init__(
+        self, agent: Agent[Any], keys: tuple[bytes, ...] | None, model_name: str, if_busy: Any = "wait"
+    ) -> None:
         """`keys`: the SHA-256 digests of the accepted bearer keys (None: no check)."""
         self.agent = agent
+        self.if_busy = if_busy
         self.model_name = model_name
         self._keys = keys
 
@@ -134,7 +137,7 @@ class OpenAIApp:
                 param="model",
                 code="model_not_found",
             )
-        stream = self._start(scope, asked)
+        stream = await self._start(scope, asked)
         chat = path == "/chat/completions"
         if asked.stream:
             if chat:
@@ -151,7 +154,7 @@ class OpenAIApp:
         build = chat_completion if chat else finished_response
         await answer_json(send, 200, build(self.model_name, answer, stream.result))
 
-    def _start(self, scope: Scope, asked: Asked) -> TokenStream[Any]:
+    async def _start(self, scope: Scope, asked: Asked) -> TokenStream[Any]:
         header = headers_of(scope).get("x-memory-id")
         if self.agent.memory is None:
             if header is not None:
@@ -171,7 +174,13 @@ class OpenAIApp:
                     param="user",
                 )
         try:
-            return stream_with_history(self.agent, asked.question, asked.history, memory_id=key)
+            await refuse_if_busy(self.agent, key, self.if_busy)
+        except HTTPError as error:
+            raise OpenAIError(409, error.message, kind="conflict", code="memory_busy") from None
+        try:
+            return stream_with_history(
+                self.agent, asked.question, asked.history, memory_id=key, if_busy=self.if_busy
+            )
         except HTTPError as error:
             raise OpenAIError(400, error.message, param="messages") from None
 
@@ -217,7 +226,11 @@ async def _until_disconnected(receive: Receive, stream: TokenStream[Any]) -> str
 
 
 def openai_app(
-    agent: Agent[Any], *, api_keys: str | Iterable[str] | None = None, model_name: str | None = None
+    agent: Agent[Any],
+    *,
+    api_keys: str | Iterable[str] | None = None,
+    model_name: str | None = None,
+    if_busy: Literal["wait", "steer", "interrupt", "reject"] = "wait",
 ) -> OpenAIApp:
     """An ASGI app serving `agent` as an OpenAI-compatible API: `POST /v1/chat/completions` and
     `POST /v1/responses` (streamed or not), `GET /v1/models`.
@@ -226,11 +239,13 @@ def openai_app(
     (default: the agent's name, else "agentloop"). With a memory, the conversation is the server's, under
     the `X-Memory-Id` header (or the `user` field), and only the request's last user message is read;
     without one, the request's messages are the history. A client's `tools` are refused (the agent runs
-    its own). A client that disconnects cancels the run.
+    its own). A client that disconnects cancels the run. `if_busy`: what a request does while a run on
+    the same memory id is under way: "wait" (default), "steer", "interrupt" or "reject" (HTTP 409,
+    code `memory_busy`); see docs/runtime.md.
     """
     if not isinstance(agent, Agent):
         raise IllegalConfigurationError(f"openai_app serves an agentloop Agent, got {type(agent).__name__}")
     name = model_name if model_name is not None else (agent.name or "agentloop")
     if not isinstance(name, str) or not name:
         raise IllegalConfigurationError("openai_app(model_name=...): give the model id as a non-empty string")
-    return OpenAIApp(agent, _keys(api_keys), name)
+    return OpenAIApp(agent, _keys(api_keys), name, check_if_busy("openai_app", if_busy))

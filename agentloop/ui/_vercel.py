@@ -5,7 +5,10 @@ Each chunk is one SSE `data:` line of JSON; the stream ends with `data: [DONE]`.
 call as `tool-input-start` / `tool-input-delta` while the model writes it, `tool-input-available` once its
 arguments validated, then `tool-output-available` or `tool-output-error`; a call that waits for a person
 gets a `tool-approval-request` whose `approvalId` the page answers in its next request. A structured
-output (`output_type=`) arrives as a `data-output` part, replaced as it grows.
+output (`output_type=`) arrives as a `data-output` part, replaced as it grows. While a tool runs, its
+`ctx.report_progress` reports are a `data-tool-progress` part (id: the call's UI id, replaced by each
+report), and the values a streaming tool yields are `tool-output-available` chunks with `preliminary: true`
+(the SDK's preliminary tool output) before the final one.
 
 Tool call ids shown to the page are namespaced per invocation (`call_<random>_<round>_<index>`): providers
 may reuse their own ids across responses, and a page must never merge two calls into one part.
@@ -34,6 +37,8 @@ from .. import (
     ToolArgumentsError,
     ToolDeniedError,
     ToolExecuted,
+    ToolOutputDelta,
+    ToolProgress,
 )
 from ._record import approval_id, error_text, park
 from ._runs import InMemoryPausedRuns, PausedRuns
@@ -84,6 +89,24 @@ def _output(value: Any) -> Chunk:
     return {"type": "data-output", "id": "output", "data": to_jsonable_python(value, fallback=repr)}
 
 
+def _reported(ui_id: str, event: ToolProgress | ToolOutputDelta) -> Chunk:
+    """What a running tool reported: its progress as the call's `data-tool-progress` part (same id: each
+    report replaces the one before), a streaming tool's value as the AI SDK's preliminary tool output (a
+    `tool-output-available` with `preliminary: true`; the final one comes without it)."""
+    if isinstance(event, ToolProgress):
+        data: dict[str, Any] = {"toolCallId": ui_id, "toolName": event.tool_name, "progress": event.progress}
+        data.update(total=event.total, message=event.message)
+        return {"type": "data-tool-progress", "id": ui_id, "data": data}
+    output = to_jsonable_python(event.value, fallback=repr)
+    return {
+        "type": "tool-output-available",
+        "toolCallId": ui_id,
+        "output": output,
+        "dynamic": True,
+        "preliminary": True,
+    }
+
+
 class _Call:
     __slots__ = ("available", "name", "pieces", "started", "ui_id")
 
@@ -104,6 +127,7 @@ class VercelChunks:
         self._ui_ids: dict[str, str] = {}  # "<tool round>.<index>" -> the page's id
         self._asked: frozenset[str] = frozenset()  # UI ids whose approval the page answered
         self._calls: dict[tuple[int, int], _Call] = {}
+        self._running: dict[str, _Call] = {}  # tool call id -> its call, from BeforeToolExecution on
         self._step: int | None = None  # the model round whose step is open
         self._text: str | None = None
         self._reasoning: str | None = None
@@ -249,7 +273,14 @@ class VercelChunks:
         elif kind is BeforeToolExecution:
             self._tool_step(event.round, out)
             request = event.request
-            self._available(self._call(event.round, event.index), request.name, request.arguments, out)
+            call = self._call(event.round, event.index)
+            self._available(call, request.name, request.arguments, out)
+            if request.id:
+                self._running[request.id] = call
+        elif kind is ToolProgress or kind is ToolOutputDelta:
+            running = self._running.get(event.call_id)
+            if running is not None:
+                out.append(_reported(running.ui_id, event))
         elif kind is ToolExecuted:
             self._executed(event, out)
         elif kind is PartialOutput:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .. import Agent, ApprovalError, Denied, IllegalConfigurationError, PendingApproval
 from ._asgi import HTTPError, Receive, Scope, Send, UIApp, UIRequest, headers_of, stream_sse
-from ._history import resume_stream, stream_with_history
+from ._history import check_if_busy, refuse_if_busy, resume_stream, stream_with_history
 from ._record import PausedRecord, decode_record, split_approval_id
 from ._runs import InMemoryPausedRuns, PausedRuns
 from ._vercel import VERCEL_AI_HEADERS, VercelChunks, vercel_ai_events
@@ -91,6 +91,7 @@ def vercel_ai_app(
     memory_id: PerRequest | None = None,
     context: PerRequest | None = None,
     on_error: Callable[[BaseException], str] | None = None,
+    if_busy: Literal["wait", "steer", "interrupt", "reject"] = "wait",
 ) -> UIApp:
     """An ASGI app serving `agent` to the Vercel AI SDK's `useChat` (`DefaultChatTransport`): POST the chat's
     request body (its UI messages), get the UI message stream.
@@ -101,9 +102,12 @@ def vercel_ai_app(
     answer (`addToolApprovalResponse`, then the next request) resumes the run once, from the paused state
     kept in `runs` (in this process by default; share one across workers). `context(request)` gives the
     invocation's context (e.g. the user, for the tools); `on_error(error) -> text` what the page is told of
-    a failure.
+    a failure. `if_busy`: what a message does while an answer for the same memory id is still running
+    (another tab, another worker): "wait" (default), "steer" (hand it to that run), "interrupt" (stop that
+    run, answer this one) or "reject" (HTTP 409 `MemoryBusy`); see docs/runtime.md.
     """
     check_options(agent, memory_id, context)
+    busy = check_if_busy("vercel_ai_app", if_busy)
     paused: PausedRuns = runs if runs is not None else InMemoryPausedRuns()
 
     async def handle(scope: Scope, receive: Receive, send: Send, body: Any) -> None:
@@ -128,8 +132,9 @@ def vercel_ai_app(
             events = vercel_ai_events(stream, runs=paused, on_error=on_error, _chunks=chunks)
         else:
             key = memory_id(info) if memory_id is not None else None
+            await refuse_if_busy(agent, key, busy)
             stream = stream_with_history(
-                agent, request.question, request.history, memory_id=key, context=extra
+                agent, request.question, request.history, memory_id=key, context=extra, if_busy=busy
             )
             events = vercel_ai_events(stream, runs=paused, on_error=on_error)
         await stream_sse(receive, send, VERCEL_AI_HEADERS, events)

@@ -50,10 +50,26 @@ function showError(message) {
   box.hidden = false;
 }
 
-function toolPart(part) {
+// A tool's progress (its `ctx.report_progress` reports) is the message's `data-tool-progress` part whose id
+// is the call's id: each report replaces the one before.
+function progressBar(message, toolCallId) {
+  const report = message.parts.find(p => p.type === 'data-tool-progress' && p.id === toolCallId);
+  if (!report) return null;
+  const { progress, total, message: note } = report.data;
+  const bar = element('progress', 'tool-progress');
+  bar.value = progress;
+  if (total != null) bar.max = total;
+  const box = element('span', 'tool-progress-box');
+  box.append(bar, element('span', 'tool-progress-note', note ?? `${progress}${total != null ? ` / ${total}` : ''}`));
+  return box;
+}
+
+function toolPart(part, message) {
   const box = element('div', `tool ${part.state}`);
   box.dataset.state = part.state;
   box.append(element('span', 'tool-name', part.toolName), element('code', 'tool-input', JSON.stringify(part.input ?? {})));
+  const bar = progressBar(message, part.toolCallId);
+  if (bar) box.append(bar);
   if (part.state === 'output-available') box.append(element('span', 'tool-output', `→ ${String(part.output)}`));
   if (part.state === 'output-error') box.append(element('span', 'tool-error', `failed: ${part.errorText}`));
   if (part.state === 'output-denied') box.append(element('span', 'tool-denied', 'denied'));
@@ -76,7 +92,7 @@ function render() {
     for (const part of message.parts) {
       if (part.type === 'text') item.append(element('p', 'text', part.text));
       else if (part.type === 'reasoning') item.append(element('p', 'reasoning', part.text));
-      else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part));
+      else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part, message));
     }
     list.append(item);
   }
