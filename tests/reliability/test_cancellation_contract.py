@@ -288,3 +288,43 @@ async def test_cancellation_contract(name: str, way: str, mode: str, tmp_path: P
     follow = await point.agent.chat("again", memory_id="m")
     assert follow.finish_reason is FinishReason.STOP
     assert_valid_for_provider(await point.memory())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancel_during_an_mcp_call_cancels_it_on_the_server(mode: str) -> None:
+    """An MCP call (in-process server) waiting for its answer: `cancel()` reaches the server, nothing is
+    committed, the connection stays usable for the next invocation."""
+    pytest.importorskip("mcp", reason="the MCP point needs the mcp extra")
+    from agentloop.mcp import MCPToolset
+
+    from ..mcp_demo_server import make_server
+
+    server = make_server()
+
+    def answer(messages: list[Any], tools: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, UserMessage) and last.text != "again":
+            return calls(("hang", {}, "c1"))
+        return "Fine."
+
+    async with MCPToolset(server) as toolset:
+        agent = Agent(FunctionChatModel(answer), tools=[toolset], memory=MessageWindowChatMemory.provider(50))
+        reached = anyio.Event()
+
+        async def watch() -> None:  # the server counts the call once it runs there
+            while server.state.hanging == 0:
+                await anyio.sleep(0.01)
+            reached.set()
+
+        point = Point(agent, reached, lambda: None, in_memory_reader(agent), ["mcp"])
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            with anyio.fail_after(20):
+                result = await run(point, mode, "cancel")
+        assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "stop")
+        with anyio.fail_after(10):
+            while server.state.cancelled == 0:  # the cancellation reaches the server asynchronously
+                await anyio.sleep(0.01)
+        assert await point.memory() == []
+        assert (await agent.chat("again", memory_id="m")).content == "Fine."
+        assert_valid_for_provider(await point.memory())
