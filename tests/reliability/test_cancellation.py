@@ -4,7 +4,9 @@ The model, the tools, the memory, the tool provider and the system message of on
 with numbered checkpoints. A clean run counts them (N, about twenty: before the request, while it is in
 flight or at each kind of stream event, inside each tool, between rounds, during each memory commit...);
 then for k in range(N) a fresh invocation is cancelled while it waits at checkpoint k: by cancelling the
-task that awaits `chat()`, by `aclose()` from another task, or by cancelling the task iterating the stream.
+task that awaits `chat()`, by `aclose()` from another task, by cancelling the task iterating the stream, or
+by `stream.cancel()` / `stream.cancel(after_round=True)` (the stream then ends with a CANCELLED Result that
+lists exactly what memory got; after the round, nothing in flight is cancelled and the round commits).
 After each one: the checkpoint observed the cancellation (or, for a shielded memory commit, finished it), no
 task runs on, every tool that started has ended, every model stream was closed, no connection is checked out
 of the pool, memory is valid for the provider, and the next invocation on the same memory succeeds against a
@@ -26,8 +28,10 @@ from agentloop import (
     AiMessage,
     ChatRequest,
     ChatResponse,
+    FinishReason,
     MessageWindowChatMemory,
     ToolExecutionRequest,
+    ToolExecutionResultMessage,
     ToolProviderRequest,
     tool,
 )
@@ -52,7 +56,10 @@ VARIANTS = {
     "chat": "cancel the task awaiting chat()",
     "stream-aclose": "aclose() the TokenStream from another task",
     "stream-cancel": "cancel the task iterating the TokenStream",
+    "stream.cancel()": "stream.cancel() from another task: the stream ends normally, its Result CANCELLED",
+    "stream.cancel(after_round=True)": "cancel(after_round=True): the round in flight commits, then it ends",
 }
+COMMANDED = frozenset({"stream.cancel()", "stream.cancel(after_round=True)"})  # these end with a Result
 SHIELDED = frozenset({"memory.commit"})  # commits are shielded: the checkpoint finishes, the round is kept
 ROUND_ONE = AiMessage(
     text="Let me check.",
@@ -217,6 +224,7 @@ class Sweep:
         self.fault = fault
         self.model = provider_model(provider, server)
         self.delay = 0.01 if variant == "chat" else 0.0  # keeps chat() requests in flight at their checkpoint
+        self.results: list[Any] = []  # the Result of each commanded (stream.cancel) invocation
 
     def agent(self, checkpoint: Checkpoints) -> tuple[Agent, CheckpointModel, CheckpointMemory, ToolProbe]:
         probe = ToolProbe()
@@ -256,6 +264,9 @@ class Sweep:
                         if shielded:
                             checkpoint.release.set()
                         await streams[0].aclose()
+                    elif self.variant in COMMANDED:
+                        await streams[0].cancel(after_round="after_round" in self.variant, reason="stop")
+                        checkpoint.release.set()  # a point the command cancels sees it at its next await
                     else:
                         consumer.cancel()
                         if shielded:
@@ -269,7 +280,29 @@ class Sweep:
                         streams.append(stream)
                         async for _ in stream.events():
                             pass
+                        if self.variant in COMMANDED:
+                            self.results.append(stream.result)
             tg.cancel_scope.cancel()
+
+    async def check_commanded(self, name: str, checkpoint: Checkpoints, messages: list[ChatMessage]) -> None:
+        """What `stream.cancel()` promises, wherever it came: a Result (CANCELLED, with the reason) unless
+        the answer was already final; rounds committed whole; at once, the point saw the cancellation unless
+        it was a shielded commit or came before the loop (the system message); after the round, nothing
+        in flight is cancelled: the tools finished and their round is in memory."""
+        result = self.results.pop()
+        final = len(messages) > 2 and messages[-1] == AiMessage("All done: sunny everywhere.")
+        if final and result.finish_reason is FinishReason.STOP:  # the command came with the answer
+            assert self.variant.endswith("(after_round=True)") or name in SHIELDED, name
+        else:
+            assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "stop"), name
+        assert list(result.messages) == messages[2:], "the Result lists exactly what was committed"
+        if self.variant == "stream.cancel()":
+            outside = name in SHIELDED or name == "system_message"
+            assert checkpoint.observed_cancel is not outside, f"{name}: observed {checkpoint.observed_cancel}"
+        else:
+            assert not checkpoint.observed_cancel, f"{name}: cancelled although after_round=True"
+            if name.startswith("tool."):  # the round in flight finished and committed
+                assert isinstance(messages[-1], ToolExecutionResultMessage), name
 
     async def count(self) -> list[str]:
         """The checkpoints of one uncancelled invocation, in the order they were reached."""
@@ -292,7 +325,9 @@ class Sweep:
         await self.invoke(agent, checkpoint, "go")
         name = checkpoint.reached_name
         assert name is not None, f"checkpoint {k} was never reached"
-        if name in SHIELDED:
+        if self.variant in COMMANDED:
+            await self.check_commanded(name, checkpoint, await memory.inner.messages())
+        elif name in SHIELDED:
             assert not checkpoint.observed_cancel, "a shielded commit was interrupted"
         else:
             assert checkpoint.observed_cancel, f"checkpoint {k} ({name}) did not observe the cancellation"
