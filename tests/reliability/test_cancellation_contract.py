@@ -2,7 +2,9 @@
 x each memory store, streamed and not.
 
 Ways: `stream.cancel()` / `agent.cancel()` (at once), `cancel(after_round=True)`, and the caller's own cancel
-scope. Points: an async tool, a sync tool (in a worker thread), the model call before its first token. Each
+scope. Points: an async tool, a sync tool (in a worker thread), the model call before its first token, an
+approval handler's wait, a tool of an agent used as a tool (and, below, after the first token and a
+structured-output answer). Each
 case checks what docs/runtime.md "Stopping and steering a run" promises: the Result (CANCELLED, the reason),
 the memory (provider-valid; nothing of the round in flight at once, the whole round after it), the tools'
 `finally` blocks ran, no task left behind, and the next invocation on the same memory id works.
@@ -17,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from agentloop import (
     Agent,
@@ -27,6 +30,7 @@ from agentloop import (
     MessageWindowChatMemory,
     PartialResponse,
     Result,
+    ToolApprovalRequest,
     ToolExecutionRequest,
     tool,
 )
@@ -36,8 +40,13 @@ from tests.reliability._support import memory_problem, running_tasks
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 WAYS = ["cancel", "after_round", "scope"]
-POINTS = ["async_tool", "sync_tool", "model_before_first_token"]
+POINTS = ["async_tool", "sync_tool", "model_before_first_token", "approval", "agent_as_tool"]
 STORES = ["in_memory", "sqlite"]
+
+
+def job_call(name: str) -> AiMessage:
+    arguments = {"request": "work"} if name == "worker" else {"n": 1}
+    return AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", name, json.dumps(arguments))])
 
 
 class Blocker:
@@ -45,14 +54,13 @@ class Blocker:
 
     def __init__(self) -> None:
         self.started = anyio.Event()
-        self._release = anyio.Event()
-        self._thread_release = threading.Event()
+        self.gate = anyio.Event()
+        self.thread_gate = threading.Event()
         self.cleaned = threading.Event()
-        self._token: Any = None
 
     def release(self) -> None:
-        self._release.set()
-        self._thread_release.set()
+        self.gate.set()
+        self.thread_gate.set()
 
     def tools(self, point: str) -> list[Any]:
         if point == "sync_tool":
@@ -63,35 +71,52 @@ class Blocker:
                 """Runs a job (in a worker thread)."""
                 anyio.from_thread.run_sync(self.started.set, token=token)
                 try:
-                    self._thread_release.wait(30)
+                    self.thread_gate.wait(30)
                     return f"job {n} done"
                 finally:
                     self.cleaned.set()
 
             return [job]
 
-        @tool
+        blocks = point in ("async_tool", "agent_as_tool")
+
+        @tool(requires_approval=point == "approval")
         async def job(n: int) -> str:  # type: ignore[no-redef]
             """Runs a job."""
-            if point == "async_tool":
+            if blocks:
                 self.started.set()
             try:
-                if point == "async_tool":
-                    await self._release.wait()
+                if blocks:
+                    await self.gate.wait()
                 return f"job {n} done"
             finally:
                 self.cleaned.set()
 
-        return [job]
+        if point != "agent_as_tool":
+            return [job]
+        inner = Agent(ScriptedChatModel([job_call("job"), "inner done"]), tools=[job], name="worker")
+        return [inner.as_tool(description="Does the work")]
+
+    def options(self, point: str) -> dict[str, Any]:
+        """The agent's options for `point`: an approval handler that waits there."""
+        if point != "approval":
+            return {}
+
+        async def decide(request: ToolApprovalRequest) -> bool:
+            self.started.set()
+            await self.gate.wait()
+            return True
+
+        return {"approval_handler": decide}
 
     def first_answer(self, point: str) -> Any:
-        call = AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", "job", json.dumps({"n": 1}))])
+        call = job_call("worker") if point == "agent_as_tool" else job_call("job")
         if point != "model_before_first_token":
             return call
 
         async def answer(request: ChatRequest) -> AiMessage:
             self.started.set()
-            await self._release.wait()
+            await self.gate.wait()
             return call
 
         return answer
@@ -124,7 +149,7 @@ async def test_cancel_each_way_at_each_point(
     blocker = Blocker()
     memory, sqlite = memory_for(store, tmp_path)
     model = ScriptedChatModel([blocker.first_answer(point), "never"])
-    agent = Agent(model, tools=blocker.tools(point), memory=memory)
+    agent = Agent(model, tools=blocker.tools(point), memory=memory, **blocker.options(point))
     before = running_tasks()
     result: Result | None = None
     scope = anyio.CancelScope()
@@ -156,10 +181,12 @@ async def test_cancel_each_way_at_each_point(
     if way == "after_round":
         assert len(model.requests) == 1  # the round finished, the model was not called again
         assert await stored(agent, "m") == ["UserMessage", "AiMessage", "ToolExecutionResultMessage"]
-        assert result is not None and [e.result for e in result.tool_executions] == ["job 1 done"]
+        assert result is not None and len(result.tool_executions) == 1
+        done = result.tool_executions[0]
+        assert not done.is_error and (done.result == "job 1 done" or point == "agent_as_tool")
     else:
         assert await stored(agent, "m") == []  # nothing of the round in flight, the question included
-    if point != "model_before_first_token" or way == "after_round":
+    if point in ("async_tool", "sync_tool", "agent_as_tool") or way == "after_round":
         # The tool's finally block ran (a sync tool's once its thread returned).
         assert await anyio.to_thread.run_sync(blocker.cleaned.wait, 30)
     assert running_tasks() <= before
@@ -207,3 +234,64 @@ async def test_cancel_each_way_after_the_first_token(way: str) -> None:
     assert running_tasks() <= before
     agent.model = ScriptedChatModel(["again"])  # type: ignore[misc]
     assert (await agent.chat("Next", memory_id="m")).content == "again"
+
+
+class Invoice(BaseModel):
+    """A structured answer."""
+
+    customer: str
+    total: float
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_cancel_each_way_while_the_model_writes_structured_output(way: str, streamed: bool) -> None:
+    """A committed tool round stays; the output round in flight is dropped at once, or finishes after it."""
+    blocker = Blocker()
+    output_call = ToolExecutionRequest("c2", "final_result", '{"customer": "Acme", "total": 99.5}')
+
+    async def answer(request: ChatRequest) -> AiMessage:
+        blocker.started.set()
+        await blocker.gate.wait()
+        return AiMessage(tool_execution_requests=[output_call])
+
+    model = ScriptedChatModel([job_call("job"), answer])
+    agent = Agent(
+        model,
+        tools=blocker.tools("model_before_first_token"),
+        memory=MessageWindowChatMemory.provider(50),
+        output_type=Invoice,
+    )
+    before = running_tasks()
+    result: Result[Invoice] | None = None
+    scope = anyio.CancelScope()
+
+    async def stop_it() -> None:
+        await blocker.started.wait()
+        if way == "scope":
+            scope.cancel()
+        else:
+            assert await agent.cancel(memory_id="m", after_round=way == "after_round", reason="stop")
+        blocker.release()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stop_it)
+        with scope:
+            if streamed:
+                result = await agent.stream("Invoice", memory_id="m").start()
+            else:
+                result = await agent.chat("Invoice", memory_id="m")
+    tool_round = ["UserMessage", "AiMessage", "ToolExecutionResultMessage"]
+    if way == "scope":
+        assert result is None and scope.cancelled_caught
+        assert await stored(agent, "m") == tool_round
+    elif way == "cancel":
+        assert result is not None and result.finish_reason is FinishReason.CANCELLED
+        assert result.output is None and await stored(agent, "m") == tool_round
+    else:
+        assert result is not None and result.output == Invoice(customer="Acme", total=99.5)
+        assert (await stored(agent, "m"))[:3] == tool_round
+    assert running_tasks() <= before
+    again = ToolExecutionRequest("c3", "final_result", output_call.arguments)
+    agent.model = ScriptedChatModel([AiMessage(tool_execution_requests=[again])])  # type: ignore[misc]
+    assert (await agent.chat("Again", memory_id="m")).output == Invoice(customer="Acme", total=99.5)
