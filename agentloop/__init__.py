@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         StoredMemory,
         VersionedChatMemoryStore,
     )
-    from ._runtime._hooks import DEFERRED
+    from ._runtime._hooks import CORRECTING, DEFERRED, NO_ANSWER
     from ._runtime._observe import Observer, instrument, uninstrument
     from ._runtime._one_response import execute_tool_calls
     from ._runtime._seam import (
@@ -101,7 +101,9 @@ if TYPE_CHECKING:
         RoundEnd,
         SavedRound,
         Stop,
+        StreamCall,
         ToolCall,
+        ToolRound,
     )
     from ._runtime._stream import TokenStream
     from ._tools._decorator import tool, tool_specification_from
@@ -115,9 +117,12 @@ if TYPE_CHECKING:
         ToolSource,
         tool_specifications_from,
     )
+    from ._values._background import BackgroundTask
     from ._values._context import ToolContext, ToolMemoryId
     from ._values._events import (
         ApprovalRequired,
+        BackgroundTaskFinished,
+        BackgroundTaskStarted,
         BeforeToolExecution,
         CompleteResponse,
         IntermediateResponse,
@@ -144,7 +149,7 @@ _LAZY: dict[str, str] = {
     "ToolSearch": "._features.search",
     "TokenCount": ".models._base",
     "P": "._tools._schema",
-    "DEFERRED": "._runtime._hooks",
+    **dict.fromkeys(["CORRECTING", "DEFERRED", "NO_ANSWER"], "._runtime._hooks"),
     **dict.fromkeys(["ReturnBehavior", "ToolExecution"], "._values._records"),
     **dict.fromkeys(["Tool", "ToolExecutor"], "._tools._tool"),
     **dict.fromkeys(
@@ -158,7 +163,9 @@ _LAZY: dict[str, str] = {
             "Middleware",
             "ModelCall",
             "SavedRound",
+            "StreamCall",
             "ToolCall",
+            "ToolRound",
         ],
         "._runtime._seam",
     ),
@@ -193,6 +200,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(
         [
             "ApprovalRequired",
+            "BackgroundTaskFinished",
+            "BackgroundTaskStarted",
             "BeforeToolExecution",
             "CompleteResponse",
             "IntermediateResponse",
@@ -211,12 +220,15 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(["Observer", "instrument", "uninstrument"], "._runtime._observe"),
     "Agent": "._api._agent",
+    "BackgroundTask": "._values._background",
     "Result": "._values._result",
     "TokenStream": "._runtime._stream",
 }
 
 __all__ = [
+    "CORRECTING",
     "DEFERRED",
+    "NO_ANSWER",
     "Agent",
     "AgentLoopError",
     "AiMessage",
@@ -224,6 +236,9 @@ __all__ = [
     "ApprovalError",
     "ApprovalRequired",
     "AuthenticationError",
+    "BackgroundTask",
+    "BackgroundTaskFinished",
+    "BackgroundTaskStarted",
     "BadRequestError",
     "BadResponseError",
     "BeforeToolExecution",
@@ -292,6 +307,7 @@ __all__ = [
     "ServerError",
     "Stop",
     "StoredMemory",
+    "StreamCall",
     "StreamEvent",
     "SystemMessage",
     "TextContent",
@@ -318,6 +334,7 @@ __all__ = [
     "ToolProviderRequest",
     "ToolProviderResult",
     "ToolRetrying",
+    "ToolRound",
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSearch",

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentloop import (
+    NO_ANSWER,
     Agent,
     AiMessage,
     Answer,
@@ -28,9 +29,11 @@ from agentloop import (
     ModelConnectionError,
     PendingApproval,
     RoundEnd,
+    StreamCall,
     ToolCall,
     ToolExecution,
     ToolExecutionRequest,
+    ToolRound,
     ToolSearch,
     tool,
 )
@@ -100,6 +103,14 @@ class Recorder(Middleware):
 
     async def on_resume(self, context: CallContext) -> None:
         self.log.append("resume")  # nothing of its own to go on from
+
+    def wrap_stream(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
+        self.log.append(f"stream:{call.round}")
+        return events
+
+    async def on_tool_round(self, round: ToolRound) -> Any:
+        self.log.append(f"tool_round:{round.round}")  # structured output (outside) found any output first
+        return NO_ANSWER
 
     async def on_hold(self, held: HeldRound) -> None:
         self.log.append("hold")  # approval (a feature, outside) saves the rounds it holds first

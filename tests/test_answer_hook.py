@@ -7,12 +7,15 @@ enough: a small structured output written as a user middleware, streamed and not
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pydantic
 import pytest
 
 from agentloop import (
+    CORRECTING,
+    NO_ANSWER,
     Agent,
     AiMessage,
     Answer,
@@ -21,9 +24,14 @@ from agentloop import (
     Middleware,
     ModelRetry,
     OutputValidationError,
+    StreamCall,
     ToolExecutionRequest,
+    ToolRound,
+    ToolRoundsExceededError,
     UserMessage,
+    tool,
 )
+from agentloop.models import ModelEvent
 from agentloop.testing import ScriptedChatModel
 
 from .runtime_helpers import assert_valid_for_provider
@@ -163,3 +171,67 @@ async def test_a_failing_answer_hook_stores_nothing_of_the_round(mode: str, stre
     with pytest.raises(ValueError, match="refused"):
         await invoke(agent, "Which city?", streaming, memory_id="m")
     assert await memory_of(agent) == []
+
+
+# -- on_tool_round and wrap_stream: an output tool of one's own ------------------------------------------
+
+
+@tool
+def submit(name: str, population: int) -> City:
+    """Submits the city."""
+    return City(name=name, population=population)
+
+
+class SubmitOutput(Middleware):
+    """A user's own output tool: a round in which `submit` ran ends the invocation with its value; a failed
+    `submit` (its error went back to the model) is an answer being corrected. It notes each streamed event
+    passing by."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_tool_round(self, round: ToolRound) -> Any:
+        submitted = [e for e in round.executions if e.request.name == "submit"]
+        if any(not e.has_failed for e in submitted):
+            return next(e.result_object for e in submitted if not e.has_failed)
+        return CORRECTING if submitted else NO_ANSWER
+
+    def wrap_stream(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
+        return self._watch(events, call)
+
+    async def _watch(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
+        async for event in events:
+            self.seen.append(f"{type(event).__name__}:{call.round}")
+            yield event
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_user_middleware_can_be_an_output_tool(streaming: bool) -> None:
+    bad = AiMessage(None, [ToolExecutionRequest("c1", "submit", '{"name": "Paris", "population": "many"}')])
+    good = AiMessage(None, [ToolExecutionRequest("c2", "submit", '{"name": "Paris", "population": 2100000}')])
+    model = ScriptedChatModel([bad, good])
+    output = SubmitOutput()
+    agent = Agent(model, tools=[submit], memory=MessageWindowChatMemory.provider(20), middleware=[output])
+    result = await invoke(agent, "Which city?", streaming, memory_id="m")
+    assert result.output == City(name="Paris", population=2100000)
+    assert result.finish_reason is FinishReason.STOP and len(result.intermediate_responses) == 2
+    assert result.tool_executions[0].has_failed and not result.tool_executions[1].has_failed
+    stored = await memory_of(agent)  # the failed call, its error and the valid call: stored together
+    assert [type(m).__name__ for m in stored] == [
+        "UserMessage", "AiMessage", "ToolExecutionResultMessage", "AiMessage", "ToolExecutionResultMessage"
+    ]  # fmt: skip
+    assert_valid_for_provider(stored)
+    # Only streamed calls pass wrap_stream, each response to its end.
+    assert output.seen[-1:] == (["ResponseComplete:1"] if streaming else []), output.seen
+
+
+async def test_correcting_holds_the_rounds_until_the_valid_answer() -> None:
+    bad = AiMessage(None, [ToolExecutionRequest("c1", "submit", '{"name": "Paris"}')])
+    model = ScriptedChatModel([bad, bad, bad])
+    agent = Agent(
+        model, tools=[submit], memory=MessageWindowChatMemory.provider(20), middleware=[SubmitOutput()],
+        max_tool_rounds=2,
+    )  # fmt: skip
+    with pytest.raises(ToolRoundsExceededError):
+        await agent.chat("Which city?", memory_id="m")
+    assert await memory_of(agent) == []  # CORRECTING: nothing of the corrected rounds was stored

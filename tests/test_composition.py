@@ -212,8 +212,9 @@ async def test_a_pair_of_features_composes(
     if "middleware" in scenario.features:
         log = scenario.recorder.hooks
         assert log[0] == "invocation" and log[1] == "resume" and "model" in log and "hold" not in log
+        assert ("stream:0" in log) is streaming, log  # each streamed response passes wrap_stream
         if not scenario.pauses:
-            assert f"tool:{scenario.tool_name}" in log
+            assert f"tool:{scenario.tool_name}" in log and "tool_round:1" in log, log
             assert log[-1] == scenario.answer_logged and log.count(scenario.answer_logged) == 1
             assert "round:1" in scenario.recorder.log  # the tool round committed, then the model went on
 

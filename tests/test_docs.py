@@ -69,6 +69,7 @@ EXPECTED = {
         "secrets -> asks for a password",
         "max_requests 1 2\n3",
         "city='Rome' celsius=21.0 1",
+        "ROME STOP 14",
         "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
         '{"add":"3"} 2',
         "CANCELLED two rounds are enough 2",
@@ -103,6 +104,8 @@ EXPECTED = {
         "False Room booked for 2026-11-30",
         "index_documents: 1/3 document 1 of 3",
         "draft so far: 'Notes on tides'",
+        "started build_report\nI started the report; ask me anything meanwhile. running\nfinished True\n"
+        "Revenue was up 4% in Q3.",
     ],
 }
 

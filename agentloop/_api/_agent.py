@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -27,6 +28,7 @@ from .._features.results import ResultShelf
 from .._features.search import check_native_model, has_deferred, search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
+from .._runtime._background import BackgroundTasks, InvocationTasks, has_background, report_lost
 from .._runtime._handle import RunHandle
 from .._runtime._loop import Invocation, Listener, run_invocation
 from .._runtime._observe import Observer, default_observer, observer_for
@@ -43,8 +45,10 @@ from .._tools._execution import (
 )
 from .._tools._tool import Tool, check_result_limit
 from .._tools._toolset import ToolProvider, is_dynamic, resolve_tools
+from .._values._background import BackgroundTask, starting_background
 from .._values._context import ToolContext, new_invocation_id
 from .._values._errors import (
+    AgentLoopError,
     ApprovalError,
     IllegalConfigurationError,
     InvocationTimeoutError,
@@ -221,6 +225,8 @@ class Agent(Generic[OutputT]):
         self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
         self._shelf = ResultShelf(self.tool_result_limit)
         self.control: RunControl = check_control(control)
+        self._background = BackgroundTasks(self._deliver_background)
+        self._lifetime: AbstractAsyncContextManager[None] | None = None
 
     # -- invocations --------------------------------------------------------------------------------------
 
@@ -654,7 +660,6 @@ class Agent(Generic[OutputT]):
             memory, memory_id = None, None
         else:
             memory = self._memory_for(memory_id)
-        runner = self.options.tool_runner
         dynamic = self.tool_provider is not None
         gate = ApprovalGate(self.approval, run.resume, self.options.now)
         # None when no call of this invocation can need approval (the seam then stays empty).
@@ -667,7 +672,39 @@ class Agent(Generic[OutputT]):
                 return answered
         handle = run.handle if run.handle is not None else RunHandle()
         target = RunTarget(handle)
+        background = self._background.invocation(run.invocation_id, memory_id, run.emit)
+        async with background.scope(has_background(run.toolset) or self.tool_provider is not None):
+            try:
+                result = await self._run_registered(
+                    run, memory, memory_id, approval, handle, target, background
+                )
+            finally:
+                with anyio.CancelScope(shield=True):  # its undelivered results go on, even when cancelled
+                    await background.ended()
+            if result.finish_reason is FinishReason.CANCELLED:
+                background.cancel()  # a cancelled invocation that ran its own tasks: they end with it
+        if self._pricing is not None:
+            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
+        if background.started:
+            result = dataclasses.replace(result, background_tasks=tuple(background.started))
+        return result
+
+    async def _run_registered(
+        self,
+        run: _Run,
+        memory: ChatMemory | None,
+        memory_id: Any,
+        approval: ApprovalGate | None,
+        handle: RunHandle,
+        target: RunTarget,
+        background: InvocationTasks,
+    ) -> Result[Any]:
+        """The invocation itself, holding its memory and registered with run control."""
+        runner = self.options.tool_runner
+        dynamic = self.tool_provider is not None
         async with exclusive_access(memory), registered(self.control, run.invocation_id, memory_id, target):
+            if memory is not None and memory_id is not None and has_background(run.toolset):
+                await report_lost(memory, self._background)
             invocation = Invocation(
                 model=self.model,
                 user_message=run.user_message,
@@ -684,10 +721,8 @@ class Agent(Generic[OutputT]):
                 eager_tools=self.eager_tools,
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
-                output=run.output,
                 seam=run.seam.with_features(
-                    [handle, *_features(run.output, approval, self._shelf, run.toolset)],
-                    checks=[run.output] if run.output is not None else (),
+                    [handle, background, *_features(run.output, approval, self._shelf, run.toolset)]
                 ),
                 call_context=CallContext(
                     self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
@@ -702,12 +737,46 @@ class Agent(Generic[OutputT]):
                 halt=handle,
             )
             try:
-                result = target.result = await run_invocation(invocation, run.emit)
+                with starting_background(background):
+                    result = target.result = await run_invocation(invocation, run.emit)
             finally:
                 handle.ended = True
-        if self._pricing is not None:
-            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
+
+    async def _deliver_background(self, task: BackgroundTask, message: UserMessage) -> bool:
+        """A finished background task's result for its memory id: steered into the invocation running on it,
+        else committed to its memory now (so a store that outlives the process keeps it for the next
+        invocation, before that one's user message). False when neither could take it (no memory)."""
+        try:
+            if await self.control.send(RunCommand.steer(message), memory_id=task.memory_id):
+                return True
+        except AgentLoopError:  # it ended just now: the memory takes the message once it is free
+            pass
+        memory = self._memory_for(task.memory_id)
+        if memory is None:
+            return False
+        async with exclusive_access(memory):
+            await memory.add([message])
+        return True
+
+    # -- lifetime -----------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Agent[OutputT]:
+        """Enters the agent: background tasks then run in its own task group and outlive the invocation
+        that started them; leaving the block (or `aclose()`) cancels those still running."""
+        self._lifetime = self._background.running()
+        await self._lifetime.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Cancels the background tasks still running (each recorded as cancelled); the agent stays usable,
+        its later background tasks then running inside their invocation."""
+        lifetime, self._lifetime = self._lifetime, None
+        if lifetime is not None:
+            await lifetime.__aexit__(None, None, None)
 
     # -- run control --------------------------------------------------------------------------------------
 
@@ -836,7 +905,7 @@ def _features(
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
     features: list[Middleware] = []
-    if output is not None and output.shapes_requests:
+    if output is not None:
         features.append(output)
     if gate is not None:
         features.append(gate)

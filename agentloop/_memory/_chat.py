@@ -321,6 +321,17 @@ _holds: ContextVar[Mapping[_Key, _Hold]] = ContextVar("agentloop_memory_holds", 
 _locks: dict[_Key, tuple[anyio.Lock, list[int]]] = {}
 
 
+@contextmanager
+def holding_nothing() -> Iterator[None]:
+    """Code in this block holds no memory id, whatever the task that started it held (a background task
+    started by an invocation outlives its holds, and must take a memory id afresh to write to it)."""
+    token = _holds.set(MappingProxyType({}))
+    try:
+        yield
+    finally:
+        _holds.reset(token)
+
+
 @asynccontextmanager
 async def _local_lock(key: _Key) -> AsyncIterator[None]:
     """A lock of this process per key, dropped when nobody holds or waits for it."""

@@ -1,52 +1,49 @@
-"""What the loop meets beside the middleware hooks: structured output's round-level part, and `DEFERRED`.
+"""The markers the seam's hooks return to the loop: `DEFERRED` (a call waits), `NO_ANSWER` and `CORRECTING`.
 
-Features change an invocation through `Middleware` (`_seam.py`): approval asks, denies and defers in its
-`wrap_tool_call` and saves and resumes a held round in its `on_hold` / `on_resume`
-(`agentloop/_features/approval/`); structured output shapes requests in its `wrap_model_call` and judges
-text answers in its `on_answer`. One declaration stays with the loop:
-- `OutputHook` (structured output, `agentloop/_features/output/`): the stream watched for partial outputs
-  (a middleware sees the whole response, not its events), and a round's output call found (and its
-  failures counted, which decides whether the round is held back while the output is corrected).
-The loop (`_loop.py`, `_calls.py`) knows only these declarations, never the features' modules.
+Features change an invocation only through `Middleware` (`_seam.py`): approval asks, denies and defers in its
+`wrap_tool_call` and saves and resumes a held round in its `on_hold` / `on_resume`; structured output shapes
+requests in its `wrap_model_call`, watches the stream for partial outputs in its `wrap_stream`, finds the
+output call of a tool round in its `on_tool_round` and judges answers in its `on_answer`. The loop
+(`_loop.py`, `_calls.py`) knows only the hooks and these markers, never the features' modules.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, final
 
 from .._values._messages import ToolExecutionRequest
 from .._values._records import ReturnBehavior, ToolExecution
 
-if TYPE_CHECKING:
-    from ..models import ModelEvent
-    from ._loop import Listener
-
-__all__ = ["DEFERRED", "NOT_FOUND", "OutputHook"]
-
-NOT_FOUND: Any = object()
-"""`OutputHook.found()` when the round holds no valid output."""
+__all__ = ["CORRECTING", "DEFERRED", "NOT_FOUND", "NO_ANSWER"]
 
 
-class OutputHook(Protocol):
-    """Structured output of one invocation, as the loop uses it."""
+@final
+class _Marker:
+    """A named marker value, compared by identity."""
 
-    def found(self, executions: Sequence[ToolExecution]) -> Any:
-        """The output a round's output-tool call gave, or `NOT_FOUND`."""
-        ...
+    __slots__ = ("_name",)
 
-    @property
-    def retrying(self) -> bool:
-        """True once an output was sent back for correction: the invocation's messages are then held and
-        stored with the valid output (or never)."""
-        ...
+    def __init__(self, name: str) -> None:
+        self._name = name
 
-    def watch(
-        self, events: AsyncIterator[ModelEvent], round: int, typed: Listener | None
-    ) -> AsyncIterator[ModelEvent]:
-        """The streamed events, with partial outputs sent to `typed` as they grow."""
-        ...
+    def __repr__(self) -> str:
+        return self._name
+
+    def __reduce__(self) -> str:
+        return self._name  # unpickled as the module's own marker
+
+
+NO_ANSWER: Any = _Marker("NO_ANSWER")
+"""What `Middleware.on_tool_round` returns when the round gave no answer that ends the invocation."""
+
+NOT_FOUND: Any = NO_ANSWER
+"""The same marker, as the structured-output code names a value it did not find."""
+
+CORRECTING: Any = _Marker("CORRECTING")
+"""What `Middleware.on_tool_round` returns when the round gave no answer but one is being corrected (a
+failed output call went back to the model): from then on the invocation's messages are held and stored with
+the valid answer, or never."""
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -2,20 +2,19 @@
 
 loop:
   request  = system + memory + this invocation's messages, with this invocation's tools
-  response = the model call through the seam: `wrap_model_call` of the features (structured output shapes
-             the request), then the user's; streamed when someone listens (structured output watches it
-             for partial outputs), tool calls may start while it streams. A resumed invocation's first
-             response is its saved round's (an `on_resume` hook gives it; calls that had finished are kept)
+  response = the model call through the seam: `wrap_model_call` of the features, then the user's; streamed
+             through the `wrap_stream` hooks when someone listens, tool calls may start while it streams.
+             A resumed invocation's first response is its saved round's (an `on_resume` hook gives it)
   no tool calls -> the seam's `on_answer` hooks check it (ModelRetry: a correction, go on), commit, finish
   round += 1, at most max_tool_rounds
   run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
   some call DEFERRED (waits for a person) -> an `on_hold` hook saves the round, nothing committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
-  a valid output call (checked by `on_answer` before the commit), or immediate return -> finish
+  an answer from the `on_tool_round` hooks (checked by `on_answer` before the commit), or immediate -> finish
 
-The loop knows features only through the seam (`Invocation.seam`: tracing too) and declared Protocols:
-`OutputHook` (`_hooks.py`: a round's output call, partial outputs), `ReservingToolRunner`, the durable clock
-and ids (`ExecutionOptions`, `invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
+The loop knows features only through the seam (`Invocation.seam`: tracing too; its markers in `_hooks.py`)
+and declared Protocols: `ReservingToolRunner`, the durable clock and ids (`ExecutionOptions`,
+`invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
 
 from __future__ import annotations
 
@@ -64,10 +63,21 @@ from ..models import (
     ToolCallDelta,
 )
 from ._calls import Calls, refuse_cut_calls
-from ._hooks import NOT_FOUND, OutputHook
+from ._hooks import NO_ANSWER
 from ._observe import log_model_call
 from ._outcome import Sofar, commit, first_error, outcome
-from ._seam import NO_MIDDLEWARE, Answer, CallContext, HeldRound, ModelCall, RoundEnd, Seam, Stop
+from ._seam import (
+    NO_MIDDLEWARE,
+    Answer,
+    CallContext,
+    HeldRound,
+    ModelCall,
+    RoundEnd,
+    Seam,
+    Stop,
+    StreamCall,
+    ToolRound,
+)
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -118,7 +128,6 @@ class Invocation:
     eager_tools: bool
     ordered_events: bool = False
     agent_name: str | None = None
-    output: OutputHook | None = None  # structured output (`output_type=`), None for plain text
     seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
     dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
@@ -236,24 +245,27 @@ async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[A
             return outcome(inv, None, finish, executions, intermediate, response, usage, added, None, pending)
         messages = [*unsaved, ai, *(e.result_message() for e in round_executions)]
         # Judged before the commit: retries used up (OutputValidationError) store nothing of the round.
-        output = NOT_FOUND if inv.output is None else inv.output.found(round_executions)
+        output, correcting = NO_ANSWER, False
+        if inv.seam.tool_round:
+            finished = ToolRound(response, round, tuple(round_executions), inv.call_context)
+            output, correcting = await inv.seam.round_answer(finished)
         behaviours = [e.return_behavior for e in round_executions]
         immediate = should_return_immediately(behaviours, any(e.has_failed for e in round_executions))
-        corrected = corrected or (inv.output is not None and inv.output.retrying)
-        if output is not NOT_FOUND:
+        corrected = corrected or correcting
+        if output is not NO_ANSWER:
             try:
                 output = await _answer(inv, response, output, round)
             except ModelRetry as retry:  # the output call's value is not accepted: a correction
-                unsaved, output, corrected = [*messages, UserMessage(retry.message)], NOT_FOUND, True
+                unsaved, output, corrected = [*messages, UserMessage(retry.message)], NO_ANSWER, True
                 continue
-        if output is NOT_FOUND and not immediate and corrected:
+        if output is NO_ANSWER and not immediate and corrected:
             unsaved = messages  # an output being corrected: stored with the valid one, or never
             continue
         await commit(inv.memory, messages)
         history += messages
         added += messages
         unsaved = []
-        if output is not NOT_FOUND:  # a valid output call ends the invocation
+        if output is not NO_ANSWER:  # a valid output call ends the invocation
             finish = FinishReason.STOP
             return outcome(inv, ai.text, finish, executions, intermediate, response, usage, added, output)
         if immediate:
@@ -293,7 +305,7 @@ async def _model_call(
     if chain is None:
         if emit is None:
             return await inv.model.chat(request)
-        return await _stream_model(inv.model, request, round, emit, typed, calls, inv.output)
+        return await _stream_model(inv, inv.model, request, round, emit, typed, calls)
     streamed = False
 
     async def call_model(call: ModelCall) -> ChatResponse:
@@ -302,7 +314,7 @@ async def _model_call(
         if emit is None:
             return await model.chat(call.request)
         streamed = True
-        return await _stream_model(model, call.request, round, emit, typed, calls, inv.output)
+        return await _stream_model(inv, model, call.request, round, emit, typed, calls)
 
     assert inv.call_context is not None
     response: object = await chain(ModelCall(request, round, inv.call_context, inv.model), call_model)
@@ -326,21 +338,24 @@ async def _answer(inv: Invocation, response: ChatResponse, output: Any, round: i
 
 
 async def _stream_model(
+    inv: Invocation,
     model: ChatModel,
     request: ChatRequest,
     round: int,
     emit: Listener,
     typed: Listener | None,
     calls: Calls,
-    output: OutputHook | None,
 ) -> ChatResponse:
     """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
-    them) and starting each tool call as soon as it is whole. Structured output watches the stream for its
-    partial values."""
+    them) and starting each tool call as soon as it is whole. The seam's `wrap_stream` hooks see the events
+    first (structured output's partial values)."""
     response: ChatResponse | None = None
     text_nowait = emit.text_nowait
     async with aclosing(model.stream(request)) as source:  # type: ignore[type-var]
-        events = source if output is None else output.watch(source, round, typed)
+        events = source
+        if inv.seam.stream:
+            assert inv.call_context is not None
+            events = inv.seam.streamed(source, StreamCall(round, inv.call_context, typed))
         async for event in events:
             kind = type(event)
             if kind is TextDelta:

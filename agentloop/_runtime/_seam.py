@@ -13,9 +13,9 @@ test per model call and per tool call, nothing more.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._tools._tool import Tool
 from .._values._context import ToolContext
@@ -30,6 +30,10 @@ from .._values._messages import (
 )
 from .._values._records import ToolExecution
 from .._values._result import Result
+from ._hooks import CORRECTING, NO_ANSWER
+
+if TYPE_CHECKING:
+    from ..models import ModelEvent
 
 __all__ = [
     "NO_MIDDLEWARE",
@@ -45,7 +49,9 @@ __all__ = [
     "RoundEnd",
     "Seam",
     "Stop",
+    "StreamCall",
     "ToolCall",
+    "ToolRound",
     "check_middleware",
 ]
 
@@ -173,6 +179,29 @@ class HeldRound:
     announce: Callable[[Any], Awaitable[None]] | None
 
 
+@dataclass(frozen=True, slots=True)
+class StreamCall:
+    """One streamed model response, as `Middleware.wrap_stream` sees it: its `round` (0 for the first model
+    call), whose call it is, and `announce(event)`, which streams an event of your own (e.g. a
+    `PartialOutput`) to the consumer; None when nobody listens for events other than the answer text."""
+
+    round: int
+    context: CallContext
+    announce: Callable[[Any], Awaitable[None]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRound:
+    """A tool round whose calls all finished, as `Middleware.on_tool_round` sees it before it is committed:
+    the model's `response` (its calls), the round's number (from 1), its `executions` in call order, and whose
+    call it is."""
+
+    response: ChatResponse
+    round: int
+    executions: tuple[ToolExecution, ...]
+    context: CallContext
+
+
 class SavedRound(Protocol):
     """A held round that an invocation goes on from (`Middleware.on_resume`): its calls that finished are
     kept, the others run, then the loop goes on as usual."""
@@ -223,6 +252,12 @@ class Middleware:
     - `on_answer(answer) -> output`: the answer about to end the invocation (a text answer, or the value of
       an output tool call), before anything of it is stored. Return the output (`answer.output`, or another
       value); raise `ModelRetry(message)` to send `message` to the model as a correction and go on.
+    - `wrap_stream(events, call) -> events`: the events of one streamed model response (`TextDelta`,
+      `ToolCallDelta`, ...): return them (or an async iterator over them) passed on, changed or held back;
+      `call.announce(event)` streams events of your own (partial outputs). Not called when nobody streams.
+    - `on_tool_round(round) -> output`: a tool round whose calls finished, before it is committed. Return
+      the value that ends the invocation (it goes through `on_answer` as the answer's output), `NO_ANSWER`,
+      or `CORRECTING` (no answer yet, one is being corrected: the messages wait to be stored with it).
     - `after_round(end) -> messages | Stop | None`: a tool round (or the final text answer, `end.final`)
       was committed. Return user messages to add before the next model call (after a final answer, the
       model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
@@ -262,6 +297,12 @@ class Middleware:
 
     async def on_resume(self, context: CallContext) -> SavedRound | None:
         return None
+
+    def wrap_stream(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
+        return events
+
+    async def on_tool_round(self, round: ToolRound) -> Any:
+        return NO_ANSWER
 
     async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
         return None
@@ -329,6 +370,10 @@ class Seam:
     """The `on_hold` hooks: the first that returns something saved the round."""
     resume: tuple[Callable[[CallContext], Awaitable[SavedRound | None]], ...] = ()
     """The `on_resume` hooks: the first that returns a saved round is gone on from."""
+    stream: tuple[Callable[[AsyncIterator[ModelEvent], StreamCall], AsyncIterator[ModelEvent]], ...] = ()
+    """The `wrap_stream` hooks, outermost first (the innermost gets the model's events)."""
+    tool_round: tuple[Callable[[ToolRound], Awaitable[Any]], ...] = ()
+    """The `on_tool_round` hooks, in order: the first answer one gives ends the invocation."""
     rounds: tuple[Callable[[RoundEnd], Awaitable[Sequence[ChatMessage] | Stop | None]], ...] = ()
     """The `after_round` hooks, in order (see `round_ended`)."""
     tool_middleware: tuple[str, ...] = ()
@@ -353,17 +398,19 @@ class Seam:
             answer=_answer_hooks(middleware),
             hold=_hooks(middleware, "on_hold"),
             resume=_hooks(middleware, "on_resume"),
+            stream=_hooks(middleware, "wrap_stream"),
+            tool_round=_hooks(middleware, "on_tool_round"),
             rounds=_hooks(middleware, "after_round"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
-    def with_features(self, features: Sequence[Middleware], *, checks: Sequence[Middleware] = ()) -> Seam:
-        """This seam with the built-in features' middleware (structured output, approval) outside the user's:
-        their model hooks come first in the model chain (a user's `wrap_model_call` sees the request as the
-        output shaped it); their tool hooks form `features_tool`, so a call they deny or defer reaches
-        neither tracing nor the user's `wrap_tool_call`. `checks` (structured output) only judge answers:
-        their `on_answer` runs before the user's, which see the output they made."""
-        if not features and not checks:
+    def with_features(self, features: Sequence[Middleware]) -> Seam:
+        """This seam with the built-in features' middleware (structured output, approval, ...) outside the
+        user's, every hook of theirs taken the same way: their model hooks come first in the model chain (a
+        user's `wrap_model_call` sees the request as the output shaped it); their tool hooks form
+        `features_tool`, so a call they deny or defer reaches neither tracing nor the user's
+        `wrap_tool_call`; their other hooks run before the user's, which see the output they made."""
+        if not features:
             return self
         base = Middleware
         modelling = [m for m in features if type(m).wrap_model_call is not base.wrap_model_call]
@@ -379,9 +426,11 @@ class Seam:
             self.invocation,
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
-            answer=(*_answer_hooks(checks), *self.answer),
+            answer=(*_answer_hooks(features), *self.answer),
             hold=(*_hooks(features, "on_hold"), *self.hold),
             resume=(*_hooks(features, "on_resume"), *self.resume),
+            stream=(*_hooks(features, "wrap_stream"), *self.stream),
+            tool_round=(*_hooks(features, "on_tool_round"), *self.tool_round),
             rounds=(*_hooks(features, "after_round"), *self.rounds),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
@@ -411,6 +460,25 @@ class Seam:
             f"A call of round {held.round} returned DEFERRED (it waits), but no middleware saved the round: "
             "give the middleware whose wrap_tool_call returns DEFERRED an on_hold hook"
         )
+
+    def streamed(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
+        """`events` through the `wrap_stream` hooks: the innermost gets the model's, the loop reads the
+        outermost's."""
+        for hook in reversed(self.stream):
+            events = hook(events, call)
+        return events
+
+    async def round_answer(self, round: ToolRound) -> tuple[Any, bool]:
+        """The answer a finished tool round gave (`NO_ANSWER`: none) through the `on_tool_round` hooks, and
+        whether one of them is correcting an answer (`CORRECTING`)."""
+        answer, correcting = NO_ANSWER, False
+        for hook in self.tool_round:
+            found = await hook(round)
+            if found is CORRECTING:
+                correcting = True
+            elif found is not NO_ANSWER and answer is NO_ANSWER:
+                answer = found
+        return answer, correcting
 
     async def round_ended(self, end: RoundEnd) -> list[ChatMessage] | Stop:
         """What the `after_round` hooks decide: the first `Stop` one returns (the hooks after it are not

@@ -24,6 +24,7 @@ from ._tool import (
     _check_metadata,
     _check_return_behavior,
     check_approval_rule,
+    check_background,
     check_result_limit,
     check_timeout,
 )
@@ -45,6 +46,7 @@ class _ToolDefinition:
     localns: Mapping[str, Any] | None
     requires_approval: ApprovalRule = None
     result_limit: int | None = None
+    background: bool = False
     _compiled: dict[bool, tuple[Signature, ToolSpecification]] = field(default_factory=dict)
 
     def compiled(self, skip_first: bool) -> tuple[Signature, ToolSpecification]:
@@ -86,6 +88,7 @@ def tool(
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
+    background: bool = False,
 ) -> _ToolDecorator: ...
 
 
@@ -100,6 +103,7 @@ def tool(
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
+    background: bool = False,
 ) -> _ToolDecorator: ...
 
 
@@ -116,6 +120,7 @@ def tool(
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
+    background: bool = False,
 ) -> _F: ...
 
 
@@ -132,6 +137,7 @@ def tool(
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
+    background: bool = False,
 ) -> _C: ...
 
 
@@ -145,6 +151,7 @@ def tool(
     result_converter: Callable[[Any], str] | None = None,
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
+    background: bool = False,
 ) -> Any:
     """Marks a function or method as a tool a model can call; the function itself stays unchanged.
 
@@ -155,7 +162,8 @@ def tool(
     `result_converter` turns the result into the text the model reads; `requires_approval` (True, or
     `(ToolApprovalRequest, ToolContext) -> bool`) makes a call wait for a person's yes (docs/approval.md);
     `result_limit` (tokens) keeps a longer result aside and gives the model its beginning and the
-    `read_tool_result` tool (docs/context.md).
+    `read_tool_result` tool (docs/context.md). `background=True` starts each call's work as a background
+    task: the model is told at once that it started, and gets the result later (docs/tools.md).
     """
     if args and not isinstance(args[0], str):
         if len(args) > 1:
@@ -183,6 +191,7 @@ def tool(
             localns=_definition_namespace(_depth),
             requires_approval=requires_approval,
             result_limit=result_limit,
+            background=background,
         )
         return _decorate(target, definition)
 
@@ -229,6 +238,7 @@ def _definition(
     localns: Mapping[str, Any] | None,
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
+    background: bool = False,
 ) -> _ToolDefinition:
     if inspect.ismethod(func):
         raise IllegalConfigurationError(
@@ -259,6 +269,7 @@ def _definition(
         localns=localns,
         requires_approval=check_approval_rule(requires_approval, f"Tool {tool_name!r}"),
         result_limit=check_result_limit(result_limit, f"Tool {tool_name!r}"),
+        background=check_background(background, f"Tool {tool_name!r}"),
     )
 
 

@@ -20,6 +20,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from .._values._background import STARTED, current_starter
 from .._values._context import _NO_CONTEXT, ToolContext
 from .._values._errors import (
     HallucinatedToolError,
@@ -255,6 +256,19 @@ async def _run(
         await _maybe_await(on_start(index, request))
     started_at, clock = options.now(), time.perf_counter()
     timeout = tool.timeout if tool.timeout is not None else options.timeout
+    starter = current_starter() if tool.background else None
+    if starter is not None:  # the work goes on as a background task; the model hears it started
+        task = await starter.start(tool, prepared, context, timeout)
+        text = (
+            f"{STARTED}{task.task_id} ({tool.name}). It runs on; its result will be sent to "
+            "you in a message when it finishes. Do not call the tool again for it."
+        )
+        finished = options.now()
+        duration = time.perf_counter() - clock
+        return ToolExecution(
+            request, text, task, None, index, context.round, started_at, finished, duration,
+            tool.return_behavior, False,
+        )  # fmt: skip
     try:
         if timeout is None:
             result = await tool.invoke(prepared, context)

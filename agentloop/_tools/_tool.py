@@ -55,6 +55,7 @@ class Tool:
         "_is_async",
         "_signature",
         "_streams",
+        "background",
         "name",
         "requires_approval",
         "result_converter",
@@ -74,6 +75,9 @@ class Tool:
     """Where the tool came from, for error messages (e.g. "function app.tools.get_weather")."""
     requires_approval: ApprovalRule
     """None, True, or `(ToolApprovalRequest, ToolContext) -> bool`: whether a call waits for a person."""
+    background: bool
+    """True: a call starts the work as a background task and the model is told so at once; the result
+    reaches the model later as a steering message (docs/tools.md, "Background tools")."""
     result_limit: int | None
     """Tokens of a result the model gets whole (None: the agent's `tool_result_limit`); a longer result is
     kept aside and the model gets its beginning and the `read_tool_result` tool."""
@@ -89,6 +93,7 @@ class Tool:
         source: str | None = None,
         requires_approval: ApprovalRule | bool = None,
         result_limit: int | None = None,
+        background: bool = False,
     ) -> None:
         if not isinstance(specification, ToolSpecification):
             raise IllegalConfigurationError(
@@ -110,6 +115,7 @@ class Tool:
             source or f"programmatic tool {specification.name!r} ({_qualname(executor)})",
             check_approval_rule(requires_approval, f"Tool {specification.name!r}"),
             check_result_limit(result_limit, f"Tool {specification.name!r}"),
+            check_background(background, f"Tool {specification.name!r}"),
         )
 
     @classmethod
@@ -132,6 +138,7 @@ class Tool:
             source,
             definition.requires_approval,
             definition.result_limit,
+            definition.background,
         )
         return self
 
@@ -146,8 +153,10 @@ class Tool:
         source: str,
         requires_approval: ApprovalRule = None,
         result_limit: int | None = None,
+        background: bool = False,
     ) -> None:
         self.name = check_tool_name(specification.name, source)
+        self.background = background
         self.requires_approval = requires_approval
         self.result_limit = result_limit
         self.specification = specification
@@ -314,4 +323,11 @@ def check_result_limit(value: Any, what: str) -> int | None:
         raise IllegalConfigurationError(
             f"{what}: result_limit must be None or an int >= 1 (tokens), got {value!r}"
         )
+    return value
+
+
+def check_background(value: Any, what: str) -> bool:
+    """`background=` as stored: a bool."""
+    if not isinstance(value, bool):
+        raise IllegalConfigurationError(f"{what}: background must be True or False, got {value!r}")
     return value

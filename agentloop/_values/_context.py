@@ -28,6 +28,7 @@ __all__ = [
     "bind_channel",
     "report_output",
     "watch_tools",
+    "watched_by_nobody",
 ]
 
 _NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
@@ -82,6 +83,17 @@ def watch_tools(watcher: ToolWatcher) -> Iterator[None]:
     Nothing is built for a report nobody watches: with no watcher and no MCP channel,
     `report_progress` returns at once."""
     token = _watchers.set((*_watchers.get(), watcher))
+    try:
+        yield
+    finally:
+        _watchers.reset(token)
+
+
+@contextmanager
+def watched_by_nobody() -> Iterator[None]:
+    """Tool calls inside this block report to no watcher of the task that started them (a background task
+    outlives the stream that watched its invocation)."""
+    token = _watchers.set(())
     try:
         yield
     finally:

@@ -23,6 +23,8 @@ from ._tool_events import ToolOutputDelta, ToolProgress
 
 __all__ = [
     "ApprovalRequired",
+    "BackgroundTaskFinished",
+    "BackgroundTaskStarted",
     "BeforeToolExecution",
     "CompleteResponse",
     "IntermediateResponse",
@@ -143,6 +145,25 @@ class ToolExecuted(msgspec.Struct, frozen=True):
         return self.execution.round
 
 
+class BackgroundTaskStarted(msgspec.Struct, frozen=True):
+    """A background tool's call started its task (`task_id`); the model was told so at once."""
+
+    task_id: str
+    call_id: str
+    tool_name: str
+
+
+class BackgroundTaskFinished(msgspec.Struct, frozen=True):
+    """A background task this invocation started ended while it ran: `status` "finished" with the text the
+    model gets in `result`, or "failed" with the `error` (and its text in `result`)."""
+
+    task_id: str
+    tool_name: str
+    status: str
+    result: str | None
+    error: BaseException | None = None
+
+
 class ApprovalRequired(msgspec.Struct, frozen=True):
     """The invocation pauses: some tool calls wait for a person's decision (resume with `Agent.resume`).
     Comes before the `CompleteResponse` of a paused invocation."""
@@ -180,6 +201,8 @@ StreamEvent = Union[
     ToolProgress,
     ToolOutputDelta,
     ToolExecuted,
+    BackgroundTaskStarted,
+    BackgroundTaskFinished,
     ApprovalRequired,
     CompleteResponse,
 ]

@@ -8,6 +8,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from ._background import BackgroundTask
 from ._cost import PriceSource, cost_of
 from ._messages import ChatMessage, ChatResponse, FinishReason, TokenUsage
 from ._pending import PendingApproval
@@ -62,6 +63,10 @@ class Result(Generic[T]):
     cancel_reason: str | None = None
     """Why the invocation was cancelled (`finish_reason` is `FinishReason.CANCELLED`): the `reason` given to
     `cancel()`; None otherwise, or when none was given."""
+
+    background_tasks: tuple[BackgroundTask, ...] = ()
+    """The background tasks this invocation's calls started, each with its status (docs/tools.md,
+    "Background tools"); a task's record goes on changing after the invocation ended."""
 
     def __post_init__(self) -> None:
         if self.output is _SAME_AS_CONTENT:

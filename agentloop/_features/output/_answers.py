@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import (
-    TYPE_CHECKING,
     Any,
     NoReturn,
 )
@@ -15,8 +14,22 @@ from typing import (
 import msgspec
 import pydantic
 
-from agentloop._runtime._hooks import NOT_FOUND
-from agentloop._runtime._seam import Answer, Middleware, ModelCall, NextModelCall
+from agentloop._features.output._streaming import _Watch
+from agentloop._features.output._types import (
+    _FENCE,
+    _MAX_INPUT_REPR,
+    _MAX_LISTED_ERRORS,
+    _MODES,
+    PROCESSED,
+    OutputMember,
+    OutputMode,
+    OutputSchema,
+    OutputValidator,
+    _InvalidOutput,
+    output_schema,
+)
+from agentloop._runtime._hooks import CORRECTING, NOT_FOUND
+from agentloop._runtime._seam import Answer, Middleware, ModelCall, NextModelCall, StreamCall, ToolRound
 from agentloop._tools._tool import Tool
 from agentloop._values._context import ToolContext
 from agentloop._values._errors import IllegalConfigurationError, ModelRetry, OutputValidationError
@@ -33,30 +46,13 @@ from agentloop._values._records import ReturnBehavior, ToolExecution
 from agentloop._values._spec import ToolSpecification
 from agentloop.models._base import ModelEvent, supports_response_format
 
-if TYPE_CHECKING:
-    from agentloop._runtime._loop import Listener
-
-from agentloop._features.output._streaming import _Watch
-from agentloop._features.output._types import (
-    _FENCE,
-    _MAX_INPUT_REPR,
-    _MAX_LISTED_ERRORS,
-    _MODES,
-    PROCESSED,
-    OutputMember,
-    OutputMode,
-    OutputSchema,
-    OutputValidator,
-    _InvalidOutput,
-    output_schema,
-)
-
 # -- one invocation -------------------------------------------------------------------------------------
 
 
 class OutputRun(Middleware):
     """Structured output in one invocation: what the requests carry (its `wrap_model_call`), and judging what
-    the model answered (the loop's `OutputHook`)."""
+    the model answered (its `on_tool_round` and `on_answer`), and partial outputs as they stream (its
+    `wrap_stream`)."""
 
     __slots__ = ("_failures", "mode", "retries", "schema", "validator")
 
@@ -116,18 +112,6 @@ class OutputRun(Middleware):
             return msgspec.structs.replace(request, response_format=format)
         return request
 
-    @property
-    def shapes_requests(self) -> bool:
-        """Whether `request()` changes the requests (tool and native modes): the run is middleware then."""
-        return self.schema is not None and self.mode != "prompted"
-
-    allows_eager_tools = True
-    """Its `wrap_model_call` shapes the request only; the answer is judged after the round (`answer()`)."""
-
-    async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
-        """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
-        return await call_next(call.replace(request=self.request(call.request)))
-
     def system_message(self, message: SystemMessage | None) -> SystemMessage | None:
         """The system message with the prompted mode's instructions added (unchanged in other modes)."""
         if self.mode != "prompted" or self.schema is None:
@@ -183,11 +167,15 @@ class OutputRun(Middleware):
             raise _exhausted(self.retries, output, errors)
         raise ModelRetry(correction)
 
-    def found(self, executions: Sequence[ToolExecution]) -> Any:
-        """The output of a tool round (its first valid output call), or `NOT_FOUND`; raises
-        `OutputValidationError` when the round's output calls failed and retries ran out."""
+    async def on_tool_round(self, round: ToolRound) -> Any:
+        """The output of a tool round (its first valid output call); `CORRECTING` once an output was sent
+        back for correction, else `NOT_FOUND`; raises `OutputValidationError` when the round's output calls
+        failed and retries ran out."""
+        return self._found(round.executions)
+
+    def _found(self, executions: Sequence[ToolExecution]) -> Any:
         if self.schema is None:
-            return NOT_FOUND
+            return CORRECTING if self.retrying else NOT_FOUND
         names = {member.tool_name for member in self.schema.members}
         failed: ToolExecution | None = None
         for execution in executions:
@@ -206,7 +194,7 @@ class OutputRun(Middleware):
                 raise _exhausted(
                     self.retries, failed.request.arguments, [{"loc": (), "msg": failed.result, "type": kind}]
                 )
-        return NOT_FOUND
+        return CORRECTING if self.retrying else NOT_FOUND
 
     async def _judge(self, member: OutputMember, text: str, context: ToolContext, how: str) -> Any:
         """The validated (and user-checked) value of `text`, or `_InvalidOutput` with the correction."""
@@ -245,12 +233,24 @@ class OutputRun(Middleware):
 
     # -- streaming ----------------------------------------------------------------------------------
 
-    def watch(
-        self, events: AsyncIterator[ModelEvent], round: int, typed: Listener | None
-    ) -> AsyncIterator[ModelEvent]:
-        """`events` with partial outputs sent to `typed` as they stream; in the native and prompted modes
-        the answer text is the output, so it is not passed on as text."""
-        return _Watch(events, self, round, typed, self.attempt)
+    def wrap_stream(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
+        """`events` with partial outputs announced as they stream; in the native and prompted modes the
+        answer text is the output, so it is not passed on as text."""
+        return _Watch(events, self, call.round, call.announce, self.attempt)
+
+
+class ShapingOutputRun(OutputRun):
+    """Structured output in the tool and native modes: it also shapes every request (a model hook on the
+    seam; the prompted mode has none, so a run without other model middleware keeps the direct path)."""
+
+    __slots__ = ()
+
+    allows_eager_tools = True
+    """Its `wrap_model_call` shapes the request only; the answer is judged after the round."""
+
+    async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
+        """Each model call asks for this output (the tool mode a tool call, the native mode the schema)."""
+        return await call_next(call.replace(request=self.request(call.request)))
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -279,7 +279,8 @@ def structured_output(agent: Any, output_type: Any) -> OutputRun | None:
     schema = output_schema(output_type, name)
     if mode == "native" and not supports_response_format(agent.model):
         mode = "tool"
-    return OutputRun(schema, mode, retries, validator)
+    kind = OutputRun if mode == "prompted" else ShapingOutputRun
+    return kind(schema, mode, retries, validator)
 
 
 def check_mode(mode: str) -> OutputMode:

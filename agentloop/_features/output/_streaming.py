@@ -12,7 +12,7 @@ The final, validated output always comes last.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -27,7 +27,6 @@ from agentloop.models._base import ModelEvent, TextDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     from agentloop._features.output._answers import OutputRun
-    from agentloop._runtime._loop import Listener
 
 from agentloop._features.output._partial import PartialTracker
 
@@ -69,7 +68,7 @@ class _Watch:
         events: AsyncIterator[ModelEvent],
         run: OutputRun,
         round: int,
-        typed: Listener | None,
+        typed: Callable[[Any], Awaitable[None]] | None,
         attempt: int,
     ) -> None:
         self._events = events
