@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._tools._tool import Tool
 from .._values._context import ToolContext
@@ -30,10 +30,10 @@ from .._values._messages import (
 )
 from .._values._records import ToolExecution
 from .._values._result import Result
-from ._hooks import CORRECTING, NO_ANSWER
 
-if TYPE_CHECKING:
-    from ..models import ModelEvent
+# Imported for real: help() and typing.get_type_hints() resolve `wrap_stream`'s annotations here.
+from ..models._base import ModelEvent
+from ._hooks import CORRECTING, NO_ANSWER
 
 __all__ = [
     "NO_MIDDLEWARE",
