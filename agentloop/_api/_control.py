@@ -37,13 +37,12 @@ class RunTarget:
     """One registered invocation: where its commands go and, once it ended, its outcome (what a call that
     steered it with `if_busy="steer"` in this process returns)."""
 
-    __slots__ = ("ended", "error", "handle", "result")
+    __slots__ = ("ended", "handle", "result")
 
     def __init__(self, handle: Steerable) -> None:
         self.handle = handle
         self.ended = anyio.Event()
-        self.result: Result[Any] | None = None
-        self.error: BaseException | None = None
+        self.result: Result[Any] | None = None  # None when it ended in an error
 
     async def apply(self, command: RunCommand) -> None:
         if command.kind == "cancel":
@@ -152,8 +151,6 @@ async def when_busy(
     if running:  # in this process: its own Result, which answered this message too
         target = next(iter(running))
         await target.ended.wait()
-        if target.error is not None:
-            raise target.error
         if target.result is not None:
             return target.result
     await _until_free(control, memory_id, poll)
@@ -178,5 +175,4 @@ def _answered_elsewhere(memory_id: Any, invocation_id: str) -> Result[Any]:
         finish_reason=FinishReason.STEERED,
         memory_id=memory_id,
         invocation_id=invocation_id,
-        final_response=None,
     )

@@ -24,6 +24,7 @@ from .. import (
     ToolExecutionResultMessage,
     UserMessage,
 )
+from .._api._control import IF_BUSY
 from ._asgi import HTTPError
 
 __all__ = ["resume_stream", "stream_with_history"]
@@ -47,9 +48,6 @@ def stream_with_history(
         return agent.stream(question, message_history=list(history), context=context)
     except IllegalConfigurationError as error:
         raise HTTPError(400, "BadRequest", f"The conversation cannot go to the model: {error}") from None
-
-
-IF_BUSY = ("wait", "steer", "interrupt", "reject")
 
 
 def check_if_busy(app: str, if_busy: Any) -> Any:
