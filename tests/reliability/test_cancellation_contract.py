@@ -1,5 +1,5 @@
 """The cancellation contract at the await points of the features: a sync tool (in a worker thread), an async
-tool over a SQLite store, a round with a call waiting for approval, a structured output being written, and an
+tool over a SQLite store, the SQLite store writing a round, a round with a call waiting for approval, a structured output being written, and an
 agent used as a tool. Each is cancelled each way (`cancel()` at once, `cancel(after_round=True)`, scope
 cancellation of the consumer), streamed (`stream.cancel`) and not (`agent.cancel` by memory id), on asyncio
 and trio. Checked every time: the Result (or the exception, for a scope) as docs/runtime.md's table says,
@@ -59,6 +59,7 @@ class Point:
     tool_round: bool = True  # the point is in a tool round (else: in the model call of the final answer)
     after_round_finish: FinishReason = FinishReason.CANCELLED
     thread_done: threading.Event | None = None  # set when the point's worker thread has ended
+    commit: bool = False  # the point is a store commit: shielded, it finishes whichever way
 
 
 def answers(messages: list[Any], tools: Any) -> Any:
@@ -125,6 +126,39 @@ def sqlite_point(tmp_path: Path) -> Point:
         return list(await SQLiteChatMemoryStore(path).get_messages("m"))
 
     return Point(agent, reached, release.set, read, cleaned)
+
+
+def store_commit_point(tmp_path: Path) -> Point:
+    """The SQLite store writing the tool round: a commit is shielded, so every way keeps the round whole
+    (it was decided before the cancellation came) and the invocation ends right after it."""
+    from agentloop.stores import SQLiteChatMemoryStore
+
+    reached, release, cleaned = anyio.Event(), anyio.Event(), []
+
+    class GatedStore(SQLiteChatMemoryStore):
+        async def append(self, memory_id: Any, messages: Any, **options: Any) -> int:
+            if not reached.is_set():  # the first commit (the tool round) waits at the point
+                try:
+                    reached.set()
+                    await release.wait()
+                finally:
+                    cleaned.append("commit")
+            return await super().append(memory_id, messages, **options)
+
+    path = tmp_path / "memory.db"
+    memory = MessageWindowChatMemory.provider(50, store=GatedStore(path))
+
+    @tool
+    async def slow(city: str) -> str:
+        """Looks the city up."""
+        return f"sunny in {city}"
+
+    agent = Agent(FunctionChatModel(answers), tools=[slow], memory=memory)
+
+    async def read() -> list[Any]:
+        return list(await SQLiteChatMemoryStore(path).get_messages("m"))
+
+    return Point(agent, reached, release.set, read, cleaned, commit=True)
 
 
 def approval_point(tmp_path: Path) -> Point:
@@ -216,6 +250,7 @@ def agent_tool_point(tmp_path: Path) -> Point:
 POINTS: dict[str, Callable[[Path], Point]] = {
     "sync-tool": sync_tool_point,
     "sqlite-store": sqlite_point,
+    "store-commit": store_commit_point,
     "approval": approval_point,
     "structured-output": structured_point,
     "agent-as-tool": agent_tool_point,
@@ -238,7 +273,7 @@ async def run(point: Point, mode: str, way: str) -> Any:
                     await streams[0].cancel(after_round=way == "after_round", reason="stop")
                 else:
                     assert await agent.cancel(memory_id="m", after_round=way == "after_round", reason="stop")
-                if way == "after_round":
+                if way == "after_round" or point.commit:
                     point.release()  # the round goes on; otherwise the point is released once all ended
 
             group.start_soon(command)
@@ -268,7 +303,12 @@ async def test_cancellation_contract(name: str, way: str, mode: str, tmp_path: P
     assert point.cleaned, "the cleanup at the point did not run"
     if way == "scope":
         assert result is None  # the exception went to the cancelled scope: no Result
-    if way in ("cancel", "scope"):
+    if point.commit:  # the round was being written: it is whole, then the invocation ended
+        assert [type(m) for m in messages] == [UserMessage, AiMessage, ToolExecutionResultMessage]
+        if result is not None:
+            assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "stop")
+            assert list(result.messages) == messages and result.output is None
+    elif way in ("cancel", "scope"):
         assert messages == [], "nothing of the first round is committed, the question neither"
         if result is not None:
             assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "stop")
