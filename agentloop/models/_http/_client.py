@@ -48,6 +48,7 @@ from ._errors import (
     model_error_from_exception,
     request_id_of,
 )
+from ._pool import use_probe_on_use_pool
 from ._stream import SSEStream, _close, _read_body
 
 # -- retries ------------------------------------------------------------------------------------------------
@@ -160,6 +161,11 @@ class ProviderClient:
             )
         if self._ssl_context is None:
             self._ssl_context = httpx2.create_ssl_context()
+        limits = httpx2.Limits(
+            max_connections=SHARD_CONNECTIONS,
+            max_keepalive_connections=SHARD_CONNECTIONS,
+            keepalive_expiry=30.0,
+        )
         client = httpx2.AsyncClient(
             timeout=httpx2.Timeout(
                 connect=self.timeouts.connect,
@@ -167,14 +173,12 @@ class ProviderClient:
                 write=self.timeouts.write,
                 pool=self.timeouts.pool,
             ),
-            limits=httpx2.Limits(
-                max_connections=SHARD_CONNECTIONS,
-                max_keepalive_connections=SHARD_CONNECTIONS,
-                keepalive_expiry=30.0,
-            ),
+            limits=limits,
             verify=self._ssl_context,
             follow_redirects=False,
         )
+        # Socket-check only the connection handed out, not every idle one per request (issue 36).
+        use_probe_on_use_pool(client, ssl_context=self._ssl_context, limits=limits)
         return _Shard(client)
 
     def _acquire(self) -> _Shard:

@@ -1,0 +1,113 @@
+"""A connection pool that probes only the connection it hands out (issue 36).
+
+httpcore2's `AsyncConnectionPool` calls `has_expired()` on every idle connection each time a request starts or
+ends, and on an idle HTTP/1.1 connection that is a socket readability check: O(idle) system calls per request.
+`ProbeOnUsePool` keeps httpcore2's pool (limits, queueing, proxies, error mapping) and wraps each connection
+so that the pool's scan costs a clock read, and the socket check runs once, on the connection about to carry
+a request. A connection the server closed is found there, closed and skipped (the pool picks or opens
+another), so it is never handed out; keep-alive expiry stays `keepalive_expiry` after going idle.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpcore2
+import httpx2
+
+
+class _ProbeOnUse(httpcore2.AsyncConnectionInterface):
+    """One pooled connection: a cheap `has_expired()` for the pool's scan, the socket check before reuse."""
+
+    __slots__ = ("_idle_since", "_inner", "_pool")
+
+    def __init__(self, inner: httpcore2.AsyncConnectionInterface, pool: ProbeOnUsePool) -> None:
+        self._inner = inner
+        self._pool = pool
+        self._idle_since: float | None = None
+
+    async def handle_async_request(self, request: httpcore2.Request) -> httpcore2.Response:
+        inner = self._inner
+        if inner.is_connected() and inner.is_idle():
+            # A kept-alive connection about to be reused: the one socket check of this request.
+            self._pool.probes += 1
+            if inner.has_expired():
+                await inner.aclose()
+                raise httpcore2.ConnectionNotAvailable()
+        self._idle_since = None
+        return await inner.handle_async_request(request)
+
+    def has_expired(self) -> bool:
+        inner = self._inner
+        if not (inner.is_connected() and inner.is_idle()):
+            # Not an idle socket: httpcore2's own answer does no socket check here.
+            self._idle_since = None
+            return inner.has_expired()
+        now = time.monotonic()
+        if self._idle_since is None:
+            # The pool scans after every response closes, so this is when the connection went idle.
+            self._idle_since = now
+            return False
+        expiry = self._pool.keepalive_expiry
+        return expiry is not None and now - self._idle_since > expiry
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def info(self) -> str:
+        return self._inner.info()
+
+    def can_handle_request(self, origin: httpcore2.Origin) -> bool:
+        return self._inner.can_handle_request(origin)
+
+    def is_connected(self) -> bool:
+        return self._inner.is_connected()
+
+    def is_available(self) -> bool:
+        return self._inner.is_available()
+
+    def is_idle(self) -> bool:
+        return self._inner.is_idle()
+
+    def can_multiplex(self) -> bool:
+        return self._inner.can_multiplex()
+
+    def is_closed(self) -> bool:
+        return self._inner.is_closed()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._inner!r}>"
+
+
+class ProbeOnUsePool(httpcore2.AsyncConnectionPool):
+    """httpcore2's pool whose idle connections are socket-checked only when handed out. `probes` counts the
+    checks (one per reused connection per request, plus one per dead connection skipped)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.keepalive_expiry: float | None = kwargs.get("keepalive_expiry")
+        self.probes = 0
+
+    def create_connection(self, origin: httpcore2.Origin) -> httpcore2.AsyncConnectionInterface:
+        return _ProbeOnUse(super().create_connection(origin), self)
+
+
+def use_probe_on_use_pool(client: Any, *, ssl_context: Any, limits: Any) -> bool:
+    """Gives a fresh `httpx2.AsyncClient` of ours a `ProbeOnUsePool` as its default (non-proxy) transport's
+    pool, built with the same settings; proxy mounts (from the environment) keep httpx2's own. httpx2 has no
+    public hook for the pool, so this replaces the transport's unused stock pool, and leaves the client as it
+    is (still correct, only probing more) if httpx2's layout is not the one known here. Says if it did."""
+    transport = getattr(client, "_transport", None)
+    if type(transport) is not httpx2.AsyncHTTPTransport:
+        return False
+    stock = getattr(transport, "_pool", None)
+    if type(stock) is not httpcore2.AsyncConnectionPool or stock.connections:
+        return False
+    transport._pool = ProbeOnUsePool(
+        ssl_context=ssl_context,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+    )
+    return True
