@@ -26,6 +26,7 @@ from agentloop import (
     Agent,
     AiMessage,
     Denied,
+    FinishReason,
     IllegalConfigurationError,
     MessageWindowChatMemory,
     PendingApproval,
@@ -530,6 +531,20 @@ def test_a_step_memory_finds_its_store_through_store_backed_memory(tmp_path: Pat
     anyio.run(main, backend=backend)
 
 
+def held_tool() -> tuple[anyio.Event, anyio.Event, Any]:
+    """A `slow` tool that says it started and waits until the test releases it: (started, release, tool)."""
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def slow(n: int) -> int:
+        """Waits until the test releases it."""
+        started.set()
+        await release.wait()
+        return n
+
+    return started, release, slow
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """DBOS on a SQLite system database, and on the real PostgreSQL cluster."""
@@ -549,15 +564,7 @@ async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run
 
     running, after = f"wf-cancel-{uuid.uuid4().hex}", f"wf-after-{uuid.uuid4().hex}"
 
-    started, release = anyio.Event(), anyio.Event()
-
-    @tool
-    async def slow(n: int) -> int:
-        """Waits until the test releases it."""
-        started.set()
-        await release.wait()
-        return n
-
+    started, release, slow = held_tool()
     model = ScriptedChatModel([calls(("slow", {"n": 1})), "The next answer."])
     memory = MessageWindowChatMemory.provider(50)
     durable = DBOSAgent(Agent(model, name="cancellable", tools=[slow], memory=memory))
@@ -586,3 +593,29 @@ async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run
     messages = await durable.agent._memory_for("u9").messages()  # type: ignore[union-attr]
     assert_valid_for_provider(messages)
     assert [m.text for m in messages] == ["again", "The next answer."]
+
+
+async def test_a_run_cancelled_after_its_round_keeps_its_cancel_reason(dbos_sqlite: None) -> None:
+    """Regression (found by the composition suite): the recorded Result dropped `cancel_reason`, so a run
+    that run control stopped after its round came back CANCELLED without saying why."""
+    started, release, slow = held_tool()
+    model = ScriptedChatModel([calls(("slow", {"n": 1})), "never asked"])
+    durable = DBOSAgent(
+        Agent(model, name="stoppable", tools=[slow], memory=MessageWindowChatMemory.provider(50))
+    )
+    DBOS.launch()
+    results: list[Any] = []
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            results.append(await durable.chat("start", memory_id="u8", workflow_id="wf-after-round"))
+
+        group.start_soon(run)
+        await started.wait()
+        assert await durable.agent.cancel(invocation_id="wf-after-round", after_round=True, reason="enough")
+        release.set()
+    [result] = results
+    assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "enough")
+    assert [e.result for e in result.tool_executions] == ["1"]
+    again = await durable.result("wf-after-round")  # read back from DBOS's record
+    assert again.cancel_reason == "enough"
