@@ -1,7 +1,9 @@
 """Scenarios of the composition suite: an agent built from a set of features, and what its run must show.
 
 Shared by tests/test_composition.py and its worker process (`python -m tests.composition`), which resumes
-paused rounds "in another process" (tests/composition_worker.py): one worker per test module.
+paused rounds "in another process" (tests/composition_worker.py): one worker per test module. A scenario
+with a run-control feature (`CONTROL`) always has a memory (in this process without a store feature), a
+`Gate` holding its first tool call, and one more scripted answer for the invocation after it.
 """
 
 from __future__ import annotations

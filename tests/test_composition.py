@@ -1,13 +1,22 @@
 """Every pair of features composes: {chat, stream} x {asyncio, trio} x pairs of structured output (three
 modes), approval inline, approval paused and resumed in another process, SQLite store, Redis store,
 DBOSAgent, tracing, FallbackChatModel, an MCP toolset, a user middleware, Compaction, ClearToolResults and
-ToolSearch (tests/composition.py builds each scenario).
+ToolSearch (tests/composition.py builds each scenario); and run control paired with each of them and with
+each other: `cancel` (at once), `cancel_after_round` and `steer`, acting once the run's first tool call is
+held by the scenario's Gate middleware (events, no sleeps): `stream.cancel()` / `stream.steer()` when
+streamed, `agent.cancel()` / `agent.steer()` by memory id for `chat()`, `DBOSAgent.cancel(workflow_id)`
+(after the round and steering through its agent, by the workflow id). Each run-control pair checks what
+docs/runtime.md, "Stopping and steering a run", promises: the Result (CANCELLED and its reason, no output;
+or the steered message answered by the same run), the memory (provider-valid: nothing of the round in
+flight, the round that committed, or the steered message after the round's results), the spans
+(`agentloop.cancelled`, `agentloop.cancel_reason`) and the middleware's hooks, and that the next invocation
+on the memory id works. A paused approval is resumed in this process for them (the tool round runs then).
 
 Servers are shared per module: one redis-server, one MCP server over streamable HTTP, one worker process
 that resumes paused rounds, one DBOS launch for every DBOS pair. Pairs that cannot be asked for at once (two
 output modes, two stores for one memory) are skipped with that reason; DBOS runs on asyncio and through
 `chat()` only, as docs/durable.md says; a DBOSAgent refuses an inline approval handler by design, and that
-pair checks the refusal.
+pair checks the refusal. `cancel` with `cancel_after_round` is skipped (one cancel per run).
 """
 
 from __future__ import annotations
