@@ -108,6 +108,9 @@ class Listener(Protocol):
         """Delivers a piece of answer text when that needs neither waiting nor a callback (the hot path);
         False when the caller must deliver a `PartialResponse` instead."""
 
+    text_sink: Callable[[str], bool] | None
+    """`text_nowait` when only the text is wanted (else None): a model's `stream_text_to` pushes it there."""
+
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
@@ -351,7 +354,10 @@ async def _stream_model(
     first (structured output's partial values)."""
     response: ChatResponse | None = None
     text_nowait = emit.text_nowait
-    async with aclosing(model.stream(request)) as source:  # type: ignore[type-var]
+    # Hot path: a provider pushes text to the consumer's queue itself, unless a wrap_stream hook must see it.
+    sink, push = emit.text_sink, getattr(model, "stream_text_to", None)
+    stream = model.stream(request) if sink is None or push is None or inv.seam.stream else push(request, sink)
+    async with aclosing(stream) as source:  # type: ignore[type-var]
         events = source
         if inv.seam.stream:
             assert inv.call_context is not None

@@ -337,6 +337,7 @@ class _Producer:
         "stopped",
         "stream",
         "text_only",
+        "text_sink",
         "tokens_only",
         "writer",
     )
@@ -350,6 +351,7 @@ class _Producer:
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
+        self.text_sink: Callable[[str], bool] | None = self.take_text if self.text_only else None
         self.items: deque[Any] = deque()
         self.closed = False  # the invocation ended: nothing more will come
         self.stopped = False  # the consumer went away: nothing more is wanted
@@ -381,6 +383,16 @@ class _Producer:
         """Queues a piece of answer text if nothing else wants it and there is room (the hot path)."""
         items = self.items
         if not self.text_only or len(items) >= BUFFER_SIZE or self.stopped:
+            return False
+        items.append(text)
+        if self.reader is not None:
+            self._wake_reader()
+        return True
+
+    def take_text(self, text: str) -> bool:
+        """`text_nowait` for a model pushing its text (`text_sink`, set when only the text is wanted)."""
+        items = self.items
+        if len(items) >= BUFFER_SIZE or self.stopped:
             return False
         items.append(text)
         if self.reader is not None:
@@ -435,7 +447,7 @@ class _Producer:
                 raise  # cancellation from outside (event loop shutting down)
             self.error = error  # KeyboardInterrupt, SystemExit...: raised again in the consumer's task
         finally:
-            self.stream = self.dispatch = None
+            self.stream = self.dispatch = self.text_sink = None  # no cycle left for the collector
             self.closed = True
             self._wake_reader()
             self.finished.set()
@@ -485,7 +497,7 @@ class _Producer:
     def never_start(self) -> None:
         """Stopped before it started: iterating ends at once and nothing ever runs."""
         self.started = self.closed = self.stopped = True
-        self.stream = self.dispatch = None
+        self.stream = self.dispatch = self.text_sink = None
         self.finished.set()
 
     async def stop(self) -> None:
@@ -587,6 +599,7 @@ class _Callbacks:
 
     __slots__ = ("_dispatch",)
     text_only = False
+    text_sink: Callable[[str], bool] | None = None
 
     def __init__(self, dispatch: Callable[[StreamEvent], Awaitable[None]]) -> None:
         self._dispatch = dispatch

@@ -1,0 +1,103 @@
+"""The streamed answer text's short way: a built-in provider hands each piece of text straight to the
+TokenStream's queue (no event per token). Checked against a real socket: every piece arrives once and in
+order, also when the consumer is slow and the queue is full (the text then comes as events, as before);
+callbacks and `wrap_stream` hooks still see every piece (the short way is off for them)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import Agent, AiMessage, ChatRequest, Middleware, StreamCall, ToolExecutionRequest, tool
+from agentloop.models import ModelEvent, OpenAIChatModel, TextDelta
+from agentloop.testing._fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.anyio
+
+WORDS = 300  # several times the TokenStream's buffer
+ANSWER = " ".join(f"w{i}" for i in range(WORDS))
+
+
+class Counting(OpenAIChatModel):
+    """Counts what the runtime's text sink took and refused."""
+
+    taken = refused = 0
+
+    def stream_text_to(self, request: ChatRequest, sink: Callable[[str], bool]) -> AsyncIterator[ModelEvent]:
+        def counted(text: str) -> bool:
+            took = sink(text)
+            if took:
+                self.taken += 1
+            else:
+                self.refused += 1
+            return took
+
+        return super().stream_text_to(request, counted)
+
+
+def counting(server: Any) -> Counting:
+    return Counting("gpt-4o-mini", base_url=server.base_url, api_key="k")
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Looks a key up."""
+    return f"value of {key}"
+
+
+def replies() -> list[Any]:
+    call = ToolExecutionRequest("c1", "lookup", '{"key": "a"}')
+    return [AiMessage("Looking it up.", [call]), ANSWER]
+
+
+async def test_every_piece_arrives_once_in_order_through_the_sink() -> None:
+    async with FakeOpenAIServer(replies()) as server, counting(server) as model:
+        stream = Agent(model, tools=[lookup]).stream("look a up")
+        pieces = [piece async for piece in stream]
+    assert "".join(pieces) == "Looking it up." + ANSWER
+    assert stream.result.content == ANSWER
+    assert model.taken > WORDS // 2  # the short way carried the text
+
+
+async def test_a_slow_consumer_gets_every_piece_in_order_when_the_queue_fills() -> None:
+    async with FakeOpenAIServer(replies()) as server, counting(server) as model:
+        stream = Agent(model, tools=[lookup]).stream("look a up")
+        pieces = []
+        async for piece in stream:
+            pieces.append(piece)
+            for _ in range(30):  # the consumer falls behind: the invocation fills the queue
+                await anyio.lowlevel.checkpoint()
+    assert "".join(pieces) == "Looking it up." + ANSWER
+    assert model.refused > 0, "the queue never filled: the fallback was not exercised"
+
+
+async def test_callbacks_and_wrap_stream_hooks_see_every_piece() -> None:
+    seen: list[str] = []
+
+    class Watch(Middleware):
+        def wrap_stream(
+            self, events: AsyncIterator[ModelEvent], call: StreamCall
+        ) -> AsyncIterator[ModelEvent]:
+            async def watched() -> AsyncIterator[ModelEvent]:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        seen.append(event.text)
+                    yield event
+
+            return watched()
+
+    async with FakeOpenAIServer(replies() + replies()) as server, counting(server) as model:
+        stream = Agent(model, tools=[lookup], middleware=[Watch()]).stream("look a up")
+        pieces = [piece async for piece in stream]
+        assert "".join(pieces) == "".join(seen) == "Looking it up." + ANSWER
+        assert model.taken == model.refused == 0  # a wrap_stream hook turns the short way off
+
+        partials: list[str] = []
+        agent = Agent(model, tools=[lookup])
+        result = await agent.stream("again").on_partial_response(partials.append).start()
+    assert result is not None and result.content == ANSWER
+    assert "".join(partials) == "Looking it up." + ANSWER
+    assert model.taken == model.refused == 0  # callbacks want events: no sink
