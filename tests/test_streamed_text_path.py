@@ -12,8 +12,16 @@ import anyio
 import pytest
 
 from agentloop import Agent, AiMessage, ChatRequest, Middleware, StreamCall, ToolExecutionRequest, tool
-from agentloop.models import ModelEvent, OpenAIChatModel, TextDelta
+from agentloop.models import (
+    AnthropicChatModel,
+    ModelEvent,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    TextDelta,
+)
+from agentloop.testing._fake_anthropic import FakeAnthropicServer
 from agentloop.testing._fake_openai import FakeOpenAIServer
+from agentloop.testing._fake_responses import FakeOpenAIResponsesServer
 
 pytestmark = pytest.mark.anyio
 
@@ -21,8 +29,8 @@ WORDS = 300  # several times the TokenStream's buffer
 ANSWER = " ".join(f"w{i}" for i in range(WORDS))
 
 
-class Counting(OpenAIChatModel):
-    """Counts what the runtime's text sink took and refused."""
+class Counter:
+    """Counts what the runtime's text sink took and refused (mixed into each provider's model)."""
 
     taken = refused = 0
 
@@ -35,11 +43,40 @@ class Counting(OpenAIChatModel):
                 self.refused += 1
             return took
 
-        return super().stream_text_to(request, counted)
+        return super().stream_text_to(request, counted)  # type: ignore[misc, no-any-return]
 
 
-def counting(server: Any) -> Counting:
-    return Counting("gpt-4o-mini", base_url=server.base_url, api_key="k")
+class OpenAI(Counter, OpenAIChatModel):
+    pass
+
+
+class Anthropic(Counter, AnthropicChatModel):
+    pass
+
+
+class Responses(Counter, OpenAIResponsesModel):
+    pass
+
+
+PROVIDERS = {
+    "openai": (FakeOpenAIServer, OpenAI, "gpt-4o-mini"),
+    "anthropic": (FakeAnthropicServer, Anthropic, "claude-sonnet-4-5"),
+    "responses": (FakeOpenAIResponsesServer, Responses, "gpt-4o-mini"),
+}
+
+
+@pytest.fixture(params=list(PROVIDERS))
+def provider(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def serving(provider: str, replies: list[Any]) -> Any:
+    return PROVIDERS[provider][0](replies)
+
+
+def counting(provider: str, server: Any) -> Any:
+    _, model, name = PROVIDERS[provider]
+    return model(name, base_url=server.base_url, api_key="k")
 
 
 @tool
@@ -53,8 +90,8 @@ def replies() -> list[Any]:
     return [AiMessage("Looking it up.", [call]), ANSWER]
 
 
-async def test_every_piece_arrives_once_in_order_through_the_sink() -> None:
-    async with FakeOpenAIServer(replies()) as server, counting(server) as model:
+async def test_every_piece_arrives_once_in_order_through_the_sink(provider: str) -> None:
+    async with serving(provider, replies()) as server, counting(provider, server) as model:
         stream = Agent(model, tools=[lookup]).stream("look a up")
         pieces = [piece async for piece in stream]
     assert "".join(pieces) == "Looking it up." + ANSWER
@@ -62,8 +99,8 @@ async def test_every_piece_arrives_once_in_order_through_the_sink() -> None:
     assert model.taken > WORDS // 2  # the short way carried the text
 
 
-async def test_a_slow_consumer_gets_every_piece_in_order_when_the_queue_fills() -> None:
-    async with FakeOpenAIServer(replies()) as server, counting(server) as model:
+async def test_a_slow_consumer_gets_every_piece_in_order_when_the_queue_fills(provider: str) -> None:
+    async with serving(provider, replies()) as server, counting(provider, server) as model:
         stream = Agent(model, tools=[lookup]).stream("look a up")
         pieces = []
         async for piece in stream:
@@ -74,7 +111,7 @@ async def test_a_slow_consumer_gets_every_piece_in_order_when_the_queue_fills() 
     assert model.refused > 0, "the queue never filled: the fallback was not exercised"
 
 
-async def test_callbacks_and_wrap_stream_hooks_see_every_piece() -> None:
+async def test_callbacks_and_wrap_stream_hooks_see_every_piece(provider: str) -> None:
     seen: list[str] = []
 
     class Watch(Middleware):
@@ -89,7 +126,7 @@ async def test_callbacks_and_wrap_stream_hooks_see_every_piece() -> None:
 
             return watched()
 
-    async with FakeOpenAIServer(replies() + replies()) as server, counting(server) as model:
+    async with serving(provider, replies() + replies()) as server, counting(provider, server) as model:
         stream = Agent(model, tools=[lookup], middleware=[Watch()]).stream("look a up")
         pieces = [piece async for piece in stream]
         assert "".join(pieces) == "".join(seen) == "Looking it up." + ANSWER
