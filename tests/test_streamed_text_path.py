@@ -138,3 +138,31 @@ async def test_callbacks_and_wrap_stream_hooks_see_every_piece(provider: str) ->
     assert result is not None and result.content == ANSWER
     assert "".join(partials) == "Looking it up." + ANSWER
     assert model.taken == model.refused == 0  # callbacks want events: no sink
+
+
+async def test_tracing_keeps_the_short_way_and_times_the_first_piece_of_text(provider: str) -> None:
+    """Under tracing the text still takes the short way, and `time_to_first_chunk` is the first piece's
+    time, not that of the first event the loop sees (here: the end, held back by the server)."""
+    from .otel_helpers import Telemetry
+
+    hold = 1.0
+    server_type = PROVIDERS[provider][0]
+
+    class HoldsTheEnd(server_type):  # type: ignore[misc, valid-type]
+        def render(self, item: Any, request: Any) -> Any:
+            reply = super().render(item, request)
+            if not reply.chunks or item != ANSWER:
+                return reply
+            return reply.with_faults(chunk_delay=(0.0,) * (len(reply.chunks) - 1) + (hold,))
+
+    telemetry = Telemetry()
+    async with HoldsTheEnd(replies()) as server, counting(provider, server) as model:
+        agent = Agent(model, tools=[lookup], middleware=[telemetry.instrumentation()])
+        pieces = [piece async for piece in agent.stream("look a up")]
+    assert "".join(pieces) == "Looking it up." + ANSWER
+    assert model.taken > WORDS // 2
+    answer = telemetry.named("chat")[-1]
+    attributes = dict(answer.attributes or {})
+    assert answer.end_time is not None and answer.start_time is not None
+    assert (answer.end_time - answer.start_time) / 1e9 >= hold
+    assert attributes["gen_ai.response.time_to_first_chunk"] < hold * 0.9
