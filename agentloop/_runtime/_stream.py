@@ -51,6 +51,7 @@ from .._values._events import (
 from .._values._messages import ChatResponse, UserMessage
 from .._values._records import ToolExecution
 from .._values._result import Result
+from ._flag import Flag
 from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 
@@ -358,7 +359,7 @@ class _Producer:
         self.reader: anyio.Event | None = None  # set when an item arrives (the consumer waits on it)
         self.writer: anyio.Event | None = None  # set when room frees up (the invocation's tasks wait on it)
         self.scope = anyio.CancelScope()
-        self.finished = anyio.Event()
+        self.finished = Flag()
         self.error: BaseException | None = None
         self.started = False
 
@@ -516,7 +517,7 @@ class _Driver:
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.finished = anyio.Event()
+        self.finished = Flag()
         self.task = anyio.get_current_task().id
 
     async def stop(self) -> None:
