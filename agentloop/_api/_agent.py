@@ -671,20 +671,35 @@ class Agent(Generic[OutputT]):
                 return answered
         handle = run.handle if run.handle is not None else RunHandle()
         target = RunTarget(handle)
+        if not has_background(run.toolset) and self.tool_provider is None:
+            result = await self._run_registered(run, memory, memory_id, approval, handle, target, None)
+        else:
+            result = await self._run_with_background(run, memory, memory_id, approval, handle, target)
+        if self._pricing is not None:
+            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
+        return result
+
+    async def _run_with_background(
+        self,
+        run: _Run,
+        memory: ChatMemory | None,
+        memory_id: Any,
+        approval: ApprovalGate | None,
+        handle: RunHandle,
+        target: RunTarget,
+    ) -> Result[Any]:
+        """The invocation of a toolset with background tools: their tasks, and their results after it."""
         background = self._background.invocation(run.invocation_id, memory_id, run.emit)
-        background_tools = has_background(run.toolset) or self.tool_provider is not None
-        async with background.scope(background_tools):
+        async with background.scope():
             try:
                 result = await self._run_registered(
-                    run, memory, memory_id, approval, handle, target, background if background_tools else None
+                    run, memory, memory_id, approval, handle, target, background
                 )
             finally:
                 with anyio.CancelScope(shield=True):  # its undelivered results go on, even when cancelled
                     await background.ended()
             if result.finish_reason is FinishReason.CANCELLED:
                 background.cancel()  # a cancelled invocation that ran its own tasks: they end with it
-        if self._pricing is not None:
-            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         if background.started:
             result = dataclasses.replace(result, background_tasks=tuple(background.started))
         return result

@@ -112,10 +112,10 @@ class InvocationTasks(Middleware):
         self.started: list[BackgroundTask] = []
         self.running = True
 
-    def scope(self, needed: bool) -> AbstractAsyncContextManager[None]:
-        """The invocation's own task group when it has background tools (`needed`) and the agent is not
-        entered: its tasks end with it. An error of the invocation comes out as itself, not in a group."""
-        return _NOTHING if self._owner.owned or not needed else self._own_group()
+    def scope(self) -> AbstractAsyncContextManager[None]:
+        """The invocation's own task group when the agent is not entered: its tasks end with it. An error of
+        the invocation comes out as itself, not in a group."""
+        return _NOTHING if self._owner.owned else self._own_group()
 
     @asynccontextmanager
     async def _own_group(self) -> AsyncIterator[None]:
