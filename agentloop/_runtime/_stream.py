@@ -51,6 +51,7 @@ from .._values._events import (
 from .._values._messages import ChatResponse, UserMessage
 from .._values._records import ToolExecution
 from .._values._result import Result
+from ._flag import Flag
 from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 
@@ -337,6 +338,7 @@ class _Producer:
         "stopped",
         "stream",
         "text_only",
+        "text_sink",
         "tokens_only",
         "writer",
     )
@@ -350,13 +352,14 @@ class _Producer:
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
+        self.text_sink: Callable[[str], bool] | None = self.take_text if self.text_only else None
         self.items: deque[Any] = deque()
         self.closed = False  # the invocation ended: nothing more will come
         self.stopped = False  # the consumer went away: nothing more is wanted
         self.reader: anyio.Event | None = None  # set when an item arrives (the consumer waits on it)
         self.writer: anyio.Event | None = None  # set when room frees up (the invocation's tasks wait on it)
         self.scope = anyio.CancelScope()
-        self.finished = anyio.Event()
+        self.finished = Flag()
         self.error: BaseException | None = None
         self.started = False
 
@@ -381,6 +384,16 @@ class _Producer:
         """Queues a piece of answer text if nothing else wants it and there is room (the hot path)."""
         items = self.items
         if not self.text_only or len(items) >= BUFFER_SIZE or self.stopped:
+            return False
+        items.append(text)
+        if self.reader is not None:
+            self._wake_reader()
+        return True
+
+    def take_text(self, text: str) -> bool:
+        """`text_nowait` for a model pushing its text (`text_sink`, set when only the text is wanted)."""
+        items = self.items
+        if len(items) >= BUFFER_SIZE or self.stopped:
             return False
         items.append(text)
         if self.reader is not None:
@@ -435,7 +448,7 @@ class _Producer:
                 raise  # cancellation from outside (event loop shutting down)
             self.error = error  # KeyboardInterrupt, SystemExit...: raised again in the consumer's task
         finally:
-            self.stream = self.dispatch = None
+            self.stream = self.dispatch = self.text_sink = None  # no cycle left for the collector
             self.closed = True
             self._wake_reader()
             self.finished.set()
@@ -485,7 +498,7 @@ class _Producer:
     def never_start(self) -> None:
         """Stopped before it started: iterating ends at once and nothing ever runs."""
         self.started = self.closed = self.stopped = True
-        self.stream = self.dispatch = None
+        self.stream = self.dispatch = self.text_sink = None
         self.finished.set()
 
     async def stop(self) -> None:
@@ -504,7 +517,7 @@ class _Driver:
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.finished = anyio.Event()
+        self.finished = Flag()
         self.task = anyio.get_current_task().id
 
     async def stop(self) -> None:
@@ -587,6 +600,7 @@ class _Callbacks:
 
     __slots__ = ("_dispatch",)
     text_only = False
+    text_sink: Callable[[str], bool] | None = None
 
     def __init__(self, dispatch: Callable[[StreamEvent], Awaitable[None]]) -> None:
         self._dispatch = dispatch
