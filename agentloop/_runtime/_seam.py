@@ -262,7 +262,7 @@ class Middleware:
       was committed. Return user messages to add before the next model call (after a final answer, the
       model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
       a final answer), or None to go on as planned. Run control (`cancel(after_round=True)`, `steer()`)
-      is built on it.
+      is built on it, asked after the middleware's hooks (so each hears every round that committed).
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
