@@ -37,7 +37,7 @@ from agentloop import (
 from agentloop._values._codec import RecordedToolError
 from agentloop.dbos import DBOSAgent, decode_result
 from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
-from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
+from agentloop.testing import FakeOpenAIServer, FunctionChatModel, ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls
 
 from .store_servers import postgres_bin, postgres_server, redis_url  # noqa: F401 (fixture)
@@ -557,17 +557,45 @@ def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     DBOS.destroy(destroy_registry=True)
 
 
-async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run(dbos_system: str) -> None:
+@pytest.mark.parametrize("step", ["tool", "model"])
+async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run(
+    dbos_system: str, step: str
+) -> None:
+    """Cancelled while a DBOS step runs (a tool call's, or the model call's): the workflow ends CANCELLED,
+    nothing of the round is committed, and the next run on the memory id works."""
     import uuid
 
     from dbos._error import DBOSAwaitedWorkflowCancelledError
 
     running, after = f"wf-cancel-{uuid.uuid4().hex}", f"wf-after-{uuid.uuid4().hex}"
 
-    started, release, slow = held_tool()
-    model = ScriptedChatModel([calls(("slow", {"n": 1})), "The next answer."])
+    started, release = anyio.Event(), anyio.Event()
+    cleaned: list[str] = []
+
+    @tool
+    async def slow(n: int) -> int:
+        """Waits until the test releases it."""
+        try:
+            started.set()
+            await release.wait()
+            return n
+        finally:
+            cleaned.append("tool")
+
+    async def answer(messages: list[Any], tools: Any) -> Any:
+        if messages[-1].text == "again":
+            return "The next answer."
+        if step == "tool":
+            return calls(("slow", {"n": 1}))
+        try:  # the model step waits
+            started.set()
+            await release.wait()
+            return "Too late."
+        finally:
+            cleaned.append("model")
+
     memory = MessageWindowChatMemory.provider(50)
-    durable = DBOSAgent(Agent(model, name="cancellable", tools=[slow], memory=memory))
+    durable = DBOSAgent(Agent(FunctionChatModel(answer), name="cancellable", tools=[slow], memory=memory))
     DBOS.launch()
     outcome: list[BaseException] = []
     async with anyio.create_task_group() as group:
@@ -582,6 +610,7 @@ async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run
         await started.wait()
         assert await durable.cancel(running, reason="user pressed stop") is True
     assert len(outcome) == 1
+    assert cleaned == [step]  # the step's own cleanup ran
     status = await DBOS.get_workflow_status_async(running)
     assert status is not None and status.status == "CANCELLED"
     assert await durable.cancel(running) is False  # nothing runs any more
