@@ -13,7 +13,10 @@ consumer's side stops it at fixed points, each waiting until the model response 
 observed the cancellation: the end, an error, a cancellation while waiting for an item, `aclose()`, the
 exit of `async with`. The one exit Python reports to no one, leaving a bare `async for` by `break` or an
 exception, drops the iterator: its finalizer posts the stop to the event loop (as both loops do for an
-abandoned async generator) and the producer closes everything in its own task.
+abandoned async generator) and the producer closes everything in its own task. (An async generator in
+place of the iterator would leave that to the event loop's own finalizer, but trio then warns about every
+such `break` under `python -X dev`, and the finalizer's task outlives the stream.) No module-level set of
+tasks: on asyncio the producer holds its own task while it runs.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from typing import Any, Generic
 import anyio
 from typing_extensions import TypeVar
 
-from .._tools._execution import current_asyncio_task
 from .._values._errors import AgentLoopError
 from .._values._events import (
     ApprovalRequired,
@@ -337,6 +339,7 @@ class _Producer:
         "started",
         "stopped",
         "stream",
+        "task",
         "text_only",
         "text_sink",
         "tokens_only",
@@ -362,6 +365,7 @@ class _Producer:
         self.finished = Flag()
         self.error: BaseException | None = None
         self.started = False
+        self.task: asyncio.Task[None] | None = None  # asyncio keeps only weak references to its tasks
 
     def start(self) -> None:
         self.started = True
@@ -376,7 +380,7 @@ class _Producer:
         else:
             self.loop = loop.call_soon_threadsafe
             # create_task runs the producer in a copy of the consumer's context, as trio's branch does.
-            _running.add(loop.create_task(self._main(), name="agentloop.TokenStream"))
+            self.task = loop.create_task(self._main(), name="agentloop.TokenStream")
 
     # -- the invocation's side (a Listener) ----------------------------------------------------------------
 
@@ -452,8 +456,7 @@ class _Producer:
             self.closed = True
             self._wake_reader()
             self.finished.set()
-            if (task := current_asyncio_task()) is not None:
-                _running.discard(task)
+            self.task = None  # no cycle through the finished task
 
     # -- the consumer's side -----------------------------------------------------------------------------
 
@@ -615,6 +618,3 @@ class _Callbacks:
 def _complete(result: Result[Any]) -> CompleteResponse:
     assert result.final_response is not None
     return CompleteResponse(result.final_response, result.token_usage, result)
-
-
-_running: set[asyncio.Task[None]] = set()  # keeps asyncio producer tasks referenced while they run
