@@ -1,8 +1,8 @@
 """What every HTTP chat provider shares: the client, timeouts, retries, failures turned into `ModelError`s.
 
 Modules: `_config` (Timeouts, RetryPolicy, limits), `_errors` (error mapping), `_client` (ProviderClient:
-pools, retries), `_stream` (SSEStream), `_sse` (the SSE decoder), `_provider` (HTTPChatModel, the base
-class of the HTTP providers).
+pools, retries), `_pool` (ProbeOnUsePool: socket-checks only the connection handed out), `_stream`
+(SSEStream), `_sse` (the SSE decoder), `_provider` (HTTPChatModel, the base class of the HTTP providers).
 
 A provider module builds a JSON payload, hands it to a `ProviderClient`, and maps what comes back; everything
 about HTTP lives here. The API below is stable (the OpenAI and Anthropic providers both use it):
