@@ -8,7 +8,10 @@ the Vercel AI SDK's own client:
 Some tool calls wait for the person's approval: the page shows Approve and Deny, and the answer resumes the
 paused run on the server (the browser holds only an unguessable approval id, never the run's state). A slow
 tool (`count_primes`) reports its progress while it runs (`ctx.report_progress`): the page shows a progress
-bar for it.
+bar for it. The agent keeps each chat's conversation in its memory (keyed by the page's chat id), so a reply
+can be controlled while it runs: the page's Stop button asks `POST /api/stop`, which cancels the run on the
+server (`agent.cancel`), and a message sent while a reply is still being written is handed to that running
+reply (`if_busy="steer"`), which answers it too.
 
     # needs the `web` extra (FastAPI, uvicorn)
     python examples/web_chat.py            # offline: both protocols, the approval flow, over HTTP; exits
@@ -32,11 +35,13 @@ from typing import Any
 import anyio
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from pydantic import BaseModel
 from starlette.routing import Route
 
 from agentloop import (
     Agent,
     AiMessage,
+    MessageWindowChatMemory,
     ToolContext,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -45,7 +50,7 @@ from agentloop import (
 )
 from agentloop.models import ChatModel
 from agentloop.testing import FunctionChatModel
-from agentloop.ui import InMemoryPausedRuns, PausedRuns, ag_ui_app, vercel_ai_app
+from agentloop.ui import InMemoryPausedRuns, PausedRuns, UIRequest, ag_ui_app, vercel_ai_app
 
 WEB = Path(__file__).resolve().parent / "web"
 outbox: list[str] = []
@@ -114,16 +119,38 @@ def build_agent(model: ChatModel | str | None = None) -> Agent:
         model if model is not None else offline_model(),
         tools=[add, send_email, count_primes],
         system_message="You are a calculator. Use the tools for arithmetic. Send emails only when asked.",
+        memory=MessageWindowChatMemory.provider(50),  # each chat's conversation, kept on the server
     )
+
+
+class Stop(BaseModel):
+    id: str  # the page's chat id: whose reply to stop
+
+
+def chat_id(request: UIRequest) -> str | None:
+    """Whose conversation a request continues: here the page's chat id, fine for a local demo. A real app
+    keys it by the signed-in user (a chat id in a request body proves nothing about who sends it)."""
+    return request.thread_id
 
 
 def create_app(agent: Agent, *, runs: PausedRuns | None = None) -> FastAPI:
     """The page and both protocols. `runs`: where paused runs wait (shared by both endpoints here)."""
     runs = runs if runs is not None else InMemoryPausedRuns()
     app = FastAPI(title="agentloop web chat")
-    # The UI apps are plain ASGI apps: a route hands them the request as it is.
-    app.routes.append(Route("/api/chat", vercel_ai_app(agent, runs=runs), methods=["POST"]))
-    app.routes.append(Route("/api/ag-ui", ag_ui_app(agent, runs=runs), methods=["POST"]))
+    memory_id = chat_id if agent.memory is not None else None  # without a memory, the page sends the history
+    # The UI apps are plain ASGI apps: a route hands them the request as it is. A message that arrives while
+    # a reply for the same chat runs is handed to that reply (steered), which answers it too.
+    chat = vercel_ai_app(agent, runs=runs, memory_id=memory_id, if_busy="steer")
+    app.routes.append(Route("/api/chat", chat, methods=["POST"]))
+    app.routes.append(Route("/api/ag-ui", ag_ui_app(agent, runs=runs, memory_id=memory_id), methods=["POST"]))
+
+    @app.post("/api/stop")
+    async def stop(body: Stop) -> dict[str, bool]:
+        """The page's Stop: cancels the chat's running reply on the server (its tools' cleanup runs, nothing
+        of the round in flight is kept). False when no reply of that chat runs here."""
+        if agent.memory is None:
+            return {"stopped": False}  # no memory id to reach the run by: the page drops its request instead
+        return {"stopped": await agent.cancel(memory_id=body.id, reason="stopped in the browser")}
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> str:

@@ -1,7 +1,8 @@
 """The example chat page on the Vercel AI SDK's client (examples/web_chat.py + examples/web/chat.js, bundled
 offline with esbuild) in a real browser (Debian's chromium, through Playwright), against the app served by
 uvicorn: text and tool calls render, every model and tool text stays text (no markup runs), the approval
-flow resumes the paused run, and Stop cancels the model request on the server."""
+flow resumes the paused run, Stop cancels the run on the server (through run control) and the chat goes on,
+and a message sent while a reply runs is steered into it and answered by it."""
 
 from __future__ import annotations
 
@@ -18,8 +19,20 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, AiMessage, ModelError, ToolContext, ToolExecutionRequest, tool
-from agentloop.testing import ScriptedChatModel
+from agentloop import (
+    Agent,
+    AiMessage,
+    ChatMessage,
+    MessageWindowChatMemory,
+    ModelError,
+    SystemMessage,
+    ToolContext,
+    ToolExecutionRequest,
+    UserMessage,
+    tool,
+)
+from agentloop.control import LocalRunControl, RunCommand
+from agentloop.testing import FunctionChatModel, ScriptedChatModel
 from tests.ui_clients import NODE_DIR, EndlessModel, node_clients, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -181,6 +194,114 @@ def test_stop_in_the_page_cancels_the_model_on_the_server(browser: Any) -> None:
         page.click("#stop")
         assert model.cancelled.wait(10), "Stop in the page did not cancel the model request"
         idle(page)
+        page.close()
+
+
+class WatchedControl(LocalRunControl):
+    """This process's run control, telling the test when a steered message reached a running invocation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steered = threading.Event()
+
+    async def send(
+        self, command: RunCommand, *, invocation_id: str | None = None, memory_id: Any = None
+    ) -> bool:
+        delivered = await super().send(command, invocation_id=invocation_id, memory_id=memory_id)
+        if delivered and command.kind == "steer":
+            self.steered.set()
+        return delivered
+
+
+def conversation(messages: list[ChatMessage]) -> list[tuple[str, str | None]]:
+    """A model request's messages as (kind, text), the instructions left out."""
+    return [
+        (type(m).__name__, getattr(m, "text", None)) for m in messages if not isinstance(m, SystemMessage)
+    ]
+
+
+def slow_tool_agent(tool_: Any, control: LocalRunControl | None = None) -> tuple[Agent, FunctionChatModel]:
+    """An agent with a memory whose model calls `tool_` for a question starting "Run", else answers with the
+    user messages that came after its last message."""
+
+    def answer(messages: list[ChatMessage], tools: list[Any]) -> AiMessage:
+        if isinstance(messages[-1], UserMessage) and messages[-1].text.startswith("Run"):
+            return AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", tool_.__name__, "{}")])
+        turns = [i for i, m in enumerate(messages) if isinstance(m, AiMessage)]
+        asked = [m.text for m in messages[turns[-1] + 1 if turns else 0 :] if isinstance(m, UserMessage)]
+        return AiMessage("Answered: " + " | ".join(asked))
+
+    model = FunctionChatModel(answer)
+    agent = Agent(model, tools=[tool_], memory=MessageWindowChatMemory.provider(50), control=control)
+    return agent, model
+
+
+def test_stop_cancels_the_run_on_the_server_and_the_chat_goes_on(browser: Any) -> None:
+    started, cleaned_up = threading.Event(), threading.Event()
+
+    @tool("Crawls a site, slowly")
+    async def crawl() -> str:
+        try:
+            started.set()
+            await anyio.sleep(3600)
+            return "crawled"
+        finally:
+            cleaned_up.set()
+
+    agent, model = slow_tool_agent(crawl)
+    with serving(web_chat.create_app(agent)) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Run the crawler")
+        page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
+        assert started.wait(10) and page.is_visible("#stop")
+        page.click("#stop")
+        page.wait_for_selector(".message.assistant .stopped", timeout=20_000)
+        idle(page)
+        assert cleaned_up.is_set(), "the tool's finally block did not run"
+        assert page.is_hidden("#stop") and page.is_hidden("#error")
+        ask(page, "Hello again")
+        page.wait_for_selector(".message.assistant >> text=Answered: Hello again", timeout=20_000)
+        idle(page)
+        # The server's memory kept nothing of the stopped round (not even its question: it was the first).
+        assert conversation(model.requests[-1].messages) == [("UserMessage", "Hello again")]
+        assert len(model.requests) == 2
+        assert page.inner_text(".message.assistant .stopped") == "Stopped."
+        page.close()
+
+
+def test_a_message_sent_while_a_reply_runs_is_answered_by_that_reply(browser: Any) -> None:
+    release = threading.Event()
+
+    @tool("Counts slowly")
+    async def slow_count() -> int:
+        assert await anyio.to_thread.run_sync(release.wait, 20)
+        return 7
+
+    control = WatchedControl()
+    agent, model = slow_tool_agent(slow_count, control)
+    with serving(web_chat.create_app(agent)) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Run the counter")
+        page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
+        ask(page, "and then add one")  # the reply still runs: the page steers this into it
+        page.wait_for_selector(".message.user.steered >> text=and then add one", timeout=20_000)
+        assert control.steered.wait(10), "the steered message did not reach the running invocation"
+        release.set()
+        page.wait_for_selector(".message.assistant >> text=Answered: and then add one", timeout=20_000)
+        idle(page)
+        # One run answered both: two model calls, the second seeing the steered message after the result.
+        assert len(model.requests) == 2
+        assert conversation(model.requests[1].messages) == [
+            ("UserMessage", "Run the counter"),
+            ("AiMessage", None),
+            ("ToolExecutionResultMessage", "7"),
+            ("UserMessage", "and then add one"),
+        ]
+        users = page.locator(".message.user .text").all_inner_texts()
+        assert users == ["Run the counter", "and then add one"]
+        assert page.locator(".message.assistant .text").all_inner_texts() == ["Answered: and then add one"]
         page.close()
 
 

@@ -84,22 +84,67 @@ function toolPart(part, message) {
   return box;
 }
 
+// Run control. Stop asks the server to cancel the chat's running reply (POST /api/stop: `agent.cancel`);
+// the replies it stopped are marked. A message sent while a reply runs is steered into it: the server's
+// chat app (if_busy="steer") hands it to the running reply, which answers it too. The SDK's chat keeps
+// only its own request's messages, so the page keeps the steered ones, each shown where it was sent: after
+// the parts of the reply that were on the page by then.
+const stopped = new Set(); // ids of the assistant messages stopped
+const steered = []; // {messageId, atPart, text}
+
+const busy = () => chat.status === 'submitted' || chat.status === 'streaming';
+
+async function stop() {
+  const last = chat.messages.at(-1);
+  const response = await fetch('/api/stop', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: chat.id }),
+  });
+  const { stopped: done } = response.ok ? await response.json() : { stopped: false };
+  if (done && last?.role === 'assistant') stopped.add(last.id);
+  if (!done) await chat.stop(); // nothing to cancel by id (no server memory): drop the request instead
+  render();
+}
+
+async function steer(text) {
+  const last = chat.messages.at(-1);
+  steered.push({ messageId: last.id, atPart: last.role === 'assistant' ? last.parts.length : Infinity, text });
+  render();
+  const message = { id: crypto.randomUUID(), role: 'user', parts: [{ type: 'text', text }] };
+  const response = await fetch('/api/chat', {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id: chat.id, messages: [message], trigger: 'submit-message' }),
+  });
+  await response.text(); // it ends with the reply it joined; that reply shows the answer
+}
+
 function render() {
   const list = $('#messages');
   list.replaceChildren();
   for (const message of chat.messages) {
-    const item = element('li', `message ${message.role}`);
-    for (const part of message.parts) {
+    let item = element('li', `message ${message.role}`);
+    const steeredHere = at => steered.filter(s => s.messageId === message.id && s.atPart === at);
+    const putSteered = entries => {
+      if (entries.length === 0) return;
+      if (item.childNodes.length) list.append(item);
+      for (const entry of entries) {
+        const bubble = element('li', 'message user steered');
+        bubble.append(element('p', 'text', entry.text), element('span', 'note', 'sent while the reply ran'));
+        list.append(bubble);
+      }
+      item = element('li', `message ${message.role}`);
+    };
+    message.parts.forEach((part, index) => {
+      putSteered(steeredHere(index));
       if (part.type === 'text') item.append(element('p', 'text', part.text));
       else if (part.type === 'reasoning') item.append(element('p', 'reasoning', part.text));
       else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part, message));
-    }
-    list.append(item);
+    });
+    if (stopped.has(message.id)) item.append(element('p', 'stopped', 'Stopped.'));
+    if (item.childNodes.length || message.parts.length === 0) list.append(item);
+    putSteered(steered.filter(s => s.messageId === message.id && s.atPart >= message.parts.length));
   }
-  const busy = chat.status === 'submitted' || chat.status === 'streaming';
   document.body.dataset.status = chat.status;
-  $('#send').disabled = busy;
-  $('#stop').hidden = !busy;
+  $('#stop').hidden = !busy();
 }
 
 $('#form').addEventListener('submit', event => {
@@ -108,8 +153,9 @@ $('#form').addEventListener('submit', event => {
   const text = input.value.trim();
   if (!text) return;
   input.value = '';
+  if (busy()) { steer(text); return; } // the reply still runs: hand it this message
   $('#error').hidden = true;
   chat.sendMessage({ text });
 });
-$('#stop').addEventListener('click', () => chat.stop());
+$('#stop').addEventListener('click', stop);
 render();
