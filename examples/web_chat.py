@@ -8,10 +8,9 @@ the Vercel AI SDK's own client:
 Some tool calls wait for the person's approval: the page shows Approve and Deny, and the answer resumes the
 paused run on the server (the browser holds only an unguessable approval id, never the run's state). A slow
 tool (`count_primes`) reports its progress while it runs (`ctx.report_progress`): the page shows a progress
-bar for it. The agent keeps each chat's conversation in its memory (keyed by the page's chat id), so a reply
-can be controlled while it runs: the page's Stop button asks `POST /api/stop`, which cancels the run on the
-server (`agent.cancel`), and a message sent while a reply is still being written is handed to that running
-reply (`if_busy="steer"`), which answers it too.
+bar for it. While an answer runs, Stop cancels it on the server (`POST /api/stop` -> `agent.cancel`), and a
+message sent meanwhile is steered into it (`POST /api/steer` -> `agent.steer`): the same run answers it, in
+the chat's server-side memory.
 
     # needs the `web` extra (FastAPI, uvicorn)
     python examples/web_chat.py            # offline: both protocols, the approval flow, over HTTP; exits
@@ -35,7 +34,6 @@ from typing import Any
 import anyio
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
-from pydantic import BaseModel
 from starlette.routing import Route
 
 from agentloop import (
@@ -119,17 +117,13 @@ def build_agent(model: ChatModel | str | None = None) -> Agent:
         model if model is not None else offline_model(),
         tools=[add, send_email, count_primes],
         system_message="You are a calculator. Use the tools for arithmetic. Send emails only when asked.",
-        memory=MessageWindowChatMemory.provider(50),  # each chat's conversation, kept on the server
+        memory=MessageWindowChatMemory.provider(100),  # one conversation per chat, kept on the server
     )
 
 
-class Stop(BaseModel):
-    id: str  # the page's chat id: whose reply to stop
-
-
-def chat_id(request: UIRequest) -> str | None:
-    """Whose conversation a request continues: here the page's chat id, fine for a local demo. A real app
-    keys it by the signed-in user (a chat id in a request body proves nothing about who sends it)."""
+def chat_of(request: UIRequest) -> str | None:
+    """Whose conversation a request continues: the chat id the page sends (an unguessable random id the AI
+    SDK makes per chat). A real app takes it from the signed-in user's session instead."""
     return request.thread_id
 
 
@@ -137,20 +131,35 @@ def create_app(agent: Agent, *, runs: PausedRuns | None = None) -> FastAPI:
     """The page and both protocols. `runs`: where paused runs wait (shared by both endpoints here)."""
     runs = runs if runs is not None else InMemoryPausedRuns()
     app = FastAPI(title="agentloop web chat")
-    memory_id = chat_id if agent.memory is not None else None  # without a memory, the page sends the history
-    # The UI apps are plain ASGI apps: a route hands them the request as it is. A message that arrives while
-    # a reply for the same chat runs is handed to that reply (steered), which answers it too.
-    chat = vercel_ai_app(agent, runs=runs, memory_id=memory_id, if_busy="steer")
-    app.routes.append(Route("/api/chat", chat, methods=["POST"]))
+    memory_id = chat_of if agent.memory is not None else None  # without a memory the page sends the history
+    # The UI apps are plain ASGI apps: a route hands them the request as it is.
+    app.routes.append(
+        Route("/api/chat", vercel_ai_app(agent, runs=runs, memory_id=memory_id), methods=["POST"])
+    )
     app.routes.append(Route("/api/ag-ui", ag_ui_app(agent, runs=runs, memory_id=memory_id), methods=["POST"]))
 
-    @app.post("/api/stop")
-    async def stop(body: Stop) -> dict[str, bool]:
-        """The page's Stop: cancels the chat's running reply on the server (its tools' cleanup runs, nothing
-        of the round in flight is kept). False when no reply of that chat runs here."""
-        if agent.memory is None:
-            return {"stopped": False}  # no memory id to reach the run by: the page drops its request instead
-        return {"stopped": await agent.cancel(memory_id=body.id, reason="stopped in the browser")}
+    @app.post("/api/steer", response_model=None)
+    async def steer(body: dict[str, Any]) -> Response:
+        """A message typed while the chat's answer is still running: handed to that run, which answers it
+        before it finishes (409 when nothing runs any more: the page then sends it as a new message)."""
+        chat, text = body.get("id"), body.get("text")
+        if not isinstance(chat, str) or not isinstance(text, str) or not text.strip():
+            return PlainTextResponse("send {'id': <chat id>, 'text': <message>}", status_code=400)
+        if agent.memory is None or not await agent.steer(text, memory_id=chat):
+            return PlainTextResponse("no answer is running in this chat", status_code=409)
+        return PlainTextResponse("steered")
+
+    @app.post("/api/stop", response_model=None)
+    async def stop(body: dict[str, Any]) -> Response:
+        """The page's Stop: cancels the chat's running answer through run control (its tools' cleanup runs,
+        nothing of the round in flight is kept). 409 when none runs (or the agent has no memory to find it
+        by): the page then drops its request, which stops the answer too."""
+        chat = body.get("id")
+        if not isinstance(chat, str):
+            return PlainTextResponse("send {'id': <chat id>}", status_code=400)
+        if agent.memory is None or not await agent.cancel(memory_id=chat, reason="stopped in the browser"):
+            return PlainTextResponse("no answer is running in this chat", status_code=409)
+        return PlainTextResponse("stopped")
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> str:

@@ -1,8 +1,8 @@
 """The example chat page on the Vercel AI SDK's client (examples/web_chat.py + examples/web/chat.js, bundled
 offline with esbuild) in a real browser (Debian's chromium, through Playwright), against the app served by
 uvicorn: text and tool calls render, every model and tool text stays text (no markup runs), the approval
-flow resumes the paused run, Stop cancels the run on the server (through run control) and the chat goes on,
-and a message sent while a reply runs is steered into it and answered by it."""
+flow resumes the paused run, Stop cancels the run on the server, and a message sent while an answer runs is
+steered into it (answered by the same run, in the chat's server-side memory)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,12 @@ import pytest
 from agentloop import (
     Agent,
     AiMessage,
-    ChatMessage,
+    InMemoryChatMemoryStore,
     MessageWindowChatMemory,
     ModelError,
-    SystemMessage,
     ToolContext,
     ToolExecutionRequest,
+    ToolExecutionResultMessage,
     UserMessage,
     tool,
 )
@@ -197,112 +198,126 @@ def test_stop_in_the_page_cancels_the_model_on_the_server(browser: Any) -> None:
         page.close()
 
 
-class WatchedControl(LocalRunControl):
-    """This process's run control, telling the test when a steered message reached a running invocation."""
+class Chats(InMemoryChatMemoryStore):
+    """The server's memory, noting which chats (memory ids) wrote to it."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.steered = threading.Event()
+        self.ids: set[Any] = set()
+
+    async def append(self, memory_id: Any, *args: Any, **kwargs: Any) -> int:
+        self.ids.add(memory_id)
+        return await super().append(memory_id, *args, **kwargs)
+
+    def held(self) -> list[Any]:
+        """What the page's one chat holds (read once the server stopped)."""
+        (chat,) = self.ids
+        with ThreadPoolExecutor(1) as thread:  # the sync Playwright API holds this thread's event loop
+            return thread.submit(anyio.run, self.get_messages, chat).result()
+
+
+def slow_counter() -> tuple[Any, threading.Event, list[str]]:
+    """A tool that waits for the test (`release`), and its cleanups (`cleaned`)."""
+    release, cleaned = threading.Event(), []
+
+    @tool("Counts slowly")
+    async def slow_count(limit: int) -> int:
+        try:
+            assert await anyio.to_thread.run_sync(release.wait, 20, abandon_on_cancel=True)
+            return limit
+        finally:
+            cleaned.append("slow_count")
+
+    return slow_count, release, cleaned
+
+
+def test_a_message_sent_while_the_answer_runs_is_steered_into_it(browser: Any) -> None:
+    slow_count, release, _ = slow_counter()
+    requests: list[list[Any]] = []
+
+    def answer(messages: list[Any], tools: Any) -> Any:
+        requests.append(list(messages))
+        last = messages[-1]
+        if isinstance(last, UserMessage) and last.text == "Count to 7":
+            call = ToolExecutionRequest("c1", "slow_count", json.dumps({"limit": 7}))
+            return AiMessage(tool_execution_requests=[call])
+        if isinstance(last, UserMessage) and last.text == "And what is 2 + 2?":
+            return "Counted to 7, and 2 + 2 is 4."
+        return "Counted to 7."
+
+    chats = Chats()
+    memory = MessageWindowChatMemory.provider(50, store=chats)
+    agent = Agent(FunctionChatModel(answer), tools=[slow_count], memory=memory)
+    with serving(web_chat.create_app(agent)) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Count to 7")
+        page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
+        assert page.inner_text("#send") == "Add to the answer"
+        ask(page, "And what is 2 + 2?")  # while the tool runs: steered, no second request
+        page.wait_for_selector(".message.assistant .steered", timeout=20_000)
+        release.set()
+        page.wait_for_selector("text=Counted to 7, and 2 + 2 is 4.", timeout=20_000)
+        idle(page)
+        assert page.inner_text(".steered") == "And what is 2 + 2?"
+        assert page.evaluate("document.querySelectorAll('.message.user').length") == 1  # one question sent
+        page.close()
+    # One run answered both: its second model request had the steered message after the tool's result.
+    assert len(requests) == 2
+    assert [type(m) for m in requests[1][-2:]] == [ToolExecutionResultMessage, UserMessage]
+    assert requests[1][-1].text == "And what is 2 + 2?"
+    users = [m.text for m in chats.held() if isinstance(m, UserMessage)]
+    assert users == ["Count to 7", "And what is 2 + 2?"]
+
+
+class WatchedControl(LocalRunControl):
+    """This process's run control, keeping the commands it delivered to a running invocation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delivered: list[RunCommand] = []
 
     async def send(
         self, command: RunCommand, *, invocation_id: str | None = None, memory_id: Any = None
     ) -> bool:
-        delivered = await super().send(command, invocation_id=invocation_id, memory_id=memory_id)
-        if delivered and command.kind == "steer":
-            self.steered.set()
-        return delivered
+        done = await super().send(command, invocation_id=invocation_id, memory_id=memory_id)
+        if done:
+            self.delivered.append(command)
+        return done
 
 
-def conversation(messages: list[ChatMessage]) -> list[tuple[str, str | None]]:
-    """A model request's messages as (kind, text), the instructions left out."""
-    return [
-        (type(m).__name__, getattr(m, "text", None)) for m in messages if not isinstance(m, SystemMessage)
-    ]
+def test_stop_in_the_page_cancels_the_run_and_the_chat_goes_on(browser: Any) -> None:
+    slow_count, release, cleaned = slow_counter()
 
+    def answer(messages: list[Any], tools: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, UserMessage) and last.text == "Count to 7":
+            call = ToolExecutionRequest("c1", "slow_count", json.dumps({"limit": 7}))
+            return AiMessage(tool_execution_requests=[call])
+        return "Hello again."
 
-def slow_tool_agent(tool_: Any, control: LocalRunControl | None = None) -> tuple[Agent, FunctionChatModel]:
-    """An agent with a memory whose model calls `tool_` for a question starting "Run", else answers with the
-    user messages that came after its last message."""
-
-    def answer(messages: list[ChatMessage], tools: list[Any]) -> AiMessage:
-        if isinstance(messages[-1], UserMessage) and messages[-1].text.startswith("Run"):
-            return AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", tool_.__name__, "{}")])
-        turns = [i for i, m in enumerate(messages) if isinstance(m, AiMessage)]
-        asked = [m.text for m in messages[turns[-1] + 1 if turns else 0 :] if isinstance(m, UserMessage)]
-        return AiMessage("Answered: " + " | ".join(asked))
-
-    model = FunctionChatModel(answer)
-    agent = Agent(model, tools=[tool_], memory=MessageWindowChatMemory.provider(50), control=control)
-    return agent, model
-
-
-def test_stop_cancels_the_run_on_the_server_and_the_chat_goes_on(browser: Any) -> None:
-    started, cleaned_up = threading.Event(), threading.Event()
-
-    @tool("Crawls a site, slowly")
-    async def crawl() -> str:
-        try:
-            started.set()
-            await anyio.sleep(3600)
-            return "crawled"
-        finally:
-            cleaned_up.set()
-
-    agent, model = slow_tool_agent(crawl)
-    with serving(web_chat.create_app(agent)) as url:
-        page = browser.new_page()
-        page.goto(url + "/")
-        ask(page, "Run the crawler")
-        page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
-        assert started.wait(10) and page.is_visible("#stop")
-        page.click("#stop")
-        page.wait_for_selector(".message.assistant .stopped", timeout=20_000)
-        idle(page)
-        assert cleaned_up.is_set(), "the tool's finally block did not run"
-        assert page.is_hidden("#stop") and page.is_hidden("#error")
-        ask(page, "Hello again")
-        page.wait_for_selector(".message.assistant >> text=Answered: Hello again", timeout=20_000)
-        idle(page)
-        # The server's memory kept nothing of the stopped round (not even its question: it was the first).
-        assert conversation(model.requests[-1].messages) == [("UserMessage", "Hello again")]
-        assert len(model.requests) == 2
-        assert page.inner_text(".message.assistant .stopped") == "Stopped."
-        page.close()
-
-
-def test_a_message_sent_while_a_reply_runs_is_answered_by_that_reply(browser: Any) -> None:
-    release = threading.Event()
-
-    @tool("Counts slowly")
-    async def slow_count() -> int:
-        assert await anyio.to_thread.run_sync(release.wait, 20)
-        return 7
-
+    chats = Chats()
+    memory = MessageWindowChatMemory.provider(50, store=chats)
     control = WatchedControl()
-    agent, model = slow_tool_agent(slow_count, control)
+    agent = Agent(FunctionChatModel(answer), tools=[slow_count], memory=memory, control=control)
     with serving(web_chat.create_app(agent)) as url:
         page = browser.new_page()
         page.goto(url + "/")
-        ask(page, "Run the counter")
+        ask(page, "Count to 7")
         page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
-        ask(page, "and then add one")  # the reply still runs: the page steers this into it
-        page.wait_for_selector(".message.user.steered >> text=and then add one", timeout=20_000)
-        assert control.steered.wait(10), "the steered message did not reach the running invocation"
-        release.set()
-        page.wait_for_selector(".message.assistant >> text=Answered: and then add one", timeout=20_000)
+        page.click("#stop")
+        page.wait_for_selector(".message.assistant .stopped", timeout=20_000)  # the server cancelled it
         idle(page)
-        # One run answered both: two model calls, the second seeing the steered message after the result.
-        assert len(model.requests) == 2
-        assert conversation(model.requests[1].messages) == [
-            ("UserMessage", "Run the counter"),
-            ("AiMessage", None),
-            ("ToolExecutionResultMessage", "7"),
-            ("UserMessage", "and then add one"),
-        ]
-        users = page.locator(".message.user .text").all_inner_texts()
-        assert users == ["Run the counter", "and then add one"]
-        assert page.locator(".message.assistant .text").all_inner_texts() == ["Answered: and then add one"]
+        # Through run control (agent.cancel), not by dropping the request.
+        assert [(c.kind, c.reason) for c in control.delivered] == [("cancel", "stopped in the browser")]
+        assert page.is_hidden("#error") and page.is_hidden("#stop")
+        ask(page, "Hi")  # the conversation goes on
+        page.wait_for_selector("text=Hello again.", timeout=20_000)
+        idle(page)
         page.close()
+    release.set()
+    assert cleaned == ["slow_count"]  # the cancelled tool's cleanup ran
+    assert [m.text for m in chats.held()] == ["Hi", "Hello again."]  # nothing of the stopped round
 
 
 def test_the_offline_run_of_the_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -64,6 +64,11 @@ function progressBar(message, toolCallId) {
   return box;
 }
 
+// Messages typed while an answer was running, steered into it (`POST /api/steer`): shown inside the message
+// that was being written, after the parts it had then. The run answers them before it finishes.
+const steered = [];
+const stopped = new Set(); // the answers Stop cancelled on the server
+
 function toolPart(part, message) {
   const box = element('div', `tool ${part.state}`);
   box.dataset.state = part.state;
@@ -84,67 +89,46 @@ function toolPart(part, message) {
   return box;
 }
 
-// Run control. Stop asks the server to cancel the chat's running reply (POST /api/stop: `agent.cancel`);
-// the replies it stopped are marked. A message sent while a reply runs is steered into it: the server's
-// chat app (if_busy="steer") hands it to the running reply, which answers it too. The SDK's chat keeps
-// only its own request's messages, so the page keeps the steered ones, each shown where it was sent: after
-// the parts of the reply that were on the page by then.
-const stopped = new Set(); // ids of the assistant messages stopped
-const steered = []; // {messageId, atPart, text}
-
-const busy = () => chat.status === 'submitted' || chat.status === 'streaming';
-
-async function stop() {
-  const last = chat.messages.at(-1);
-  const response = await fetch('/api/stop', {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: chat.id }),
-  });
-  const { stopped: done } = response.ok ? await response.json() : { stopped: false };
-  if (done && last?.role === 'assistant') stopped.add(last.id);
-  if (!done) await chat.stop(); // nothing to cancel by id (no server memory): drop the request instead
-  render();
-}
-
-async function steer(text) {
-  const last = chat.messages.at(-1);
-  steered.push({ messageId: last.id, atPart: last.role === 'assistant' ? last.parts.length : Infinity, text });
-  render();
-  const message = { id: crypto.randomUUID(), role: 'user', parts: [{ type: 'text', text }] };
-  const response = await fetch('/api/chat', {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ id: chat.id, messages: [message], trigger: 'submit-message' }),
-  });
-  await response.text(); // it ends with the reply it joined; that reply shows the answer
-}
-
 function render() {
   const list = $('#messages');
   list.replaceChildren();
   for (const message of chat.messages) {
-    let item = element('li', `message ${message.role}`);
-    const steeredHere = at => steered.filter(s => s.messageId === message.id && s.atPart === at);
-    const putSteered = entries => {
-      if (entries.length === 0) return;
-      if (item.childNodes.length) list.append(item);
-      for (const entry of entries) {
-        const bubble = element('li', 'message user steered');
-        bubble.append(element('p', 'text', entry.text), element('span', 'note', 'sent while the reply ran'));
-        list.append(bubble);
+    const item = element('li', `message ${message.role}`);
+    const added = after => {
+      for (const note of steered) {
+        if (note.messageId === message.id && note.after === after) item.append(element('p', 'steered', note.text));
       }
-      item = element('li', `message ${message.role}`);
     };
+    added(0);
     message.parts.forEach((part, index) => {
-      putSteered(steeredHere(index));
       if (part.type === 'text') item.append(element('p', 'text', part.text));
       else if (part.type === 'reasoning') item.append(element('p', 'reasoning', part.text));
       else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part, message));
+      added(index + 1);
     });
     if (stopped.has(message.id)) item.append(element('p', 'stopped', 'Stopped.'));
-    if (item.childNodes.length || message.parts.length === 0) list.append(item);
-    putSteered(steered.filter(s => s.messageId === message.id && s.atPart >= message.parts.length));
+    list.append(item);
   }
   document.body.dataset.status = chat.status;
+  $('#send').textContent = busy() ? 'Add to the answer' : 'Send';
   $('#stop').hidden = !busy();
+}
+
+const busy = () => chat.status === 'submitted' || chat.status === 'streaming';
+
+// While an answer runs, a new message goes to that run on the server (agent.steer): no second answer starts.
+async function steer(text) {
+  const last = chat.messages[chat.messages.length - 1];
+  const note = { messageId: last?.id, after: last ? last.parts.length : 0, text };
+  const response = await fetch('/api/steer', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id: chat.id, text }),
+  });
+  if (!response.ok) return false; // it ended meanwhile
+  steered.push(note);
+  render();
+  return true;
 }
 
 $('#form').addEventListener('submit', event => {
@@ -153,9 +137,26 @@ $('#form').addEventListener('submit', event => {
   const text = input.value.trim();
   if (!text) return;
   input.value = '';
-  if (busy()) { steer(text); return; } // the reply still runs: hand it this message
   $('#error').hidden = true;
-  chat.sendMessage({ text });
+  if (busy()) {
+    steer(text).then(taken => { if (!taken) chat.sendMessage({ text }); });
+  } else {
+    chat.sendMessage({ text });
+  }
 });
+// Stop cancels the running answer on the server (agent.cancel): its stream then ends as usual. When nothing
+// can be cancelled there (409), the page drops its request instead, which stops the run too.
+async function stop() {
+  const last = chat.messages[chat.messages.length - 1];
+  const response = await fetch('/api/stop', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id: chat.id }),
+  });
+  if (!response.ok) return chat.stop();
+  if (last?.role === 'assistant') stopped.add(last.id);
+  render();
+}
+
 $('#stop').addEventListener('click', stop);
 render();
