@@ -18,14 +18,13 @@ abandoned async generator) and the producer closes everything in its own task.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 import anyio
 from typing_extensions import TypeVar
@@ -53,6 +52,9 @@ from .._values._records import ToolExecution
 from .._values._result import Result
 from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["TokenStream"]
 
@@ -362,6 +364,8 @@ class _Producer:
 
     def start(self) -> None:
         self.started = True
+        import asyncio  # loaded already on asyncio; `import agentloop` does not load it
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio: trio

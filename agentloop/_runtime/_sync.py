@@ -8,16 +8,18 @@ sync tool, `anyio.to_thread.run_sync`), the call runs on that loop instead, so i
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import anyio.from_thread
+
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["AsyncClosable", "close_at_exit", "run_sync"]
 
@@ -91,6 +93,8 @@ def _in_loop_worker_thread() -> bool:
 def _run_on_worker_loop(main: Callable[[], Coroutine[Any, Any, T]], tasks: list[asyncio.Task[T]]) -> T:
     global _loop
     if _loop is None:
+        import asyncio  # the first sync call loads it: `import agentloop` does not
+
         _loop = asyncio.new_event_loop()
     task = _loop.create_task(main())
     tasks.append(task)
@@ -101,6 +105,8 @@ def _worker_thread() -> ThreadPoolExecutor:
     global _worker
     with _lock:
         if _worker is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _worker = ThreadPoolExecutor(1, thread_name_prefix="agentloop-sync")
         return _worker
 
