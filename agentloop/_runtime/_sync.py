@@ -15,8 +15,6 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-import anyio.from_thread
-
 if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +61,9 @@ def run_sync(call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) ->
         return await call(*args, **kwargs)
 
     if _in_loop_worker_thread():
-        return anyio.from_thread.run(main)
+        from anyio import from_thread
+
+        return from_thread.run(main)
     if threading.current_thread().name.startswith("agentloop-sync"):
         raise RuntimeError("agentloop: a sync call from inside another sync call; use `await` there")
     tasks: list[asyncio.Task[T]] = []
@@ -83,8 +83,10 @@ def run_sync(call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) ->
 
 def _in_loop_worker_thread() -> bool:
     """Whether this is a worker thread of a running anyio loop (a sync tool, `to_thread.run_sync`)."""
+    from anyio import from_thread  # here: `import agentloop` does not load it
+
     try:
-        anyio.from_thread.check_cancelled()
+        from_thread.check_cancelled()
     except RuntimeError:  # anyio's NoEventLoopError: not a worker thread
         return False
     return True
