@@ -1,9 +1,10 @@
 """Import cost of agentloop over its floor (issue 36 item 4), CPU seconds in a fresh interpreter.
 
 Each sample is a new `python -c` that times its own import with `time.process_time()` (bytecode compiled
-beforehand, as users' is); the median of `--repeat` samples is reported for the floor (`import httpx2, msgspec,
-anyio`), for agentloop (`import agentloop`, `Agent`, `tool`, `OpenAIChatModel`) and for agentloop building an
-`Agent` with a plain function tool. Run: `python benchmarks/import_cost.py [--repeat 15]`.
+beforehand, as users' is); the median of `--repeat` samples is reported for the floor (`import httpx2,
+msgspec, anyio`), for agentloop (`import agentloop`, `Agent`, `tool`, `OpenAIChatModel`) and for agentloop
+building an `Agent` with a plain function tool. Run from the tree to measure (`python -c` puts the current
+directory first on `sys.path`): `python benchmarks/import_cost.py [--repeat 15]`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import subprocess
 import sys
 
 FLOOR = "import httpx2, msgspec, anyio"
-AGENTLOOP = "import agentloop; from agentloop import Agent, tool; from agentloop.models import OpenAIChatModel"
+AGENTLOOP = (
+    "import agentloop; from agentloop import Agent, tool; from agentloop.models import OpenAIChatModel"
+)
 BUILD = (
     AGENTLOOP + "\n"
     "def add(a: int, b: int) -> int:\n"
