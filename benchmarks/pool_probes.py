@@ -40,8 +40,8 @@ def _counted(self):
 _type.has_expired = _counted
 
 if sys.argv[3] == "stock":
-    import agentloop.models._http._client as client_module
-    client_module.use_probe_on_use_pool = lambda client, **kwargs: False
+    import agentloop.models._http._pool as pool_module
+    pool_module.use_probe_on_use_pool = lambda client, **kwargs: False
 
 async def main(port: int, in_flight: int, sessions: int) -> None:
     bench = Bench(importlib.import_module("contenders.agentloop"), port)

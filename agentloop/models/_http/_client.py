@@ -50,7 +50,6 @@ from ._errors import (
     model_error_from_exception,
     request_id_of,
 )
-from ._pool import use_probe_on_use_pool
 from ._stream import SSEStream, _close, _read_body
 
 # -- retries ------------------------------------------------------------------------------------------------
@@ -179,7 +178,10 @@ class ProviderClient:
             verify=self._ssl_context,
             follow_redirects=False,
         )
-        # Socket-check only the connection handed out, not every idle one per request (issue 36).
+        # Socket-check only the connection handed out, not every idle one per request (issue 36). Imported
+        # here: httpcore2 (which the pool subclasses) loads trio, and httpx2 itself loads it only now.
+        from ._pool import use_probe_on_use_pool
+
         use_probe_on_use_pool(client, ssl_context=self._ssl_context, limits=limits)
         return _Shard(client)
 
