@@ -76,7 +76,7 @@ from ._values._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._api._agent import Agent
-    from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
+    from ._features.approval import Decision, Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._features.search import ToolSearch
     from ._memory._chat import (
         ChatMemory,
@@ -87,6 +87,7 @@ if TYPE_CHECKING:
         PendingApprovalStore,
         StoredMemory,
         VersionedChatMemoryStore,
+        exclusive_access,
     )
     from ._runtime._hooks import CORRECTING, DEFERRED, NO_ANSWER
     from ._runtime._observe import Observer, instrument, uninstrument
@@ -193,10 +194,13 @@ _LAZY: dict[str, str] = {
             "PendingApprovalStore",
             "StoredMemory",
             "VersionedChatMemoryStore",
+            "exclusive_access",
         ],
         "._memory._chat",
     ),
-    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._features.approval"),
+    **dict.fromkeys(
+        ["Decision", "Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._features.approval"
+    ),
     **dict.fromkeys(
         [
             "ApprovalRequired",
@@ -254,6 +258,7 @@ __all__ = [
     "CodecError",
     "CompleteResponse",
     "Content",
+    "Decision",
     "Defer",
     "Denied",
     "DocumentContent",
@@ -346,6 +351,7 @@ __all__ = [
     "UserMessage",
     "VersionedChatMemoryStore",
     "count_tokens",
+    "exclusive_access",
     "execute_tool_calls",
     "instrument",
     "should_return_immediately",
