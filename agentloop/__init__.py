@@ -119,6 +119,7 @@ if TYPE_CHECKING:
         tool_specifications_from,
     )
     from ._values._background import BackgroundTask
+    from ._values._codec import decode, encode
     from ._values._context import ToolContext, ToolMemoryId
     from ._values._events import (
         ApprovalRequired,
@@ -184,6 +185,7 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(["ExecutionOptions", "ToolRunner", "should_return_immediately"], "._tools._execution"),
     "execute_tool_calls": "._runtime._one_response",
+    **dict.fromkeys(["decode", "encode"], "._values._codec"),
     **dict.fromkeys(
         [
             "ChatMemory",
@@ -351,6 +353,8 @@ __all__ = [
     "UserMessage",
     "VersionedChatMemoryStore",
     "count_tokens",
+    "decode",
+    "encode",
     "exclusive_access",
     "execute_tool_calls",
     "instrument",

@@ -43,11 +43,11 @@ from agentloop import (
     ToolExecutionRequest,
     ToolRunner,
     VersionedChatMemoryStore,
+    decode,
+    encode,
     exclusive_access,
 )
-from agentloop.abc import StoreBackedMemory, StructuredOutputModel
-from agentloop.models import ChatModel, ModelEvent
-from agentloop.stores import decode, encode
+from agentloop.models import ChatModel, ModelEvent, StructuredOutputModel
 
 logger = logging.getLogger("agentloop.dbos")
 
@@ -331,8 +331,8 @@ class _StepMemory:
 
     @property
     def store(self) -> Any:
-        """The inner memory's store, when it is a `StoreBackedMemory` (paused rounds are recorded there)."""
-        return self._inner.store if isinstance(self._inner, StoreBackedMemory) else None
+        """The inner memory's store, when it has one (paused rounds are recorded there)."""
+        return getattr(self._inner, "store", None)
 
     def exclusive(self) -> AbstractAsyncContextManager[object]:
         return exclusive_access(self._inner)
@@ -437,7 +437,7 @@ class _StoredResult(msgspec.Struct, frozen=True):
 
 
 def encode_result(result: Result[Any]) -> bytes:
-    """A `Result` as JSON, its parts in agentloop's storage format (`agentloop.stores.encode`)."""
+    """A `Result` as JSON, its parts in agentloop's storage format (`agentloop.encode`)."""
     final = result.final_response
     return msgspec.json.encode(
         _StoredResult(
