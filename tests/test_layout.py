@@ -182,7 +182,7 @@ STILL_PRIVATE: dict[str, set[str]] = {
         "agentloop.models._retries",
         "opentelemetry.metrics._internal",
     },
-    "ui": {"agentloop._api._control", "agentloop._values._text"},
+    "ui": {"agentloop._api._control"},
     "a2a": {
         "agentloop._tools._tool",
         "agentloop._values._context",
