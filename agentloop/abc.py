@@ -48,6 +48,7 @@ from .models import (
     ProviderModel,
     RemoteModel,
     StructuredOutputModel,
+    TextSinkModel,
     TokenCountingModel,
     WrapperModel,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "RunControl",
     "StoreBackedMemory",
     "StructuredOutputModel",
+    "TextSinkModel",
     "TokenCountingModel",
     "ToolCall",
     "ToolExecutor",

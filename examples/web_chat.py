@@ -8,7 +8,8 @@ the Vercel AI SDK's own client:
 Some tool calls wait for the person's approval: the page shows Approve and Deny, and the answer resumes the
 paused run on the server (the browser holds only an unguessable approval id, never the run's state). A slow
 tool (`count_primes`) reports its progress while it runs (`ctx.report_progress`): the page shows a progress
-bar for it.
+bar for it. While an answer runs, Stop cancels it on the server, and a message sent meanwhile is steered
+into it (`POST /api/steer` -> `agent.steer`): the same run answers it, in the chat's server-side memory.
 
     # needs the `web` extra (FastAPI, uvicorn)
     python examples/web_chat.py            # offline: both protocols, the approval flow, over HTTP; exits
@@ -37,6 +38,7 @@ from starlette.routing import Route
 from agentloop import (
     Agent,
     AiMessage,
+    MessageWindowChatMemory,
     ToolContext,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -45,7 +47,7 @@ from agentloop import (
 )
 from agentloop.models import ChatModel
 from agentloop.testing import FunctionChatModel
-from agentloop.ui import InMemoryPausedRuns, PausedRuns, ag_ui_app, vercel_ai_app
+from agentloop.ui import InMemoryPausedRuns, PausedRuns, UIRequest, ag_ui_app, vercel_ai_app
 
 WEB = Path(__file__).resolve().parent / "web"
 outbox: list[str] = []
@@ -114,16 +116,37 @@ def build_agent(model: ChatModel | str | None = None) -> Agent:
         model if model is not None else offline_model(),
         tools=[add, send_email, count_primes],
         system_message="You are a calculator. Use the tools for arithmetic. Send emails only when asked.",
+        memory=MessageWindowChatMemory.provider(100),  # one conversation per chat, kept on the server
     )
+
+
+def chat_of(request: UIRequest) -> str | None:
+    """Whose conversation a request continues: the chat id the page sends (an unguessable random id the AI
+    SDK makes per chat). A real app takes it from the signed-in user's session instead."""
+    return request.thread_id
 
 
 def create_app(agent: Agent, *, runs: PausedRuns | None = None) -> FastAPI:
     """The page and both protocols. `runs`: where paused runs wait (shared by both endpoints here)."""
     runs = runs if runs is not None else InMemoryPausedRuns()
     app = FastAPI(title="agentloop web chat")
+    memory_id = chat_of if agent.memory is not None else None  # without a memory the page sends the history
     # The UI apps are plain ASGI apps: a route hands them the request as it is.
-    app.routes.append(Route("/api/chat", vercel_ai_app(agent, runs=runs), methods=["POST"]))
-    app.routes.append(Route("/api/ag-ui", ag_ui_app(agent, runs=runs), methods=["POST"]))
+    app.routes.append(
+        Route("/api/chat", vercel_ai_app(agent, runs=runs, memory_id=memory_id), methods=["POST"])
+    )
+    app.routes.append(Route("/api/ag-ui", ag_ui_app(agent, runs=runs, memory_id=memory_id), methods=["POST"]))
+
+    @app.post("/api/steer", response_model=None)
+    async def steer(body: dict[str, Any]) -> Response:
+        """A message typed while the chat's answer is still running: handed to that run, which answers it
+        before it finishes (409 when nothing runs any more: the page then sends it as a new message)."""
+        chat, text = body.get("id"), body.get("text")
+        if not isinstance(chat, str) or not isinstance(text, str) or not text.strip():
+            return PlainTextResponse("send {'id': <chat id>, 'text': <message>}", status_code=400)
+        if agent.memory is None or not await agent.steer(text, memory_id=chat):
+            return PlainTextResponse("no answer is running in this chat", status_code=409)
+        return PlainTextResponse("steered")
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> str:

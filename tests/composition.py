@@ -1,7 +1,9 @@
 """Scenarios of the composition suite: an agent built from a set of features, and what its run must show.
 
 Shared by tests/test_composition.py and its worker process (`python -m tests.composition`), which resumes
-paused rounds "in another process" (tests/composition_worker.py): one worker per test module.
+paused rounds "in another process" (tests/composition_worker.py): one worker per test module. A scenario
+with a run-control feature (`CONTROL`) always has a memory (in this process without a store feature), a
+`Gate` holding its first tool call, and one more scripted answer for the invocation after it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 
 from agentloop import (
@@ -59,8 +62,12 @@ FEATURES = (
     "tool_search",
     "limits",
 )
+CONTROL = ("cancel", "cancel_after_round", "steer")
+"""Run control, acting once the first tool round is under way (tests/test_composition.py pairs each with
+every feature above and with each other)."""
 OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
 SUM = 5
+STEERED = "And what is 5 + 5?"
 
 
 class Sum(BaseModel):
@@ -124,6 +131,35 @@ class Recorder(Middleware):
         return [entry for entry in self.log if not entry.startswith("round:")]
 
 
+class Gate(Middleware):
+    """The moment run control acts: holds the run's first tool call until the test releases it, having said
+    it reached it (`reached`); records what each model call was sent, and that the held call's cleanup ran.
+    Armed in the test (its events belong to the test's event loop)."""
+
+    def __init__(self) -> None:
+        self.reached: anyio.Event | None = None
+        self.release: anyio.Event | None = None
+        self.cleaned: list[str] = []
+        self.requests: list[list[Any]] = []
+
+    def arm(self) -> None:
+        self.reached, self.release = anyio.Event(), anyio.Event()
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        self.requests.append(list(call.request.messages))
+        return await call_next(call)
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> ToolExecution:
+        if self.reached is None or self.release is None or self.reached.is_set():
+            return await call_next(call)
+        self.reached.set()
+        try:
+            await self.release.wait()
+        finally:
+            self.cleaned.append(call.request.name)
+        return await call_next(call)
+
+
 def limits() -> list[Middleware]:
     """The keyed limits of the suite, on each kind of call: one tenant's invocations, its tools one at a
     time, and a rate it stays well under (they must change nothing of what the run shows)."""
@@ -165,6 +201,7 @@ class Scenario:
     mcp_url: str | None = None
     telemetry: Any = None  # the test's Telemetry for "tracing"
     recorder: Recorder = field(default_factory=Recorder)
+    gate: Gate = field(default_factory=Gate)
     _store: Any = None
 
     @property
@@ -180,25 +217,36 @@ class Scenario:
         return bool({"approval_inline", "approval_paused"} & self.features)
 
     @property
+    def controlled(self) -> bool:
+        """Run control acts on the run: cancels it (`cancel`, `cancel_after_round`), steers it (`steer`)."""
+        return bool(set(CONTROL) & self.features)
+
+    @property
     def pauses(self) -> bool:
         return "approval_paused" in self.features
 
     def answers(self, *, resumed: bool = False) -> list[Any]:
         """The model's script: one tool call, then the answer as the output mode wants it."""
         call = AiMessage(None, [ToolExecutionRequest("call_1", self.tool_name, '{"a": 2, "b": 3}')])
-        mode = self.output_mode
-        if mode == "tool":
-            final: Any = AiMessage(None, [ToolExecutionRequest("call_2", "final_result", '{"total": 5}')])
-        elif mode in ("native", "prompted"):
-            final = '{"total": 5}'
-        else:
-            final = "The sum is 5."
+        final = self.final("call_2")
+        # Under run control, one more answer for the invocation after the controlled one (a cancelled run
+        # leaves its later answers unused, in order, for it).
+        more = [self.final("call_3")] if self.controlled else []
         if resumed:
-            return [final]
+            return [final, *more]
         if "tool_search" in self.features:  # the tool is found first
             search = ToolExecutionRequest("call_0", "search_tools", '{"query": "add two numbers"}')
-            return [AiMessage(None, [search]), call, final]
-        return [call, final]
+            return [AiMessage(None, [search]), call, final, *more]
+        return [call, final, *more]
+
+    def final(self, call_id: str) -> Any:
+        """The model's answer as the output mode wants it."""
+        mode = self.output_mode
+        if mode == "tool":
+            return AiMessage(None, [ToolExecutionRequest(call_id, "final_result", '{"total": 5}')])
+        if mode in ("native", "prompted"):
+            return '{"total": 5}'
+        return "The sum is 5."
 
     def model(self, *, resumed: bool = False) -> Any:
         scripted = ScriptedChatModel(self.answers(resumed=resumed))
@@ -232,6 +280,8 @@ class Scenario:
         store = self.store()
         if store is not None:
             options["memory"] = MessageWindowChatMemory.provider(50, store=store)
+        elif self.controlled:  # what a stopped or steered run leaves in memory is what run control promises
+            options["memory"] = MessageWindowChatMemory.provider(50)
         if "approval_inline" in self.features:
             if self.pauses:  # both: the handler leaves the call to a person
                 options["approval_handler"] = lambda request: Defer
@@ -254,6 +304,8 @@ class Scenario:
             middleware.append(ClearToolResults(keep_last=0, min_tokens=0))
         if "limits" in self.features:
             middleware += limits()
+        if self.controlled:  # innermost: the tool call it holds is the next thing to run
+            middleware.append(self.gate)
         if middleware:
             options["middleware"] = middleware
         if tools is None:

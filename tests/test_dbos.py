@@ -26,6 +26,7 @@ from agentloop import (
     Agent,
     AiMessage,
     Denied,
+    FinishReason,
     IllegalConfigurationError,
     MessageWindowChatMemory,
     Middleware,
@@ -37,7 +38,7 @@ from agentloop import (
 from agentloop._values._codec import RecordedToolError
 from agentloop.dbos import DBOSAgent, decode_result
 from agentloop.stores import RedisChatMemoryStore, SQLiteChatMemoryStore
-from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
+from agentloop.testing import FakeOpenAIServer, FunctionChatModel, ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls
 
 from .store_servers import postgres_bin, postgres_server, redis_url  # noqa: F401 (fixture)
@@ -531,6 +532,20 @@ def test_a_step_memory_finds_its_store_through_store_backed_memory(tmp_path: Pat
     anyio.run(main, backend=backend)
 
 
+def held_tool() -> tuple[anyio.Event, anyio.Event, Any]:
+    """A `slow` tool that says it started and waits until the test releases it: (started, release, tool)."""
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def slow(n: int) -> int:
+        """Waits until the test releases it."""
+        started.set()
+        await release.wait()
+        return n
+
+    return started, release, slow
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """DBOS on a SQLite system database, and on the real PostgreSQL cluster."""
@@ -543,7 +558,12 @@ def dbos_system(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     DBOS.destroy(destroy_registry=True)
 
 
-async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run(dbos_system: str) -> None:
+@pytest.mark.parametrize("step", ["tool", "model"])
+async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run(
+    dbos_system: str, step: str
+) -> None:
+    """Cancelled while a DBOS step runs (a tool call's, or the model call's): the workflow ends CANCELLED,
+    nothing of the round is committed, and the next run on the memory id works."""
     import uuid
 
     from dbos._error import DBOSAwaitedWorkflowCancelledError
@@ -551,17 +571,32 @@ async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run
     running, after = f"wf-cancel-{uuid.uuid4().hex}", f"wf-after-{uuid.uuid4().hex}"
 
     started, release = anyio.Event(), anyio.Event()
+    cleaned: list[str] = []
 
     @tool
     async def slow(n: int) -> int:
         """Waits until the test releases it."""
-        started.set()
-        await release.wait()
-        return n
+        try:
+            started.set()
+            await release.wait()
+            return n
+        finally:
+            cleaned.append("tool")
 
-    model = ScriptedChatModel([calls(("slow", {"n": 1})), "The next answer."])
+    async def answer(messages: list[Any], tools: Any) -> Any:
+        if messages[-1].text == "again":
+            return "The next answer."
+        if step == "tool":
+            return calls(("slow", {"n": 1}))
+        try:  # the model step waits
+            started.set()
+            await release.wait()
+            return "Too late."
+        finally:
+            cleaned.append("model")
+
     memory = MessageWindowChatMemory.provider(50)
-    durable = DBOSAgent(Agent(model, name="cancellable", tools=[slow], memory=memory))
+    durable = DBOSAgent(Agent(FunctionChatModel(answer), name="cancellable", tools=[slow], memory=memory))
     DBOS.launch()
     outcome: list[BaseException] = []
     async with anyio.create_task_group() as group:
@@ -576,6 +611,7 @@ async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run
         await started.wait()
         assert await durable.cancel(running, reason="user pressed stop") is True
     assert len(outcome) == 1
+    assert cleaned == [step]  # the step's own cleanup ran
     status = await DBOS.get_workflow_status_async(running)
     assert status is not None and status.status == "CANCELLED"
     assert await durable.cancel(running) is False  # nothing runs any more
@@ -604,3 +640,29 @@ async def test_middleware_that_is_not_middleware_fails_the_call_before_any_workf
     assert await DBOS.list_workflows_async(workflow_ids=["never"]) == []
     assert (await durable.chat("hi", middleware=Noted())).content == "ok"  # one Middleware alone is fine
     assert (await durable.chat("hi", middleware=[Noted()])).content == "ok"
+
+
+async def test_a_run_cancelled_after_its_round_keeps_its_cancel_reason(dbos_sqlite: None) -> None:
+    """Regression (found by the composition suite): the recorded Result dropped `cancel_reason`, so a run
+    that run control stopped after its round came back CANCELLED without saying why."""
+    started, release, slow = held_tool()
+    model = ScriptedChatModel([calls(("slow", {"n": 1})), "never asked"])
+    durable = DBOSAgent(
+        Agent(model, name="stoppable", tools=[slow], memory=MessageWindowChatMemory.provider(50))
+    )
+    DBOS.launch()
+    results: list[Any] = []
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            results.append(await durable.chat("start", memory_id="u8", workflow_id="wf-after-round"))
+
+        group.start_soon(run)
+        await started.wait()
+        assert await durable.agent.cancel(invocation_id="wf-after-round", after_round=True, reason="enough")
+        release.set()
+    [result] = results
+    assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "enough")
+    assert [e.result for e in result.tool_executions] == ["1"]
+    again = await durable.result("wf-after-round")  # read back from DBOS's record
+    assert again.cancel_reason == "enough"

@@ -1,7 +1,8 @@
 """The example chat page on the Vercel AI SDK's client (examples/web_chat.py + examples/web/chat.js, bundled
 offline with esbuild) in a real browser (Debian's chromium, through Playwright), against the app served by
 uvicorn: text and tool calls render, every model and tool text stays text (no markup runs), the approval
-flow resumes the paused run, and Stop cancels the model request on the server."""
+flow resumes the paused run, Stop cancels the run on the server, and a message sent while an answer runs is
+steered into it (answered by the same run, in the chat's server-side memory)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,26 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from agentloop import Agent, AiMessage, ModelError, ToolContext, ToolExecutionRequest, tool
-from agentloop.testing import ScriptedChatModel
+from agentloop import (
+    Agent,
+    AiMessage,
+    InMemoryChatMemoryStore,
+    MessageWindowChatMemory,
+    ModelError,
+    ToolContext,
+    ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
+    tool,
+)
+from agentloop.testing import FunctionChatModel, ScriptedChatModel
 from tests.ui_clients import NODE_DIR, EndlessModel, node_clients, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -182,6 +195,107 @@ def test_stop_in_the_page_cancels_the_model_on_the_server(browser: Any) -> None:
         assert model.cancelled.wait(10), "Stop in the page did not cancel the model request"
         idle(page)
         page.close()
+
+
+class Chats(InMemoryChatMemoryStore):
+    """The server's memory, noting which chats (memory ids) wrote to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[Any] = set()
+
+    async def append(self, memory_id: Any, *args: Any, **kwargs: Any) -> int:
+        self.ids.add(memory_id)
+        return await super().append(memory_id, *args, **kwargs)
+
+    def held(self) -> list[Any]:
+        """What the page's one chat holds (read once the server stopped)."""
+        (chat,) = self.ids
+        with ThreadPoolExecutor(1) as thread:  # the sync Playwright API holds this thread's event loop
+            return thread.submit(anyio.run, self.get_messages, chat).result()
+
+
+def slow_counter() -> tuple[Any, threading.Event, list[str]]:
+    """A tool that waits for the test (`release`), and its cleanups (`cleaned`)."""
+    release, cleaned = threading.Event(), []
+
+    @tool("Counts slowly")
+    async def slow_count(limit: int) -> int:
+        try:
+            assert await anyio.to_thread.run_sync(release.wait, 20, abandon_on_cancel=True)
+            return limit
+        finally:
+            cleaned.append("slow_count")
+
+    return slow_count, release, cleaned
+
+
+def test_a_message_sent_while_the_answer_runs_is_steered_into_it(browser: Any) -> None:
+    slow_count, release, _ = slow_counter()
+    requests: list[list[Any]] = []
+
+    def answer(messages: list[Any], tools: Any) -> Any:
+        requests.append(list(messages))
+        last = messages[-1]
+        if isinstance(last, UserMessage) and last.text == "Count to 7":
+            call = ToolExecutionRequest("c1", "slow_count", json.dumps({"limit": 7}))
+            return AiMessage(tool_execution_requests=[call])
+        if isinstance(last, UserMessage) and last.text == "And what is 2 + 2?":
+            return "Counted to 7, and 2 + 2 is 4."
+        return "Counted to 7."
+
+    chats = Chats()
+    memory = MessageWindowChatMemory.provider(50, store=chats)
+    agent = Agent(FunctionChatModel(answer), tools=[slow_count], memory=memory)
+    with serving(web_chat.create_app(agent)) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Count to 7")
+        page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
+        assert page.inner_text("#send") == "Add to the answer"
+        ask(page, "And what is 2 + 2?")  # while the tool runs: steered, no second request
+        page.wait_for_selector(".message.assistant .steered", timeout=20_000)
+        release.set()
+        page.wait_for_selector("text=Counted to 7, and 2 + 2 is 4.", timeout=20_000)
+        idle(page)
+        assert page.inner_text(".steered") == "And what is 2 + 2?"
+        assert page.evaluate("document.querySelectorAll('.message.user').length") == 1  # one question sent
+        page.close()
+    # One run answered both: its second model request had the steered message after the tool's result.
+    assert len(requests) == 2
+    assert [type(m) for m in requests[1][-2:]] == [ToolExecutionResultMessage, UserMessage]
+    assert requests[1][-1].text == "And what is 2 + 2?"
+    users = [m.text for m in chats.held() if isinstance(m, UserMessage)]
+    assert users == ["Count to 7", "And what is 2 + 2?"]
+
+
+def test_stop_in_the_page_cancels_the_run_and_the_chat_goes_on(browser: Any) -> None:
+    slow_count, release, cleaned = slow_counter()
+
+    def answer(messages: list[Any], tools: Any) -> Any:
+        last = messages[-1]
+        if isinstance(last, UserMessage) and last.text == "Count to 7":
+            call = ToolExecutionRequest("c1", "slow_count", json.dumps({"limit": 7}))
+            return AiMessage(tool_execution_requests=[call])
+        return "Hello again."
+
+    chats = Chats()
+    memory = MessageWindowChatMemory.provider(50, store=chats)
+    agent = Agent(FunctionChatModel(answer), tools=[slow_count], memory=memory)
+    with serving(web_chat.create_app(agent)) as url:
+        page = browser.new_page()
+        page.goto(url + "/")
+        ask(page, "Count to 7")
+        page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
+        page.click("#stop")
+        idle(page)
+        ask(page, "Hi")  # the conversation goes on
+        page.wait_for_selector("text=Hello again.", timeout=20_000)
+        idle(page)
+        page.close()
+    release.set()
+    assert cleaned == ["slow_count"]  # the cancelled tool's cleanup ran
+    assert [m.text for m in chats.held()] == ["Hi", "Hello again."]  # nothing of the stopped round
 
 
 def test_the_offline_run_of_the_example(capsys: pytest.CaptureFixture[str]) -> None:

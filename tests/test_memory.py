@@ -96,6 +96,21 @@ async def test_orphan_results_are_never_returned() -> None:
     assert await memory.messages() == [UserMessage("hi"), AiMessage("hello")]
 
 
+async def test_a_small_read_after_the_first_write_drops_no_round_of_the_in_memory_store() -> None:
+    """Regression (found by the composition suite, DBOS with a steered message): a window read before the
+    memory id's first write was not remembered, so a one-message version probe (as `DBOSAgent` reads the
+    version before each commit) became the window and the next round starting with a user message dropped
+    every earlier one."""
+    store = InMemoryChatMemoryStore()
+    assert (await store.load("m", max_messages=50)).messages == []  # the invocation reads first
+    call = AiMessage(tool_execution_requests=[ToolExecutionRequest("c1", "f", "{}")])
+    first = [UserMessage("q"), call, ToolExecutionResultMessage("c1", "f", "done")]
+    await store.append("m", first, expected_version=0)
+    assert (await store.load("m", max_messages=1)).version == 1  # the probe
+    await store.append("m", [UserMessage("steered"), AiMessage("answer")], expected_version=1)
+    assert await store.get_messages("m") == [*first, UserMessage("steered"), AiMessage("answer")]
+
+
 async def test_provider_gives_one_memory_per_id_in_one_store() -> None:
     store = InMemoryChatMemoryStore()
     provider = MessageWindowChatMemory.provider(10, store=store)

@@ -49,7 +49,7 @@ from agentloop.models._base import (
     supports_tool_search,
 )
 from agentloop.models._http import RetryPolicy
-from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer
+from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer, ScriptedChatModel
 from tests.otel_helpers import Telemetry
 
 KEY = "sk-test-0123456789abcdef-secret"
@@ -368,7 +368,8 @@ async def test_a_timed_out_invocation_ends_every_span(telemetry: Telemetry) -> N
     assert chat.status.status_code is StatusCode.UNSET
 
 
-async def test_a_cancelled_invocation_ends_every_span_without_error(telemetry: Telemetry) -> None:
+def waiting_tool() -> tuple[anyio.Event, Any]:
+    """A `slow` tool that says it started, then waits until cancelled: (started, tool)."""
     started = anyio.Event()
 
     @tool
@@ -378,6 +379,11 @@ async def test_a_cancelled_invocation_ends_every_span_without_error(telemetry: T
         await anyio.sleep(30)
         return city
 
+    return started, slow
+
+
+async def test_a_cancelled_invocation_ends_every_span_without_error(telemetry: Telemetry) -> None:
+    started, slow = waiting_tool()
     call = ToolExecutionRequest("call_s", "slow", '{"city": "Oslo"}')
     with FakeOpenAIServer([AiMessage(None, [call])]) as server:
         async with _model("openai", server) as model:
@@ -391,6 +397,33 @@ async def test_a_cancelled_invocation_ends_every_span_without_error(telemetry: T
     [tool_span] = telemetry.named("execute_tool")
     assert invocation.status.status_code is StatusCode.UNSET
     assert dict(invocation.attributes or {})["agentloop.cancelled"] is True
+    assert tool_span.end_time is not None and tool_span.status.status_code is StatusCode.UNSET
+
+
+async def test_a_run_stopped_by_run_control_says_so_on_its_span(telemetry: Telemetry) -> None:
+    """`cancel()` ends the run with a CANCELLED Result (no exception): `invoke_agent` says cancelled, and
+    why, as for a run cancelled from outside; the cut-short tool's span ends without an error."""
+    started, slow = waiting_tool()
+    call = ToolExecutionRequest("call_s", "slow", '{"city": "Oslo"}')
+    agent = Agent(
+        ScriptedChatModel([AiMessage(None, [call])]), tools=[slow], instrument=telemetry.instrumentation()
+    )
+
+    async def stop() -> None:
+        await started.wait()
+        assert await agent.cancel(memory_id="m", reason="user pressed stop")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(stop)
+            result = await agent.chat("Oslo?", memory_id="m")
+    assert result.cancel_reason == "user pressed stop"
+    [invocation] = telemetry.named("invoke_agent")
+    [tool_span] = telemetry.named("execute_tool")
+    attributes = dict(invocation.attributes or {})
+    assert invocation.status.status_code is StatusCode.UNSET
+    assert attributes["agentloop.cancelled"] is True and attributes["agentloop.finish_reason"] == "cancelled"
+    assert attributes["agentloop.cancel_reason"] == "user pressed stop"
     assert tool_span.end_time is not None and tool_span.status.status_code is StatusCode.UNSET
 
 

@@ -27,7 +27,9 @@ from agentloop import (
     IllegalConfigurationError,
     MemoryBusyError,
     MessageWindowChatMemory,
+    Middleware,
     PartialResponse,
+    RoundEnd,
     ToolExecutionRequest,
     UserMessage,
     tool,
@@ -205,6 +207,49 @@ async def test_cancel_after_round_lets_the_round_finish_and_commit(streamed: boo
     reopened = SQLiteChatMemoryStore(tmp_path / "memory.db")  # what another process reads back
     assert kinds(await reopened.get_messages("m")) == kinds(stored)
     reopened.close()
+
+
+async def test_cancel_after_round_still_tells_the_middleware_the_round_committed() -> None:
+    """Regression (found by the composition suite): run control's `Stop` was asked before the user's
+    `after_round` hooks, so a middleware never heard of the round a `cancel(after_round=True)` stopped after.
+    The user's hooks run first now, and what they add comes before the steered messages."""
+    heard: list[int] = []
+
+    class Rounds(Middleware):
+        async def after_round(self, end: RoundEnd) -> list[UserMessage]:
+            heard.append(end.round)
+            return [UserMessage("from the middleware")] if end.round == 1 else []
+
+    job = Job()
+    agent, model = agent_with(job, [calls(1), calls(2), "done"], middleware=[Rounds()])
+
+    async def steer_then_stop() -> None:
+        await job.started.wait()
+        await agent.steer("steered", memory_id="m")
+        job.release.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(steer_then_stop)
+        result = await agent.chat("Work", memory_id="m")
+    assert result.finish_reason is FinishReason.STOP
+    sent = [m.text for m in model.requests[1].messages if isinstance(m, UserMessage)]
+    assert sent[-2:] == ["from the middleware", "steered"], sent
+
+    heard.clear()
+    job = Job()
+    agent, model = agent_with(job, [calls(1), "never"], middleware=[Rounds()])
+
+    async def stop_after_the_round() -> None:
+        await job.started.wait()
+        await agent.cancel(memory_id="m", after_round=True, reason="enough")
+        job.release.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stop_after_the_round)
+        result = await agent.chat("Work", memory_id="m")
+    assert (result.finish_reason, result.cancel_reason) == (FinishReason.CANCELLED, "enough")
+    assert heard == [1] and len(model.requests) == 1
+    assert kinds(await memory_of(agent, "m")) == ["UserMessage", "AiMessage", "ToolExecutionResultMessage"]
 
 
 async def test_cancel_after_round_on_a_final_answer_lets_it_finish() -> None:

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -345,13 +346,11 @@ class Agent(Generic[OutputT]):
         memory_id, history = _history_or_memory(memory_id, message_history)  # checked now, too
         busy = check_if_busy(if_busy)
         handle = RunHandle()
-
-        async def runner(emit: Listener) -> Result[Any]:
-            return await self._invoke(
-                message, memory_id, context, toolset, timeout, emit, options, history=history, if_busy=busy,
-                handle=handle,
-            )  # fmt: skip
-
+        # What the stream runs with its listener (a partial: no closure cells held while it streams).
+        runner = functools.partial(
+            self._invoke, message, memory_id, context, toolset, timeout,
+            options=options, history=history, if_busy=busy, handle=handle,
+        )  # fmt: skip
         description = f"agent={self.name or type(self.model).__name__}"
         return TokenStream(runner, description=description, structured=resolved is not str, handle=handle)
 
@@ -672,8 +671,26 @@ class Agent(Generic[OutputT]):
                 return answered
         handle = run.handle if run.handle is not None else RunHandle()
         target = RunTarget(handle)
+        if not has_background(run.toolset) and self.tool_provider is None:
+            result = await self._run_registered(run, memory, memory_id, approval, handle, target, None)
+        else:
+            result = await self._run_with_background(run, memory, memory_id, approval, handle, target)
+        if self._pricing is not None:
+            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
+        return result
+
+    async def _run_with_background(
+        self,
+        run: _Run,
+        memory: ChatMemory | None,
+        memory_id: Any,
+        approval: ApprovalGate | None,
+        handle: RunHandle,
+        target: RunTarget,
+    ) -> Result[Any]:
+        """The invocation of a toolset with background tools: their tasks, and their results after it."""
         background = self._background.invocation(run.invocation_id, memory_id, run.emit)
-        async with background.scope(has_background(run.toolset) or self.tool_provider is not None):
+        async with background.scope():
             try:
                 result = await self._run_registered(
                     run, memory, memory_id, approval, handle, target, background
@@ -683,8 +700,6 @@ class Agent(Generic[OutputT]):
                     await background.ended()
             if result.finish_reason is FinishReason.CANCELLED:
                 background.cancel()  # a cancelled invocation that ran its own tasks: they end with it
-        if self._pricing is not None:
-            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         if background.started:
             result = dataclasses.replace(result, background_tasks=tuple(background.started))
         return result
@@ -697,7 +712,7 @@ class Agent(Generic[OutputT]):
         approval: ApprovalGate | None,
         handle: RunHandle,
         target: RunTarget,
-        background: InvocationTasks,
+        background: InvocationTasks | None,
     ) -> Result[Any]:
         """The invocation itself, holding its memory and registered with run control."""
         runner = self.options.tool_runner
@@ -722,7 +737,7 @@ class Agent(Generic[OutputT]):
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
                 seam=run.seam.with_features(
-                    [handle, background, *_features(run.output, approval, self._shelf, run.toolset)]
+                    [handle, *_features(run.output, approval, self._shelf, run.toolset, background)]
                 ),
                 call_context=CallContext(
                     self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
@@ -737,7 +752,8 @@ class Agent(Generic[OutputT]):
                 halt=handle,
             )
             try:
-                with starting_background(background):
+                # Background tools read the starter (None: this invocation has none, so nothing is set).
+                with nullcontext() if background is None else starting_background(background):
                     result = target.result = await run_invocation(invocation, run.emit)
             finally:
                 handle.ended = True
@@ -915,10 +931,14 @@ def _with_instructions(message: SystemMessage | None, output: OutputRun | None) 
 
 
 def _features(
-    output: OutputRun | None, gate: ApprovalGate | None, shelf: ResultShelf, tools: Any
+    output: OutputRun | None,
+    gate: ApprovalGate | None,
+    shelf: ResultShelf,
+    tools: Any,
+    background: InvocationTasks | None,
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
-    features: list[Middleware] = []
+    features: list[Middleware] = [] if background is None else [background]
     if output is not None:
         features.append(output)
     if gate is not None:

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from .._runtime._flag import Flag
 from .._runtime._handle import RunHandle
 from .._values._errors import IllegalConfigurationError, MemoryBusyError
 from .._values._messages import FinishReason, UserMessage
@@ -41,7 +42,7 @@ class RunTarget:
 
     def __init__(self, handle: Steerable) -> None:
         self.handle = handle
-        self.ended = anyio.Event()
+        self.ended = Flag()
         self.result: Result[Any] | None = None  # None when it ended in an error
 
     async def apply(self, command: RunCommand) -> None:

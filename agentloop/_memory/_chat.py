@@ -140,13 +140,12 @@ class PendingApprovalStore(Protocol):
 class _Log:
     """One memory id in an `InMemoryChatMemoryStore`: its rounds, version and system message."""
 
-    __slots__ = ("rows", "system", "version", "window")
+    __slots__ = ("rows", "system", "version")
 
     def __init__(self) -> None:
         self.rows: list[tuple[ChatMessage, ...]] = []
         self.system: SystemMessage | None = None
         self.version = 0
-        self.window = 0  # the largest window read so far: rounds no such window needs are dropped
 
 
 def split_round(messages: Sequence[ChatMessage]) -> tuple[SystemMessage | None, list[ChatMessage]]:
@@ -169,23 +168,26 @@ def needs_more(count: int, saw_user: bool, max_messages: int | None) -> bool:
 class InMemoryChatMemoryStore:
     """A versioned store in a dict: fast, lost when the process ends, private to this process.
 
-    It keeps only the rounds the largest window read from it can show, so memory use stays bounded. It
-    records paused approval rounds too (`PendingApprovalStore`), for this process only.
+    It keeps only the rounds the largest window read from it (for any memory id, a read before the first
+    write too) can show, so memory use stays bounded; a smaller read later, such as a one-message probe
+    of the version, drops nothing. It records paused approval rounds too (`PendingApprovalStore`), for
+    this process only.
     """
 
-    __slots__ = ("_logs", "_pending")
+    __slots__ = ("_logs", "_pending", "_window")
 
     def __init__(self) -> None:
         self._logs: dict[Any, _Log] = {}
         self._pending: dict[tuple[Any, str], str] = {}
+        self._window = 0  # the largest window read so far: rounds no such window needs are dropped
 
     async def load(self, memory_id: Any, *, max_messages: int | None = None) -> StoredMemory:
+        if max_messages is not None and max_messages > self._window:
+            self._window = max_messages
         log = self._logs.get(memory_id)
         if log is None:
             return StoredMemory([], 0)
         start = self._start(log, max_messages)
-        if max_messages is not None and max_messages > log.window:
-            log.window = max_messages
         head: list[ChatMessage] = [log.system] if log.system is not None else []
         return StoredMemory(head + [m for row in log.rows[start:] for m in row], log.version)
 
@@ -212,8 +214,8 @@ class InMemoryChatMemoryStore:
             log.system = system
         if rest:
             log.rows.append(tuple(rest))
-            if log.window:
-                del log.rows[: self._start(log, log.window)]
+            if self._window:
+                del log.rows[: self._start(log, self._window)]
         log.version += 1
         return log.version
 

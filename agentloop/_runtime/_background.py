@@ -20,7 +20,7 @@ import logging
 import secrets
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -42,6 +42,8 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["BackgroundTasks", "InvocationTasks", "has_background", "report_lost"]
+
+_NOTHING: AbstractAsyncContextManager[None] = nullcontext()  # stateless: one for every invocation
 
 logger = logging.getLogger("agentloop.background")
 
@@ -110,13 +112,13 @@ class InvocationTasks(Middleware):
         self.started: list[BackgroundTask] = []
         self.running = True
 
+    def scope(self) -> AbstractAsyncContextManager[None]:
+        """The invocation's own task group when the agent is not entered: its tasks end with it. An error of
+        the invocation comes out as itself, not in a group."""
+        return _NOTHING if self._owner.owned else self._own_group()
+
     @asynccontextmanager
-    async def scope(self, needed: bool) -> AsyncIterator[None]:
-        """The invocation's own task group when it has background tools (`needed`) and the agent is not
-        entered: its tasks end with it. An error of the invocation comes out as itself, not in a group."""
-        if self._owner.owned or not needed:
-            yield
-            return
+    async def _own_group(self) -> AsyncIterator[None]:
         try:
             async with anyio.create_task_group() as group:
                 self._group = group

@@ -14,7 +14,7 @@ loop:
 
 The loop knows features only through the seam (`Invocation.seam`: tracing too; its markers in `_hooks.py`)
 and declared Protocols: `ReservingToolRunner`, the durable clock and ids (`ExecutionOptions`,
-`invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`."""
+`invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`, `TextSinkModel` (text's short way)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
+from .._conforms import conforms
 from .._memory._chat import ChatMemory
 from .._memory._history import split_history
 from .._tools._execution import ExecutionOptions, should_return_immediately
@@ -58,6 +59,7 @@ from ..models import (
     GenerationProgress,
     ResponseComplete,
     TextDelta,
+    TextSinkModel,
     ThinkingDelta,
     ToolCallComplete,
     ToolCallDelta,
@@ -105,8 +107,10 @@ class Listener(Protocol):
         """Delivers `event`, waiting while the consumer is behind."""
 
     def text_nowait(self, text: str, round: int) -> bool:
-        """Delivers a piece of answer text when that needs neither waiting nor a callback (the hot path);
-        False when the caller must deliver a `PartialResponse` instead."""
+        """Delivers answer text that needs no wait or callback (hot path); False: send a PartialResponse."""
+
+    text_sink: Callable[[str], bool] | None
+    """`text_nowait` when only the text is wanted (else None): a model's `stream_text_to` pushes it there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +355,9 @@ async def _stream_model(
     first (structured output's partial values)."""
     response: ChatResponse | None = None
     text_nowait = emit.text_nowait
-    async with aclosing(model.stream(request)) as source:  # type: ignore[type-var]
+    sink = None if inv.seam.stream or not conforms(model, TextSinkModel) else emit.text_sink  # the short way
+    stream = model.stream(request) if sink is None else model.stream_text_to(request, sink)  # type: ignore[attr-defined]
+    async with aclosing(stream) as source:  # type: ignore[type-var]
         events = source
         if inv.seam.stream:
             assert inv.call_context is not None

@@ -10,7 +10,7 @@ no tracing of the invocation.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,6 +157,7 @@ class _Callbacks:
 
     __slots__ = ("_on_complete", "_on_start")
     text_only = False
+    text_sink: Callable[[str], bool] | None = None
 
     def __init__(self, on_start: OnStart | None, on_complete: OnComplete | None) -> None:
         self._on_start = on_start

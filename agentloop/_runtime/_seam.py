@@ -262,7 +262,7 @@ class Middleware:
       was committed. Return user messages to add before the next model call (after a final answer, the
       model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
       a final answer), or None to go on as planned. Run control (`cancel(after_round=True)`, `steer()`)
-      is built on it.
+      is built on it, asked after the middleware's hooks (so each hears every round that committed).
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
@@ -409,7 +409,8 @@ class Seam:
         user's, every hook of theirs taken the same way: their model hooks come first in the model chain (a
         user's `wrap_model_call` sees the request as the output shaped it); their tool hooks form
         `features_tool`, so a call they deny or defer reaches neither tracing nor the user's
-        `wrap_tool_call`; their other hooks run before the user's, which see the output they made."""
+        `wrap_tool_call`; their other hooks run before the user's, which see the output they made, except
+        `after_round`: the user's run first, so a `Stop` of run control does not keep a round from them."""
         if not features:
             return self
         base = Middleware
@@ -431,7 +432,8 @@ class Seam:
             resume=(*_hooks(features, "on_resume"), *self.resume),
             stream=(*_hooks(features, "wrap_stream"), *self.stream),
             tool_round=(*_hooks(features, "on_tool_round"), *self.tool_round),
-            rounds=(*_hooks(features, "after_round"), *self.rounds),
+            # The user's first: each hears every round that committed, also the one run control stops after.
+            rounds=(*self.rounds, *_hooks(features, "after_round")),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 

@@ -13,7 +13,10 @@ consumer's side stops it at fixed points, each waiting until the model response 
 observed the cancellation: the end, an error, a cancellation while waiting for an item, `aclose()`, the
 exit of `async with`. The one exit Python reports to no one, leaving a bare `async for` by `break` or an
 exception, drops the iterator: its finalizer posts the stop to the event loop (as both loops do for an
-abandoned async generator) and the producer closes everything in its own task.
+abandoned async generator) and the producer closes everything in its own task. (An async generator in
+place of the iterator would leave that to the event loop's own finalizer, but trio then warns about every
+such `break` under `python -X dev`, and the finalizer's task outlives the stream.) No module-level set of
+tasks: on asyncio the producer holds its own task while it runs.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from typing import Any, Generic
 import anyio
 from typing_extensions import TypeVar
 
-from .._tools._execution import current_asyncio_task
 from .._values._errors import AgentLoopError
 from .._values._events import (
     ApprovalRequired,
@@ -51,6 +53,7 @@ from .._values._events import (
 from .._values._messages import ChatResponse, UserMessage
 from .._values._records import ToolExecution
 from .._values._result import Result
+from ._flag import Flag
 from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
 
@@ -336,7 +339,9 @@ class _Producer:
         "started",
         "stopped",
         "stream",
+        "task",
         "text_only",
+        "text_sink",
         "tokens_only",
         "writer",
     )
@@ -350,15 +355,17 @@ class _Producer:
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
+        self.text_sink: Callable[[str], bool] | None = self.take_text if self.text_only else None
         self.items: deque[Any] = deque()
         self.closed = False  # the invocation ended: nothing more will come
         self.stopped = False  # the consumer went away: nothing more is wanted
         self.reader: anyio.Event | None = None  # set when an item arrives (the consumer waits on it)
         self.writer: anyio.Event | None = None  # set when room frees up (the invocation's tasks wait on it)
         self.scope = anyio.CancelScope()
-        self.finished = anyio.Event()
+        self.finished = Flag()
         self.error: BaseException | None = None
         self.started = False
+        self.task: asyncio.Task[None] | None = None  # asyncio keeps only weak references to its tasks
 
     def start(self) -> None:
         self.started = True
@@ -373,7 +380,7 @@ class _Producer:
         else:
             self.loop = loop.call_soon_threadsafe
             # create_task runs the producer in a copy of the consumer's context, as trio's branch does.
-            _running.add(loop.create_task(self._main(), name="agentloop.TokenStream"))
+            self.task = loop.create_task(self._main(), name="agentloop.TokenStream")
 
     # -- the invocation's side (a Listener) ----------------------------------------------------------------
 
@@ -381,6 +388,16 @@ class _Producer:
         """Queues a piece of answer text if nothing else wants it and there is room (the hot path)."""
         items = self.items
         if not self.text_only or len(items) >= BUFFER_SIZE or self.stopped:
+            return False
+        items.append(text)
+        if self.reader is not None:
+            self._wake_reader()
+        return True
+
+    def take_text(self, text: str) -> bool:
+        """`text_nowait` for a model pushing its text (`text_sink`, set when only the text is wanted)."""
+        items = self.items
+        if len(items) >= BUFFER_SIZE or self.stopped:
             return False
         items.append(text)
         if self.reader is not None:
@@ -435,12 +452,11 @@ class _Producer:
                 raise  # cancellation from outside (event loop shutting down)
             self.error = error  # KeyboardInterrupt, SystemExit...: raised again in the consumer's task
         finally:
-            self.stream = self.dispatch = None
+            self.stream = self.dispatch = self.text_sink = None  # no cycle left for the collector
             self.closed = True
             self._wake_reader()
             self.finished.set()
-            if (task := current_asyncio_task()) is not None:
-                _running.discard(task)
+            self.task = None  # no cycle through the finished task
 
     # -- the consumer's side -----------------------------------------------------------------------------
 
@@ -485,7 +501,7 @@ class _Producer:
     def never_start(self) -> None:
         """Stopped before it started: iterating ends at once and nothing ever runs."""
         self.started = self.closed = self.stopped = True
-        self.stream = self.dispatch = None
+        self.stream = self.dispatch = self.text_sink = None
         self.finished.set()
 
     async def stop(self) -> None:
@@ -504,7 +520,7 @@ class _Driver:
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.finished = anyio.Event()
+        self.finished = Flag()
         self.task = anyio.get_current_task().id
 
     async def stop(self) -> None:
@@ -587,6 +603,7 @@ class _Callbacks:
 
     __slots__ = ("_dispatch",)
     text_only = False
+    text_sink: Callable[[str], bool] | None = None
 
     def __init__(self, dispatch: Callable[[StreamEvent], Awaitable[None]]) -> None:
         self._dispatch = dispatch
@@ -601,6 +618,3 @@ class _Callbacks:
 def _complete(result: Result[Any]) -> CompleteResponse:
     assert result.final_response is not None
     return CompleteResponse(result.final_response, result.token_usage, result)
-
-
-_running: set[asyncio.Task[None]] = set()  # keeps asyncio producer tasks referenced while they run

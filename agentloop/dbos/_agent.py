@@ -419,7 +419,9 @@ def _decisions_for(pending: PendingApproval, data: Any) -> dict[str, Decision] |
 _RESULT_FORMAT = 2
 _NULL = msgspec.Raw(b"null")
 """Format of a run's recorded `Result`: 2 added `format` and `output` (the structured output as JSON); a
-record without `format` is format 1 and reads the same way (its output, if any, was not kept)."""
+record without `format` is format 1 and reads the same way (its output, if any, was not kept). The
+optional `cancel_reason` (a run that run control stopped, written only when there is one) needs no new
+format: a record without it reads None, and a reader that does not know it skips it."""
 
 
 class _StoredResult(msgspec.Struct, frozen=True):
@@ -434,6 +436,7 @@ class _StoredResult(msgspec.Struct, frozen=True):
     invocation_id: str
     format: int = 1
     output: msgspec.Raw = _NULL  # the structured output as JSON; null for text
+    cancel_reason: str | msgspec.UnsetType = msgspec.UNSET  # left out of the record when None
 
 
 def encode_result(result: Result[Any]) -> bytes:
@@ -454,6 +457,7 @@ def encode_result(result: Result[Any]) -> bytes:
             invocation_id=result.invocation_id,
             format=_RESULT_FORMAT,
             output=_output_json(result),
+            cancel_reason=msgspec.UNSET if result.cancel_reason is None else result.cancel_reason,
         )
     )
 
@@ -488,6 +492,7 @@ def decode_result(data: bytes, output_type: Any = str) -> Result[Any]:
         memory_id=stored.memory_id,
         invocation_id=stored.invocation_id,
         output=output,
+        cancel_reason=None if isinstance(stored.cancel_reason, msgspec.UnsetType) else stored.cancel_reason,
     )
 
 

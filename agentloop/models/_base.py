@@ -126,6 +126,18 @@ class StructuredOutputModel(Protocol):
     supports_response_format: bool
 
 
+@runtime_checkable
+class TextSinkModel(Protocol):
+    """A model that can hand its streamed answer text to a sink instead of yielding a `TextDelta` per piece:
+    the runtime's short way for text (no event built or passed on per token) when only the text is wanted
+    and no `wrap_stream` hook must see it. Each piece goes to `sink(text)`; when `sink` returns False, the
+    piece comes as a `TextDelta` as usual. Every other event comes as in `stream()`, in order."""
+
+    def stream_text_to(self, request: ChatRequest, sink: Callable[[str], bool]) -> AsyncIterator[ModelEvent]:
+        """`stream(request)`, with the answer text handed to `sink`."""
+        ...
+
+
 def supports_response_format(model: object) -> bool:
     """True when `model` is a `StructuredOutputModel` that honours `response_format`."""
     return isinstance(model, StructuredOutputModel) and model.supports_response_format is True

@@ -28,7 +28,7 @@ from agentloop._runtime._observe import Observer
 from agentloop._runtime._seam import ModelCall
 from agentloop._values._context import watch_tools
 from agentloop._values._convert import result_to_text
-from agentloop._values._messages import ChatResponse
+from agentloop._values._messages import ChatResponse, FinishReason
 from agentloop._values._tool_events import ToolOutputDelta, ToolProgress
 from agentloop.models import (
     ChatModel,
@@ -326,6 +326,10 @@ class Instrumentation(Observer):
         }
         if reason is not None:
             attributes["agentloop.finish_reason"] = reason.value
+        if reason is FinishReason.CANCELLED:  # stopped by run control: as a run cancelled from outside is
+            attributes["agentloop.cancelled"] = True
+            if result.cancel_reason is not None:  # the operator's words, not the user's content
+                attributes["agentloop.cancel_reason"] = result.cancel_reason
         if result.token_usage is not None:  # the chat spans' sum, under names that do not count it twice
             add_usage(attributes, result.token_usage, SUM_USAGE)
         if self.capture_content and final is not None:

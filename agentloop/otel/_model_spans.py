@@ -83,9 +83,31 @@ class FirstChunk:
         return await self.inner.chat(request)
 
     def stream(self, request: ChatRequest) -> FirstChunk:
-        self._events = self.inner.stream(request)
-        self._next = self._first_event if self.first is None else self._events.__anext__
+        self._open(self.inner.stream(request))
         return self
+
+    def stream_text_to(self, request: ChatRequest, sink: Callable[[str], bool]) -> FirstChunk:
+        """`stream()` with the model's own short way for answer text (when it has one): a piece of text
+        pushed to `sink` before any event counts as the first chunk."""
+        push = getattr(self.inner, "stream_text_to", None)
+        if push is None:
+            return self.stream(request)
+        if self.first is not None:
+            self._open(push(request, sink))
+            return self
+        started = self.started
+
+        def first_text(text: str) -> bool:
+            if self.first is None:
+                self.first = time.perf_counter() - started
+            return sink(text)
+
+        self._open(push(request, first_text))
+        return self
+
+    def _open(self, events: Any) -> None:
+        self._events = events
+        self._next = self._first_event if self.first is None else events.__anext__
 
     def __aiter__(self) -> FirstChunk:
         return self
@@ -95,7 +117,8 @@ class FirstChunk:
         # is freed by reference counting rather than by the cyclic garbage collector.
         self._next = self._events.__anext__
         event: ModelEvent = await self._events.__anext__()
-        self.first = time.perf_counter() - self.started
+        if self.first is None:  # else text pushed to the sink came first
+            self.first = time.perf_counter() - self.started
         return event
 
     async def aclose(self) -> None:

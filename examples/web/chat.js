@@ -64,6 +64,10 @@ function progressBar(message, toolCallId) {
   return box;
 }
 
+// Messages typed while an answer was running, steered into it (`POST /api/steer`): shown inside the message
+// that was being written, after the parts it had then. The run answers them before it finishes.
+const steered = [];
+
 function toolPart(part, message) {
   const box = element('div', `tool ${part.state}`);
   box.dataset.state = part.state;
@@ -89,17 +93,40 @@ function render() {
   list.replaceChildren();
   for (const message of chat.messages) {
     const item = element('li', `message ${message.role}`);
-    for (const part of message.parts) {
+    const added = after => {
+      for (const note of steered) {
+        if (note.messageId === message.id && note.after === after) item.append(element('p', 'steered', note.text));
+      }
+    };
+    added(0);
+    message.parts.forEach((part, index) => {
       if (part.type === 'text') item.append(element('p', 'text', part.text));
       else if (part.type === 'reasoning') item.append(element('p', 'reasoning', part.text));
       else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part, message));
-    }
+      added(index + 1);
+    });
     list.append(item);
   }
-  const busy = chat.status === 'submitted' || chat.status === 'streaming';
   document.body.dataset.status = chat.status;
-  $('#send').disabled = busy;
-  $('#stop').hidden = !busy;
+  $('#send').textContent = busy() ? 'Add to the answer' : 'Send';
+  $('#stop').hidden = !busy();
+}
+
+const busy = () => chat.status === 'submitted' || chat.status === 'streaming';
+
+// While an answer runs, a new message goes to that run on the server (agent.steer): no second answer starts.
+async function steer(text) {
+  const last = chat.messages[chat.messages.length - 1];
+  const note = { messageId: last?.id, after: last ? last.parts.length : 0, text };
+  const response = await fetch('/api/steer', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id: chat.id, text }),
+  });
+  if (!response.ok) return false; // it ended meanwhile
+  steered.push(note);
+  render();
+  return true;
 }
 
 $('#form').addEventListener('submit', event => {
@@ -109,7 +136,11 @@ $('#form').addEventListener('submit', event => {
   if (!text) return;
   input.value = '';
   $('#error').hidden = true;
-  chat.sendMessage({ text });
+  if (busy()) {
+    steer(text).then(taken => { if (!taken) chat.sendMessage({ text }); });
+  } else {
+    chat.sendMessage({ text });
+  }
 });
 $('#stop').addEventListener('click', () => chat.stop());
 render();

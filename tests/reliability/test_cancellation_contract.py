@@ -1,11 +1,11 @@
 """The cancellation contract at the await points of the features: a sync tool (in a worker thread), an async
-tool over a SQLite store, the SQLite store writing a round, a round with a call waiting for approval, a structured output being written, and an
-agent used as a tool. Each is cancelled each way (`cancel()` at once, `cancel(after_round=True)`, scope
-cancellation of the consumer), streamed (`stream.cancel`) and not (`agent.cancel` by memory id), on asyncio
-and trio. Checked every time: the Result (or the exception, for a scope) as docs/runtime.md's table says,
-memory provider-valid and holding exactly what the way promises, the tool's cleanup ran, no task left, and
-the next invocation on the memory id works. (The model stream and store commit points, on the providers'
-wire fakes, are swept in test_cancellation.py.)"""
+tool over a SQLite store, the SQLite store writing a round, a round with a call waiting for approval, a
+structured output being written, and an agent used as a tool. Each is cancelled each way (`cancel()` at
+once, `cancel(after_round=True)`, scope cancellation of the consumer), streamed (`stream.cancel`) and not
+(`agent.cancel` by memory id), on asyncio and trio. Checked every time: the Result (or the exception, for a
+scope) as docs/runtime.md's table says, memory provider-valid and holding exactly what the way promises,
+the tool's cleanup ran, no task left, and the next invocation on the memory id works. (The model stream and
+store commit points, on the providers' wire fakes, are swept in test_cancellation.py.)"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -28,6 +28,7 @@ from .._base import (
     DEFER_LOADING,
     ModelEvent,
     ResponseComplete,
+    TextDelta,
     TokenCount,
 )
 from .._history_rules import has_tool_rounds, tool_rounds_as_text
@@ -217,9 +218,21 @@ class AnthropicChatModel(HTTPChatModel):
             )
             return self._response(known_blocks(message.content), message)
 
-    async def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ChatRequest) -> AsyncGenerator[ModelEvent, None]:
         """Sends `request` and yields its events as they arrive (`ResponseComplete` last); closing the
         iterator closes the response."""
+        return self._stream(request, None)
+
+    def stream_text_to(
+        self, request: ChatRequest, sink: Callable[[str], bool]
+    ) -> AsyncGenerator[ModelEvent, None]:
+        """`stream()`, handing each piece of answer text to `sink` instead (a TextDelta when it returns
+        False): the runtime's hot path."""
+        return self._stream(request, sink)
+
+    async def _stream(
+        self, request: ChatRequest, sink: Callable[[str], bool] | None
+    ) -> AsyncGenerator[ModelEvent, None]:
         with self._errors():
             body = self._http.encode(self.build_body(request, stream=True))
             async with self._http.open_sse(_PATH, body, tools=bool(request.tool_specifications)) as events:
@@ -243,6 +256,8 @@ class AnthropicChatModel(HTTPChatModel):
                         return
                     if event is ERROR:
                         raise self._http.error_from_payload(sse.data, request_id=events.request_id)
+                    if sink is not None and type(event) is TextDelta and sink(event.text):
+                        continue
                     yield event  # type: ignore[misc]
                 raise self._http.bad_response(
                     "the event stream ended before message_stop (the response is incomplete)",

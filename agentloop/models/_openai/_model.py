@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -211,8 +211,18 @@ class OpenAIChatModel(HTTPChatModel):
             completion.id,
         )
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+    def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they arrive; closing the iterator closes the response."""
+        return self._stream(request, None)
+
+    def stream_text_to(self, request: ChatRequest, sink: Callable[[str], bool]) -> AsyncIterator[ModelEvent]:
+        """`stream()`, handing each piece of answer text to `sink` instead (a TextDelta when it returns
+        False): the runtime's hot path, with no event built or passed on per token."""
+        return self._stream(request, sink)
+
+    async def _stream(
+        self, request: ChatRequest, sink: Callable[[str], bool] | None
+    ) -> AsyncIterator[ModelEvent]:
         try:
             body = self._http.encode(self.build_body(request, stream=True))
             opened = self._http.open_sse("/chat/completions", body, tools=bool(request.tool_specifications))
@@ -256,7 +266,8 @@ class OpenAIChatModel(HTTPChatModel):
                             and delta.reasoning is None
                         ):
                             text.append(delta.content)
-                            yield TextDelta(delta.content)
+                            if sink is None or not sink(delta.content):
+                                yield TextDelta(delta.content)
                             continue
                     if chunk.error is not None:
                         raise self._http.error_from_payload(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -237,8 +237,18 @@ class OpenAIResponsesModel(HTTPChatModel):
             response.id,
         )
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+    def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         """Sends `request` and yields its events as they arrive; closing the iterator closes the response."""
+        return self._stream(request, None)
+
+    def stream_text_to(self, request: ChatRequest, sink: Callable[[str], bool]) -> AsyncIterator[ModelEvent]:
+        """`stream()`, handing each piece of answer text to `sink` instead (a TextDelta when it returns
+        False): the runtime's hot path."""
+        return self._stream(request, sink)
+
+    async def _stream(
+        self, request: ChatRequest, sink: Callable[[str], bool] | None
+    ) -> AsyncIterator[ModelEvent]:
         try:
             body = self._http.encode(self.build_body(request, stream=True))
             opened = self._http.open_sse("/responses", body, tools=bool(request.tool_specifications))
@@ -274,7 +284,8 @@ class OpenAIResponsesModel(HTTPChatModel):
                         if decoded.delta:
                             streamed.add(decoded.output_index)
                             text.append(decoded.delta)
-                            yield TextDelta(decoded.delta)
+                            if sink is None or not sink(decoded.delta):
+                                yield TextDelta(decoded.delta)
                     elif kind == "response.function_call_arguments.delta":
                         position = positions.get(decoded.output_index or 0)
                         if position is not None and decoded.delta:

@@ -1,5 +1,6 @@
-"""Issue 33's classes, as fault rows: shapes a newer API sends, histories a provider would reject, a guarded
-answer streamed to a consumer, a retried tool call's events, a hung sync tool called many times at once."""
+"""Edges met at the providers and the tools, as fault rows: shapes a newer API sends, histories a provider
+would reject, a guarded answer streamed to a consumer, a retried tool call's events, a hung sync tool called
+many times at once."""
 
 from __future__ import annotations
 
