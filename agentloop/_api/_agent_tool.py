@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-import pydantic_core
 
 from .._tools._tool import Tool
 from .._values._context import ToolContext
@@ -68,6 +67,8 @@ def _answer(result: Any) -> str:
     its tools' results."""
     if isinstance(result, Result):
         if result.output is not result.content and result.output is not None:
+            import pydantic_core  # a structured output means pydantic is loaded already
+
             return pydantic_core.to_json(result.output).decode()
         if result.content is not None:
             return str(result.content)

@@ -8,7 +8,7 @@ stays on the agent (this process, the newest `CAPACITY` results) and the model r
 from __future__ import annotations
 
 import math
-import secrets
+import os
 from collections import OrderedDict
 from collections.abc import Iterable
 
@@ -56,7 +56,7 @@ class ResultShelf(Middleware):
         shown = limit * _CHARS_PER_TOKEN
         if math.ceil(len(text) / _CHARS_PER_TOKEN) <= limit:
             return execution
-        key = f"tr_{secrets.token_hex(6)}"
+        key = f"tr_{os.urandom(6).hex()}"
         self._kept[key] = text
         while len(self._kept) > CAPACITY:
             self._kept.popitem(last=False)

@@ -17,7 +17,7 @@ its user message. A task without a memory id whose invocation ended keeps its re
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -142,7 +142,7 @@ class InvocationTasks(Middleware):
         request = context.request
         assert request is not None
         task = BackgroundTask(
-            f"bg_{secrets.token_hex(6)}", tool.name, request.id or "", self._invocation_id, self._memory_id
+            f"bg_{os.urandom(6).hex()}", tool.name, request.id or "", self._invocation_id, self._memory_id
         )
         group = self._group if self._group is not None else self._owner._group
         if group is None:

@@ -21,14 +21,13 @@ tasks: on asyncio the producer holds its own task while it runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 import anyio
 from typing_extensions import TypeVar
@@ -56,6 +55,9 @@ from .._values._result import Result
 from ._flag import Flag
 from ._handle import RunHandle
 from ._loop import Listener  # for real: TokenStream's annotations name it (help(), get_type_hints())
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["TokenStream"]
 
@@ -369,6 +371,8 @@ class _Producer:
 
     def start(self) -> None:
         self.started = True
+        import asyncio  # loaded already on asyncio; `import agentloop` does not load it
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio: trio

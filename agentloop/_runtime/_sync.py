@@ -8,16 +8,16 @@ sync tool, `anyio.to_thread.run_sync`), the call runs on that loop instead, so i
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-import anyio.from_thread
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["AsyncClosable", "close_at_exit", "run_sync"]
 
@@ -61,7 +61,9 @@ def run_sync(call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) ->
         return await call(*args, **kwargs)
 
     if _in_loop_worker_thread():
-        return anyio.from_thread.run(main)
+        from anyio import from_thread
+
+        return from_thread.run(main)
     if threading.current_thread().name.startswith("agentloop-sync"):
         raise RuntimeError("agentloop: a sync call from inside another sync call; use `await` there")
     tasks: list[asyncio.Task[T]] = []
@@ -81,8 +83,10 @@ def run_sync(call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) ->
 
 def _in_loop_worker_thread() -> bool:
     """Whether this is a worker thread of a running anyio loop (a sync tool, `to_thread.run_sync`)."""
+    from anyio import from_thread  # here: `import agentloop` does not load it
+
     try:
-        anyio.from_thread.check_cancelled()
+        from_thread.check_cancelled()
     except RuntimeError:  # anyio's NoEventLoopError: not a worker thread
         return False
     return True
@@ -91,6 +95,8 @@ def _in_loop_worker_thread() -> bool:
 def _run_on_worker_loop(main: Callable[[], Coroutine[Any, Any, T]], tasks: list[asyncio.Task[T]]) -> T:
     global _loop
     if _loop is None:
+        import asyncio  # the first sync call loads it: `import agentloop` does not
+
         _loop = asyncio.new_event_loop()
     task = _loop.create_task(main())
     tasks.append(task)
@@ -101,6 +107,8 @@ def _worker_thread() -> ThreadPoolExecutor:
     global _worker
     with _lock:
         if _worker is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _worker = ThreadPoolExecutor(1, thread_name_prefix="agentloop-sync")
         return _worker
 

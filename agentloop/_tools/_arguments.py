@@ -6,14 +6,16 @@ tool, the field path and what was expected, and stay short enough for a model to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import pydantic
 
 from .._values._errors import ToolArgumentsError
 from .._values._text import valid_text
 from ._schema import Signature
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["decode_arguments", "validate_arguments"]
 
@@ -53,11 +55,14 @@ def validate_arguments(arguments: str, signature: Signature, tool_name: str) -> 
     data = decode_arguments(arguments, tool_name)
     try:
         validated = signature.validate(data)
-    except pydantic.ValidationError as exc:
-        raise ToolArgumentsError(
-            f"Invalid arguments for tool {tool_name!r}: {describe_validation_error(exc)}", tool_name=tool_name
-        ) from exc
     except (ValueError, TypeError, AssertionError, RecursionError) as exc:
+        import pydantic  # loaded already: pydantic compiled `signature`
+
+        if isinstance(exc, pydantic.ValidationError):
+            raise ToolArgumentsError(
+                f"Invalid arguments for tool {tool_name!r}: {describe_validation_error(exc)}",
+                tool_name=tool_name,
+            ) from exc
         raise ToolArgumentsError(
             f"Invalid arguments for tool {tool_name!r}: {type(exc).__name__}: {exc}", tool_name=tool_name
         ) from exc

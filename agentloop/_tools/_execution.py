@@ -7,14 +7,13 @@ siblings alone, unless an error handler re-raises, which cancels the siblings an
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
 
 import anyio
 import anyio.lowlevel
@@ -34,6 +33,9 @@ from .._values._records import ReturnBehavior, ToolExecution
 from ._threads import starved_call
 from ._tool import Tool, check_timeout
 from ._toolset import Toolset
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "TELL_MODEL",
@@ -336,6 +338,8 @@ async def _stops_the_invocation(error: BaseException) -> bool:
 
 def current_asyncio_task() -> asyncio.Task[Any] | None:
     """The running asyncio task, or None (no task, or not asyncio: trio)."""
+    import asyncio  # here, not at the top: `import agentloop` does not load asyncio (trio never needs it)
+
     try:
         return asyncio.current_task()
     except RuntimeError:  # no asyncio loop running: trio

@@ -1,7 +1,8 @@
 """From a tool function's signature to the JSON schema the model sees and the validator its arguments meet.
 
 Everything here runs once per tool function (at `@tool` time, or at first use when an annotation names a type
-that is not defined yet); the per-call path only uses the compiled `Signature`.
+that is not defined yet); the per-call path only uses the compiled `Signature`. pydantic is imported by the
+first compile, not with this module, so `import agentloop` does not load it.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ import types
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
-
-import pydantic
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 from .._values._context import ToolContext, ToolMemoryId
 from .._values._errors import IllegalConfigurationError
+
+if TYPE_CHECKING:
+    import pydantic
+    from pydantic.json_schema import GenerateJsonSchema
 
 __all__ = ["P", "Signature", "UnresolvedAnnotationError", "compile_signature"]
 
@@ -56,7 +58,11 @@ class Signature:
     """Memory-id parameters with a default: it stands when the call has no memory id (None)."""
 
 
-_CONFIG = pydantic.ConfigDict(extra="ignore", protected_namespaces=(), arbitrary_types_allowed=False)
+_CONFIG: pydantic.ConfigDict = {
+    "extra": "ignore",
+    "protected_namespaces": (),
+    "arbitrary_types_allowed": False,
+}
 _EMPTY = inspect.Parameter.empty
 _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
 
@@ -167,6 +173,8 @@ def _unannotated(annotation: Any) -> Any:
 
 def _field(param: inspect.Parameter, annotation: Any) -> tuple[Any, Any]:
     """The pydantic field for one parameter: (annotation with our Field first, default)."""
+    import pydantic
+
     metadata: list[Any] = []
     if get_origin(annotation) is Annotated:
         annotation, *metadata = get_args(annotation)
@@ -191,6 +199,8 @@ def _field(param: inspect.Parameter, annotation: Any) -> tuple[Any, Any]:
 def _build_model(
     fn: Callable[..., Any], fields: dict[str, Any], names: list[str], owner: str
 ) -> type[pydantic.BaseModel]:
+    import pydantic
+
     try:
         return pydantic.create_model(
             f"{getattr(fn, '__name__', 'tool')}_arguments",
@@ -258,18 +268,28 @@ def _type_name(annotation: Any) -> str:
 _DECIMAL_PATTERN = r"^-?[0-9]+(\.[0-9]+)?$"
 
 
-class _SchemaGenerator(GenerateJsonSchema):
-    """pydantic's generator, with a pattern on the string form of `Decimal` so a model knows what to send."""
+@cache
+def _schema_generator() -> type[GenerateJsonSchema]:
+    """pydantic's generator, with a pattern on the string form of `Decimal` so a model knows what to send
+    (defined at first use: the base class is pydantic's)."""
+    from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+    from pydantic_core import core_schema
 
-    def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
-        json_schema = super().decimal_schema(schema)
-        for branch in json_schema.get("anyOf", [json_schema]):
-            if branch.get("type") == "string":
-                branch.setdefault("pattern", _DECIMAL_PATTERN)
-        return json_schema
+    class _SchemaGenerator(GenerateJsonSchema):
+        def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
+            json_schema = super().decimal_schema(schema)
+            for branch in json_schema.get("anyOf", [json_schema]):
+                if branch.get("type") == "string":
+                    branch.setdefault("pattern", _DECIMAL_PATTERN)
+            return json_schema
+
+    return _SchemaGenerator
 
 
 def _json_schema(model: type[pydantic.BaseModel], names: list[str], owner: str) -> dict[str, Any]:
+    import pydantic
+
+    _SchemaGenerator = _schema_generator()
     try:
         raw = model.model_json_schema(schema_generator=_SchemaGenerator)
     except Exception as exc:

@@ -13,7 +13,6 @@ from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 import anyio
-import anyio.from_thread
 import msgspec
 
 from ._messages import ToolExecutionRequest
@@ -267,4 +266,8 @@ def _current_time() -> float:
         return anyio.current_time()
     except RuntimeError:
         # A sync tool runs in a worker thread, which has no event loop: ask the loop that started it.
-        return anyio.from_thread.run_sync(anyio.current_time)
+        from anyio import (
+            from_thread,  # loaded already by the worker thread's start; not with `import agentloop`
+        )
+
+        return from_thread.run_sync(anyio.current_time)

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import pydantic_core
-
 from ._content import Content, DocumentContent, ImageContent, TextContent
 from ._text import valid_text, valid_value
 
@@ -90,6 +88,8 @@ def result_to_text(result: Any) -> str:
             else:
                 texts.append(part.text if isinstance(part, TextContent) else result_to_text(part))
         return "\n".join(texts)
+    import pydantic_core  # loads with the first non-text result, not with `import agentloop`
+
     try:
         return pydantic_core.to_json(result).decode()
     except (pydantic_core.PydanticSerializationError, ValueError, TypeError, RecursionError) as exc:

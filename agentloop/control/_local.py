@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._base import Inbox, check_target
 from ._command import RunCommand
+
+if TYPE_CHECKING:  # anyio loads the streams module with the first inbox, not with `import agentloop`
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = ["LocalRunControl"]
 
@@ -94,10 +96,10 @@ class LocalRunControl:
             entry = self._inboxes.get(target)
             if entry is not None:
                 receiver = entry[1]
-                if isinstance(receiver, MemoryObjectSendStream):
-                    receiver.send_nowait(command)
-                else:
+                if callable(receiver):  # a registered callback (a stream is not callable)
                     await receiver(command)
+                else:
+                    receiver.send_nowait(command)
                 delivered = True
         return delivered
 

@@ -12,7 +12,6 @@ from typing import (
 )
 
 import msgspec
-import pydantic
 
 from agentloop._features.output._streaming import _Watch
 from agentloop._features.output._types import (
@@ -198,6 +197,8 @@ class OutputRun(Middleware):
 
     async def _judge(self, member: OutputMember, text: str, context: ToolContext, how: str) -> Any:
         """The validated (and user-checked) value of `text`, or `_InvalidOutput` with the correction."""
+        import pydantic
+
         try:
             value = member.validate_json(text)
         except pydantic.ValidationError as exc:
@@ -223,6 +224,8 @@ class OutputRun(Middleware):
     def _nulls_as_absent(self, member: OutputMember, text: str) -> Any:
         """Native mode: a strict schema made every optional field required and nullable, so a null may
         stand for a field left out: the value without its nulls, if that validates (else `NOT_FOUND`)."""
+        import pydantic
+
         if self.mode != "native":
             return NOT_FOUND
         try:

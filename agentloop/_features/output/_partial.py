@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin
 
-import pydantic
-
 if TYPE_CHECKING:
+    import pydantic
+
     from ._types import OutputMember
 
 __all__ = ["PartialTracker", "list_item_adapter"]
@@ -25,6 +25,8 @@ _PARTIAL: Final[Literal["trailing-strings"]] = "trailing-strings"
 
 def list_item_adapter(annotation: Any) -> pydantic.TypeAdapter[Any] | None:
     """The item validator of a plain `list[T]` (None for anything else, constrained lists included)."""
+    import pydantic
+
     if get_origin(annotation) is list:
         args = get_args(annotation)
         if len(args) == 1:
@@ -45,6 +47,8 @@ class _ListField:
         self.failed = False
 
     def update(self, raw: list[Any], final: bool) -> Any:
+        import pydantic
+
         if self.failed:
             return _FAILED
         n = len(raw)
@@ -114,6 +118,8 @@ class PartialTracker:
         return build(kept), used
 
     def _field(self, key: str, adapter: pydantic.TypeAdapter[Any], item: Any, final: bool) -> Any:
+        import pydantic
+
         items = self._member.list_items.get(key)
         if items is not None and isinstance(item, list):
             return self._list(key, items, item, final)

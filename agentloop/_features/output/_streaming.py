@@ -18,8 +18,6 @@ from typing import (
     Any,
 )
 
-import pydantic
-
 from agentloop._partial_json import PartialJSON
 from agentloop._runtime._hooks import NOT_FOUND
 from agentloop._values._events import PartialOutput
@@ -143,6 +141,8 @@ class _Watch:
 def _same(value: Any, last: Any) -> bool:
     """Whether a partial equals the last one sent; cheap: a list field is compared by length and last item
     (the items before it were whole, and stay as they were)."""
+    import pydantic
+
     if type(value) is not type(last):
         return False
     if isinstance(value, pydantic.BaseModel):

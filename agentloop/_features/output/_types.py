@@ -19,7 +19,6 @@ from typing import (
 )
 
 import msgspec
-import pydantic
 from typing_extensions import TypedDict, is_typeddict
 
 from agentloop._features.output._partial import list_item_adapter
@@ -29,7 +28,7 @@ from agentloop._values._errors import IllegalConfigurationError, ModelRetry
 from agentloop.models._strict import has_maps, restore_maps
 
 if TYPE_CHECKING:
-    pass
+    import pydantic
 
 
 OutputMode = Literal["tool", "native", "prompted"]
@@ -102,6 +101,8 @@ class OutputMember:
 
     def validate_json(self, text: str) -> Any:
         """The value of one wire JSON text; raises `pydantic.ValidationError`."""
+        import pydantic
+
         if self.maps:
             try:
                 decoded = msgspec.json.decode(text)
@@ -128,6 +129,8 @@ class OutputMember:
 
     def partial(self, raw: Any) -> tuple[Any, Any] | None:
         """The partial value of `raw` (a partial wire object) and the part of `raw` it stands for, or None."""
+        import pydantic
+
         if not isinstance(raw, dict):
             return None
         raw = self.restored(raw)
@@ -206,12 +209,16 @@ def _compile(output_type: Any, tool_name: str) -> OutputSchema:
 
 
 def _is_object_type(t: Any) -> bool:
+    import pydantic
+
     return isinstance(t, type) and (
         issubclass(t, pydantic.BaseModel) or dataclasses.is_dataclass(t) or is_typeddict(t)
     )
 
 
 def _member(output_type: Any, tool_name: str) -> OutputMember:
+    import pydantic
+
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
         raw = adapter.json_schema()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl
 
 import anyio
 import httpx2
 import msgspec
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 from agentloop._values._errors import (
     AgentLoopError,
@@ -515,6 +517,9 @@ class ProviderClient:
             if first:  # tenacity's attempt 1 is the one that already failed: its outcome decides the wait
                 raise first.pop()
             return await attempt()
+
+        # tenacity loads on the first retry only (most processes never retry; it is ~4 ms of import).
+        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
         retrying = AsyncRetrying(
             sleep=anyio.sleep,
