@@ -8,8 +8,9 @@ the Vercel AI SDK's own client:
 Some tool calls wait for the person's approval: the page shows Approve and Deny, and the answer resumes the
 paused run on the server (the browser holds only an unguessable approval id, never the run's state). A slow
 tool (`count_primes`) reports its progress while it runs (`ctx.report_progress`): the page shows a progress
-bar for it. While an answer runs, Stop cancels it on the server, and a message sent meanwhile is steered
-into it (`POST /api/steer` -> `agent.steer`): the same run answers it, in the chat's server-side memory.
+bar for it. While an answer runs, Stop cancels it on the server (`POST /api/stop` -> `agent.cancel`), and a
+message sent meanwhile is steered into it (`POST /api/steer` -> `agent.steer`): the same run answers it, in
+the chat's server-side memory.
 
     # needs the `web` extra (FastAPI, uvicorn)
     python examples/web_chat.py            # offline: both protocols, the approval flow, over HTTP; exits
@@ -147,6 +148,18 @@ def create_app(agent: Agent, *, runs: PausedRuns | None = None) -> FastAPI:
         if agent.memory is None or not await agent.steer(text, memory_id=chat):
             return PlainTextResponse("no answer is running in this chat", status_code=409)
         return PlainTextResponse("steered")
+
+    @app.post("/api/stop", response_model=None)
+    async def stop(body: dict[str, Any]) -> Response:
+        """The page's Stop: cancels the chat's running answer through run control (its tools' cleanup runs,
+        nothing of the round in flight is kept). 409 when none runs (or the agent has no memory to find it
+        by): the page then drops its request, which stops the answer too."""
+        chat = body.get("id")
+        if not isinstance(chat, str):
+            return PlainTextResponse("send {'id': <chat id>}", status_code=400)
+        if agent.memory is None or not await agent.cancel(memory_id=chat, reason="stopped in the browser"):
+            return PlainTextResponse("no answer is running in this chat", status_code=409)
+        return PlainTextResponse("stopped")
 
     @app.get("/", response_class=HTMLResponse)
     async def page() -> str:

@@ -32,6 +32,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
+from agentloop.control import LocalRunControl, RunCommand
 from agentloop.testing import FunctionChatModel, ScriptedChatModel
 from tests.ui_clients import NODE_DIR, EndlessModel, node_clients, serving
 
@@ -269,6 +270,22 @@ def test_a_message_sent_while_the_answer_runs_is_steered_into_it(browser: Any) -
     assert users == ["Count to 7", "And what is 2 + 2?"]
 
 
+class WatchedControl(LocalRunControl):
+    """This process's run control, keeping the commands it delivered to a running invocation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delivered: list[RunCommand] = []
+
+    async def send(
+        self, command: RunCommand, *, invocation_id: str | None = None, memory_id: Any = None
+    ) -> bool:
+        done = await super().send(command, invocation_id=invocation_id, memory_id=memory_id)
+        if done:
+            self.delivered.append(command)
+        return done
+
+
 def test_stop_in_the_page_cancels_the_run_and_the_chat_goes_on(browser: Any) -> None:
     slow_count, release, cleaned = slow_counter()
 
@@ -281,14 +298,19 @@ def test_stop_in_the_page_cancels_the_run_and_the_chat_goes_on(browser: Any) -> 
 
     chats = Chats()
     memory = MessageWindowChatMemory.provider(50, store=chats)
-    agent = Agent(FunctionChatModel(answer), tools=[slow_count], memory=memory)
+    control = WatchedControl()
+    agent = Agent(FunctionChatModel(answer), tools=[slow_count], memory=memory, control=control)
     with serving(web_chat.create_app(agent)) as url:
         page = browser.new_page()
         page.goto(url + "/")
         ask(page, "Count to 7")
         page.wait_for_selector(".tool[data-state='input-available']", timeout=20_000)
         page.click("#stop")
+        page.wait_for_selector(".message.assistant .stopped", timeout=20_000)  # the server cancelled it
         idle(page)
+        # Through run control (agent.cancel), not by dropping the request.
+        assert [(c.kind, c.reason) for c in control.delivered] == [("cancel", "stopped in the browser")]
+        assert page.is_hidden("#error") and page.is_hidden("#stop")
         ask(page, "Hi")  # the conversation goes on
         page.wait_for_selector("text=Hello again.", timeout=20_000)
         idle(page)

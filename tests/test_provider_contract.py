@@ -494,6 +494,55 @@ async def test_retry_after_is_honoured_and_one_beyond_the_limit_is_not_waited_fo
     assert caught.value.retry_after == float("inf") and len(server.requests) == 4
 
 
+FUNNEL = [
+    ("401", AuthenticationError),
+    ("403", AuthenticationError),
+    ("429 retry-after", RateLimitError),
+    ("500", ServerError),
+    ("529 overloaded", ServerError),
+    ("midstream event", ServerError),
+    ("dropped connection", ModelConnectionError),
+]
+
+
+@pytest.mark.parametrize(("failure", "cls"), FUNNEL, ids=[f[0] for f in FUNNEL])
+async def test_one_funnel_gives_every_provider_the_same_error_for_the_same_failure(
+    provider: Provider, server: Any, failure: str, cls: type[ModelError], caplog: pytest.LogCaptureFixture
+) -> None:
+    """All five providers turn a failure into an agentloop error in one place (agentloop/models/_http/
+    _errors.py): the same failure gives the same class, the provider first in the message, no key in it."""
+    caplog.set_level(logging.DEBUG)
+    message = f"Failure ({failure}), the key {provider.secret} was in it"
+    status = int(failure.split()[0]) if failure[0].isdigit() else None
+    if status is not None:
+        headers = (("retry-after", "7"),) if status == 429 else ()
+        kind = "overloaded_error" if status == 529 else "failed"
+        server.add(provider.error(status, message, kind, headers))
+    elif failure == "midstream event":
+        server.add(_first_text_then(server, TEXT, "fail", provider.overloaded(server, message)))
+    else:
+        server.add(_first_text_then(server, TEXT, "drop"))
+    received: list[ModelEvent] = []
+    async with provider.connect(server) as model:
+        with pytest.raises(ModelError) as caught:
+            await collect(model.stream(QUESTION), into=received)
+    error = caught.value
+    assert type(error) is cls, f"{provider.name}: {failure} gave {type(error).__name__}: {error}"
+    assert error.provider == provider.reported_as
+    assert str(error).startswith(f"{provider.reported_as}: ")
+    if status is not None:
+        assert error.status_code == status and "Failure" in (error.provider_message or "")
+    if status == 429:
+        assert error.retry_after == 7
+    if failure == "midstream event":
+        assert received and "Failure" in str(error)
+    if failure == "dropped connection":
+        assert "the stream broke before it was complete" in str(error)
+    for text in (str(error), repr(error), error.provider_message or "", caplog.text):
+        assert provider.secret not in text and provider.secret[:-4] not in text
+    assert len(server.requests) == 1
+
+
 # -- streams and connections ---------------------------------------------------------------------------------
 
 

@@ -67,6 +67,7 @@ function progressBar(message, toolCallId) {
 // Messages typed while an answer was running, steered into it (`POST /api/steer`): shown inside the message
 // that was being written, after the parts it had then. The run answers them before it finishes.
 const steered = [];
+const stopped = new Set(); // the answers Stop cancelled on the server
 
 function toolPart(part, message) {
   const box = element('div', `tool ${part.state}`);
@@ -105,6 +106,7 @@ function render() {
       else if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) item.append(toolPart(part, message));
       added(index + 1);
     });
+    if (stopped.has(message.id)) item.append(element('p', 'stopped', 'Stopped.'));
     list.append(item);
   }
   document.body.dataset.status = chat.status;
@@ -142,5 +144,19 @@ $('#form').addEventListener('submit', event => {
     chat.sendMessage({ text });
   }
 });
-$('#stop').addEventListener('click', () => chat.stop());
+// Stop cancels the running answer on the server (agent.cancel): its stream then ends as usual. When nothing
+// can be cancelled there (409), the page drops its request instead, which stops the run too.
+async function stop() {
+  const last = chat.messages[chat.messages.length - 1];
+  const response = await fetch('/api/stop', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id: chat.id }),
+  });
+  if (!response.ok) return chat.stop();
+  if (last?.role === 'assistant') stopped.add(last.id);
+  render();
+}
+
+$('#stop').addEventListener('click', stop);
 render();

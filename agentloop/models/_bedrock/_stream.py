@@ -29,7 +29,7 @@ from agentloop._values._messages import ChatResponse, ToolExecutionRequest
 
 from .._base import ModelEvent, TextDelta, ThinkingDelta, ToolCallComplete, ToolCallDelta
 from .._eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
-from .._http import ProviderClient, model_error_from_exception, retryable
+from .._http import ProviderClient, retryable
 from .._unknown import ignore_unknown, keys_of
 from ._response import chat_response
 from ._shapes import (
@@ -127,17 +127,8 @@ class ConverseStream:
             detail = decoded.message or decoded.Message
         except (msgspec.DecodeError, RecursionError):
             detail = payload[:200].decode("utf-8", "replace")
-        cls, status = _STREAM_EXCEPTIONS.get(name, (ModelError, None))
-        text = self._http.scrub(f"bedrock: {name} in the response stream: {detail or 'no message'}")
-        if self.request_id:
-            text += f" (request id: {self.request_id})"
-        return cls(
-            text,
-            provider=PROVIDER,
-            status_code=status,
-            error_type=name,
-            provider_message=self._http.scrub(detail) if detail else None,
-            request_id=self.request_id,
+        return self._http.error_from_stream_exception(
+            name, detail, _STREAM_EXCEPTIONS, request_id=self.request_id
         )
 
 
@@ -159,7 +150,7 @@ async def next_chunk(
     except StopAsyncIteration:
         return None
     except Exception as exc:
-        error = _broken(http, exc, request_id)
+        error = http.broken_stream(exc, request_id=request_id)
         if may_retry and isinstance(error, ModelConnectionError):
             raise retryable(error) from exc
         raise error from exc
@@ -183,17 +174,6 @@ async def drain(chunks: Any, *, timeout: float = 0.1, limit: int = 65536) -> Non
                     return
         except Exception:  # the answer is whole: a failure after it changes nothing
             return
-
-
-def _broken(http: ProviderClient, exc: Exception, request_id: str | None) -> ModelError:
-    error = model_error_from_exception(exc, provider=PROVIDER, url=http.base_url)
-    if isinstance(error, ModelConnectionError):
-        return ModelConnectionError(
-            f"{error.message} (the stream broke before it was complete)",
-            provider=PROVIDER,
-            request_id=request_id,
-        )
-    return error
 
 
 class _Open:

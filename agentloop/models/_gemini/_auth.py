@@ -11,6 +11,7 @@ import os
 
 from agentloop._values._errors import AuthenticationError, IllegalConfigurationError, ModelError
 
+from .._http import reclassified
 from .._secrets import clean_api_key
 
 __all__ = ["GEMINI_BASE_URL", "key_error", "resolve_key"]
@@ -47,16 +48,8 @@ def key_error(error: ModelError, *, key_source: str, has_key: bool, model: str) 
     if error.status_code in (400, 401, 403) and ("api key" in message or "api_key" in message):
         where = "GEMINI_API_KEY" if key_source == "api_key=" else key_source
         hint = "no API key was given" if not has_key else f"check the key ({where})"
-        refined = AuthenticationError(
-            f"{error.message}; {hint}: pass api_key= or set GEMINI_API_KEY",
-            provider=error.provider,
-            status_code=error.status_code,
-            error_type=error.error_type,
-            provider_message=error.provider_message,
-            request_id=error.request_id,
-        )
-        refined.__cause__ = error.__cause__
-        return refined
+        fix = f"{hint}: pass api_key= or set GEMINI_API_KEY"
+        return reclassified(error, AuthenticationError, f"{error.message}; {fix}")
     if error.status_code in (401, 403):
         where = "GEMINI_API_KEY" if key_source == "api_key=" else key_source
         error.message += f"; check the API key ({where}) and that it may use {model}"

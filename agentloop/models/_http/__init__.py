@@ -46,7 +46,10 @@ Functions: `error_from_response(status, headers, body, *, provider, secrets=(), 
     `extract_provider_error(body) -> ProviderError(message, type, code)`, `parse_retry_after(headers,
     now=None) -> float | None`, `request_id_of(headers)`, `mask_secret(secret) -> str`,
     `scrub(text, secrets) -> str`, `model_error_from_exception(exc, *, provider, secrets=(), url=None) ->
-    ModelError`, `describe_server(provider, url) -> str` ("OpenAI-compatible server at http://...").
+    ModelError`, `describe_server(provider, url) -> str` ("OpenAI-compatible server at http://..."),
+    `reclassified(error, cls, message)` (a provider's refinement of the class a status gave).
+This module (`_errors.py`) is the one error funnel of all five providers: providers pass data (names,
+    status strings), never build a `ModelError` for a wire failure themselves.
 """
 
 from .._secrets import mask_secret, scrub
@@ -60,6 +63,7 @@ from ._errors import (
     extract_provider_error,
     model_error_from_exception,
     parse_retry_after,
+    reclassified,
     request_id_of,
     retryable,
 )
@@ -83,6 +87,7 @@ __all__ = [
     "mask_secret",
     "model_error_from_exception",
     "parse_retry_after",
+    "reclassified",
     "request_id_of",
     "retryable",
     "scrub",

@@ -45,9 +45,11 @@ from ._errors import (
     _is_transport_error,
     _payload_error,
     _Retryable,
+    broken_stream_error,
     error_from_response,
     error_payload,
     model_error_from_exception,
+    named_stream_error,
     request_id_of,
 )
 from ._stream import SSEStream, _close, _read_body
@@ -217,6 +219,25 @@ class ProviderClient:
     def error_from_payload(self, payload: bytes | str | Any, *, request_id: str | None = None) -> ModelError:
         """The `ModelError` for an error the provider reported inside a 2xx body or an event stream."""
         return _payload_error(payload, provider=self.provider, secrets=self._secrets, request_id=request_id)
+
+    def error_from_stream_exception(
+        self,
+        name: str,
+        detail: str | None,
+        classes: Mapping[str, tuple[type[ModelError], int | None]],
+        *,
+        request_id: str | None = None,
+    ) -> ModelError:
+        """The `ModelError` for an error a stream reported by name; `classes` maps the provider's names."""
+        return named_stream_error(
+            name, detail, classes, provider=self.provider, secrets=self._secrets, request_id=request_id
+        )
+
+    def broken_stream(self, exc: BaseException, *, request_id: str | None = None) -> ModelError:
+        """The `ModelError` for a transport failure while a stream's body was being read."""
+        return broken_stream_error(
+            exc, provider=self.provider, secrets=self._secrets, url=self.base_url, request_id=request_id
+        )
 
     def encode(self, payload: Any) -> bytes:
         """`payload` as a JSON body: lone surrogates in its strings repaired (see `agentloop._values._text`),

@@ -291,9 +291,35 @@ def _payload_error(
     elif error_type:
         lowered = error_type.lower()
         cls = next((c for key, c in _TYPE_CLASSES if key in lowered), ModelError)
-    message = scrub(details.message, secrets) if details.message else None
-    text = f"{provider}: error in response: {message or 'no message'}"
-    text += _details(error_type, request_id)
+    return _reported(
+        cls,
+        "error in response",
+        details.message,
+        status=status,
+        error_type=error_type,
+        shown_type=error_type,
+        provider=provider,
+        secrets=secrets,
+        request_id=request_id,
+    )
+
+
+def _reported(
+    cls: type[ModelError],
+    what: str,
+    detail: str | None,
+    *,
+    status: int | None,
+    error_type: str | None,
+    shown_type: str | None,
+    provider: str,
+    secrets: tuple[str, ...],
+    request_id: str | None,
+) -> ModelError:
+    """The `ModelError` for an error reported inside an answer: "<provider>: <what>: <message> (type: ...,
+    request id: ...)", the key scrubbed out of the message and the text."""
+    message = scrub(detail, secrets) if detail else None
+    text = f"{provider}: {what}: {message or 'no message'}{_details(shown_type, request_id)}"
     return cls(
         scrub(text, secrets),
         provider=provider,
@@ -302,6 +328,63 @@ def _payload_error(
         provider_message=message,
         request_id=request_id,
     )
+
+
+def named_stream_error(
+    name: str,
+    detail: str | None,
+    classes: Mapping[str, tuple[type[ModelError], int | None]],
+    *,
+    provider: str,
+    secrets: Iterable[str],
+    request_id: str | None,
+) -> ModelError:
+    """The `ModelError` for an error a stream reported by name (Bedrock's `:exception-type` header): the
+    provider's names are data (`classes`: name -> error class and the status it stands for)."""
+    cls, status = classes.get(name, (ModelError, None))
+    return _reported(
+        cls,
+        f"{name} in the response stream",
+        detail,
+        status=status,
+        error_type=name,
+        shown_type=None,  # the name is in the text already
+        provider=provider,
+        secrets=tuple(secrets),
+        request_id=request_id,
+    )
+
+
+_DETAILS = ("provider", "status_code", "error_type", "provider_message", "request_id", "retry_after")
+"""What a `ModelError` carries besides its message."""
+
+
+def reclassified(error: ModelError, cls: type[ModelError], message: str) -> ModelError:
+    """`error` as a `cls` saying `message`, every other detail (status, type, request id, retry-after,
+    cause) kept: for a provider whose status alone names the wrong class (Gemini's 400 for a bad key)."""
+    refined = cls(message, **{name: getattr(error, name) for name in _DETAILS})
+    refined.__cause__ = error.__cause__
+    return refined
+
+
+def broken_stream_error(
+    exc: BaseException,
+    *,
+    provider: str,
+    secrets: Iterable[str] = (),
+    url: str | None = None,
+    request_id: str | None = None,
+) -> ModelError:
+    """The `ModelError` for a transport failure while a stream's body was being read: a broken connection
+    says the stream broke before it was complete (what is left: a timeout, an undecodable body)."""
+    error = model_error_from_exception(exc, provider=provider, secrets=secrets, url=url)
+    if isinstance(error, ModelConnectionError):
+        return ModelConnectionError(
+            f"{error.message} (the stream broke before it was complete)",
+            provider=provider,
+            request_id=request_id,
+        )
+    return error
 
 
 def _httpx_names(exc: BaseException) -> set[str]:

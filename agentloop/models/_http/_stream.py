@@ -15,7 +15,7 @@ from agentloop._values._errors import (
 )
 
 from ._config import _MAX_ERROR_BODY
-from ._errors import _is_transport_error, _Retryable, model_error_from_exception, request_id_of
+from ._errors import _is_transport_error, _Retryable, request_id_of
 from ._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -202,16 +202,7 @@ class SSEStream:
         retried, before the first event), `exc` itself for anything else."""
         if not _is_transport_error(exc):
             raise exc
-        provider = self._client.provider
-        error = model_error_from_exception(
-            exc, provider=provider, secrets=self._client._secrets, url=self._client.base_url
-        )
-        if isinstance(error, ModelConnectionError):
-            error = ModelConnectionError(
-                f"{error.message} (the stream broke before it was complete)",
-                provider=provider,
-                request_id=self.request_id,
-            )
-            if retryable:
-                raise _Retryable(error) from exc
+        error = self._client.broken_stream(exc, request_id=self.request_id)
+        if retryable and isinstance(error, ModelConnectionError):
+            raise _Retryable(error) from exc
         raise error from exc
