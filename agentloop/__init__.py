@@ -76,7 +76,7 @@ from ._values._spec import ToolSpecification
 
 if TYPE_CHECKING:
     from ._api._agent import Agent
-    from ._features.approval import Defer, Denied, PendingApproval, ToolApprovalRequest
+    from ._features.approval import Decision, Defer, Denied, PendingApproval, ToolApprovalRequest
     from ._features.search import ToolSearch
     from ._memory._chat import (
         ChatMemory,
@@ -87,6 +87,7 @@ if TYPE_CHECKING:
         PendingApprovalStore,
         StoredMemory,
         VersionedChatMemoryStore,
+        exclusive_access,
     )
     from ._runtime._hooks import CORRECTING, DEFERRED, NO_ANSWER
     from ._runtime._observe import Observer, instrument, uninstrument
@@ -118,6 +119,7 @@ if TYPE_CHECKING:
         tool_specifications_from,
     )
     from ._values._background import BackgroundTask
+    from ._values._codec import decode, encode
     from ._values._context import ToolContext, ToolMemoryId
     from ._values._events import (
         ApprovalRequired,
@@ -183,6 +185,7 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(["ExecutionOptions", "ToolRunner", "should_return_immediately"], "._tools._execution"),
     "execute_tool_calls": "._runtime._one_response",
+    **dict.fromkeys(["decode", "encode"], "._values._codec"),
     **dict.fromkeys(
         [
             "ChatMemory",
@@ -193,10 +196,13 @@ _LAZY: dict[str, str] = {
             "PendingApprovalStore",
             "StoredMemory",
             "VersionedChatMemoryStore",
+            "exclusive_access",
         ],
         "._memory._chat",
     ),
-    **dict.fromkeys(["Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._features.approval"),
+    **dict.fromkeys(
+        ["Decision", "Defer", "Denied", "PendingApproval", "ToolApprovalRequest"], "._features.approval"
+    ),
     **dict.fromkeys(
         [
             "ApprovalRequired",
@@ -254,6 +260,7 @@ __all__ = [
     "CodecError",
     "CompleteResponse",
     "Content",
+    "Decision",
     "Defer",
     "Denied",
     "DocumentContent",
@@ -346,6 +353,9 @@ __all__ = [
     "UserMessage",
     "VersionedChatMemoryStore",
     "count_tokens",
+    "decode",
+    "encode",
+    "exclusive_access",
     "execute_tool_calls",
     "instrument",
     "should_return_immediately",

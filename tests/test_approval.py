@@ -895,3 +895,25 @@ async def test_a_sqlite_store_refuses_a_second_resume_from_another_process(tmp_p
     third = await resume_elsewhere(state, runs, db, "sqlite")
     assert "already resumed" in third.get("error", "")
     assert RunLog(runs).count("pay bob 5") == 1
+
+
+async def test_check_decisions_refuses_what_resume_would_refuse_before_anything_runs() -> None:
+    """`PendingApproval.check_decisions` is the check `resume()` makes, for a process that forwards the
+    decisions elsewhere (agentloop.dbos sends them to a workflow) and must refuse bad ones first."""
+    agent, tools, pending = await paused_state()
+    waiting = sorted(r.call_id for r in pending.requests)
+    assert waiting == ["c_del", "c_pay"]
+    good = {"c_pay": True, "c_del": Denied("no")}
+    assert PendingApproval.from_json(pending.to_json()).check_decisions(good) == good
+    for bad, match in [
+        ({"c_pay": True}, "No decision for call 'c_del'"),
+        ({"c_pay": True, "c_del": True, "c_x": True}, "has no call 'c_x'"),
+        ({"c_pay": True, "c_del": "yes"}, "must be True, False or Denied"),
+        ([("c_pay", True)], "as a dict"),
+    ]:
+        with pytest.raises(ApprovalError, match=match) as caught:
+            pending.check_decisions(bad)  # type: ignore[arg-type]
+        assert caught.value.pending_id == pending.id
+    assert tools.runs == {"lookup": 1}  # nothing waiting ran
+    await agent.resume(pending, good)
+    assert tools.runs == {"pay": 1, "lookup": 1}

@@ -29,6 +29,7 @@ from agentloop import (
     FinishReason,
     IllegalConfigurationError,
     MessageWindowChatMemory,
+    Middleware,
     PendingApproval,
     ToolExecutionResultMessage,
     UserMessage,
@@ -622,6 +623,23 @@ async def test_cancel_stops_a_running_workflow_and_the_memory_takes_the_next_run
     messages = await durable.agent._memory_for("u9").messages()  # type: ignore[union-attr]
     assert_valid_for_provider(messages)
     assert [m.text for m in messages] == ["again", "The next answer."]
+
+
+class Noted(Middleware):
+    """A pass-through middleware (module level: DBOS pickles a workflow's arguments)."""
+
+
+async def test_middleware_that_is_not_middleware_fails_the_call_before_any_workflow_starts(
+    dbos_sqlite: None,
+) -> None:
+    durable = DBOSAgent(Agent(ScriptedChatModel(["ok"] * 2), name="checked"))
+    DBOS.launch()
+    for bad in [object(), [Noted(), "trace"], "trace"]:
+        with pytest.raises(IllegalConfigurationError, match=r"is not an agentloop\.Middleware"):
+            await durable.chat("hi", workflow_id="never", middleware=bad)  # type: ignore[arg-type]
+    assert await DBOS.list_workflows_async(workflow_ids=["never"]) == []
+    assert (await durable.chat("hi", middleware=Noted())).content == "ok"  # one Middleware alone is fine
+    assert (await durable.chat("hi", middleware=[Noted()])).content == "ok"
 
 
 async def test_a_run_cancelled_after_its_round_keeps_its_cancel_reason(dbos_sqlite: None) -> None:

@@ -3,6 +3,7 @@ path, no private module named to users (docs/architecture.md)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import shutil
@@ -155,3 +156,107 @@ def test_every_public_error_is_defined_in_one_module_and_exported_at_the_top() -
                 assert issubclass(value, agentloop.AgentLoopError), f"{package}.{name}"
                 assert getattr(errors, name) is value, f"{package}.{name} is not defined in the errors module"
                 assert name in agentloop.__all__ and getattr(agentloop, name) is value, f"{package}.{name}"
+
+
+INTEGRATIONS = ["dbos", "otel", "ui", "a2a", "mcp", "stores", "control"]
+"""The subpackages that integrate agentloop with another project or protocol: each is meant to be buildable
+by a user, from agentloop's public API and the other project's public API."""
+
+_MACHINERY = {"agentloop._public", "agentloop._hints"}
+"""What every public package's `__init__` uses to publish its names and to name a missing extra."""
+
+STILL_PRIVATE: dict[str, set[str]] = {
+    "dbos": set(),
+    "a2a": set(),
+    "otel": {
+        "agentloop._runtime._observe",
+        "agentloop._runtime._seam",
+        "agentloop._values._context",
+        "agentloop._values._convert",
+        "agentloop._values._errors",
+        "agentloop._values._messages",
+        "agentloop._values._records",
+        "agentloop._values._result",
+        "agentloop._values._spec",
+        "agentloop._values._tool_events",
+        "agentloop.models._base",
+        "agentloop.models._retries",
+        "opentelemetry.metrics._internal",
+    },
+    "ui": {"agentloop._api._control"},
+    "mcp": {
+        "agentloop._tools._execution",
+        "agentloop._tools._tool",
+        "agentloop._tools._toolset",
+        "agentloop._values._content",
+        "agentloop._values._context",
+        "agentloop._values._convert",
+        "agentloop._values._text",
+    },
+    "stores": {
+        "agentloop._backend",
+        "agentloop._memory._chat",
+        "agentloop._values._codec",
+        "agentloop._values._text",
+        "agentloop._values._urls",
+    },
+    "control": {
+        "agentloop._backend",
+        "agentloop._values._codec",
+        "agentloop._values._errors",
+        "agentloop._values._messages",
+    },
+}
+"""Private modules an integration still imports (issue 32: to be made public or replaced, never added to).
+`agentloop.dbos` and `agentloop.a2a` import none. `agentloop.control` sits below `Agent` in the layers, so
+it cannot take names from the `agentloop` package (which names `Agent`) and keeps its private imports."""
+
+
+def _is_private(module: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in module.split("."))
+
+
+def private_imports(package: str) -> set[str]:
+    """The private modules (agentloop's outside `package`, or another project's) that the modules of
+    `agentloop.<package>` import, read from their source (`from x import _y` counts `x._y`)."""
+    found: set[str] = set()
+    for path in (PACKAGE / package).rglob("*.py"):
+        parts = ["agentloop", *path.relative_to(PACKAGE).with_suffix("").parts]
+        here = parts[:-1]  # the package a relative import starts from
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                start = here[: len(here) - node.level + 1] if node.level else []
+                module = ".".join([*start, *([node.module] if node.module else [])])
+                modules = [module, *(f"{module}.{a.name}" for a in node.names if a.name.startswith("_"))]
+            else:
+                continue
+            for module in modules:
+                own = module.split(".")[:2] == ["agentloop", package]
+                if _is_private(module) and not own and module not in _MACHINERY:
+                    found.add(module)
+    return found
+
+
+@pytest.mark.parametrize("package", INTEGRATIONS)
+def test_integrations_import_no_private_module_beyond_those_listed(package: str) -> None:
+    """An integration is built on public seams: it imports no private module of agentloop or of the project
+    it integrates, except those `STILL_PRIVATE` lists (none for `agentloop.dbos`). A new private import
+    fails; one that went public must leave the list too, so the list only shrinks."""
+    found = private_imports(package)
+    added = sorted(found - STILL_PRIVATE[package])
+    assert not added, (
+        f"agentloop.{package} imports private modules {added}: use (or make) a public name "
+        "(agentloop, agentloop.abc, agentloop.models, agentloop.stores, ...)"
+    )
+    assert not STILL_PRIVATE[package] - found, f"no longer imported, drop from STILL_PRIVATE: {package}"
+
+
+def test_the_private_import_check_sees_private_imports() -> None:
+    """The check above is not vacuous: it finds each form of a private import."""
+    assert "agentloop._values._codec" in private_imports("stores")  # `from .._values._codec import ...`
+    assert "agentloop._backend" in private_imports("control")  # `from .._backend import ...`
+    assert "agentloop._tools._toolset" in private_imports("mcp")  # `from .._tools._toolset import ...`
+    assert "opentelemetry.metrics._internal" in private_imports("otel")  # `from x import _internal`
+    assert "agentloop._public" not in private_imports("dbos")  # the publishing machinery is allowed

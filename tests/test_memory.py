@@ -161,3 +161,27 @@ async def test_windows_of_any_other_provider_are_kept_per_memory_id() -> None:
         agent.forget("u")
         assert agent._memories == {}
     assert made == ["u"]
+
+
+async def test_memory_for_is_the_memory_an_invocation_uses_and_a_copy_keeps_its_own() -> None:
+    """`Agent.memory_for(id)` (what integrations wrap) is the memory `chat(memory_id=id)` used; a
+    `copy.copy` of the agent given another provider never answers with the original's kept memory."""
+    import copy
+
+    kept: dict[str, MessageWindowChatMemory] = {}
+
+    def own(memory_id: str) -> MessageWindowChatMemory:
+        return kept.setdefault(memory_id, MessageWindowChatMemory(4))
+
+    agent = Agent(ScriptedChatModel(["ok"]), memory=own)
+    await agent.chat("hi", memory_id="u")
+    memory = agent.memory_for("u")
+    assert memory is kept["u"] and len(await memory.messages()) == 2
+    assert Agent(ScriptedChatModel([])).memory_for("u") is None
+    fixed = MessageWindowChatMemory(4)
+    assert Agent(ScriptedChatModel([]), memory=fixed).memory_for("anyone") is fixed
+    other = MessageWindowChatMemory(4)
+    twin = copy.copy(agent)
+    twin.memory = lambda memory_id: other
+    assert twin.memory_for("u") is other
+    assert agent.memory_for("u") is kept["u"]  # the original's kept memory is untouched

@@ -839,6 +839,20 @@ class Agent(Generic[OutputT]):
             found = self._memories[key] = memory(key)
         return found
 
+    def memory_for(self, memory_id: Any) -> ChatMemory | None:
+        """The `ChatMemory` an invocation with `memory_id` uses (None without memory): the agent's memory, or
+        what its provider function makes for the id (kept per id as `forget()` says). For integrations that
+        wrap the memory an invocation sees, e.g. `agentloop.dbos` running its reads and writes as steps."""
+        return self._memory_for(memory_id)
+
+    def __copy__(self) -> Agent[OutputT]:
+        """`copy.copy(agent)`: a shallow copy that keeps its own memories per memory id, so a copy given
+        another `memory` provider never answers with a memory the original's provider made."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._memories = {}
+        return clone
+
     def forget(self, memory_id: Any) -> None:
         """Drops the memory object kept for `memory_id` (its store keeps the messages). Memories made by
         `MessageWindowChatMemory.provider` are not kept (one is made per invocation); those of any other

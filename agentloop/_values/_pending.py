@@ -184,6 +184,13 @@ class PendingApproval:
         assert self._state.check is not None
         return _encoder.encode(self._state.check).decode()
 
+    def check_decisions(self, decisions: Mapping[str, Decision]) -> dict[str, Decision]:
+        """`decisions` as `Agent.resume()` takes them, checked against this round's waiting calls: one
+        decision (`True`, `False` or `Denied(reason)`) per waiting call and none for another call. Raises
+        `ApprovalError` naming what is wrong, so a process that forwards decisions (a queue, a durable
+        workflow) refuses bad ones before sending them."""
+        return _decisions(self, decisions)
+
     def to_json(self) -> bytes:
         """The paused round as JSON, to store anywhere (a database row, a queue message)."""
         try:

@@ -19,11 +19,15 @@ import msgspec
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest, TaskState
 
-from .._tools._tool import Tool
-from .._values._context import ToolContext
-from .._values._errors import IllegalConfigurationError, ToolArgumentsError, ToolExecutionError
-from .._values._messages import ToolExecutionRequest
-from .._values._spec import ToolSpecification
+from .. import (
+    IllegalConfigurationError,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolExecutionError,
+    ToolExecutionRequest,
+    ToolSpecification,
+)
 
 __all__ = ["A2AAgent"]
 

@@ -27,8 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from .._values._errors import AgentLoopError, ApprovalError, IllegalConfigurationError
-from .._values._messages import FinishReason
+from .. import AgentLoopError, ApprovalError, FinishReason, IllegalConfigurationError
 
 __all__ = ["ANSWER", "a2a_app"]
 

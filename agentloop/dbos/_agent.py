@@ -9,6 +9,7 @@ asked twice, tools do not run twice and a round is committed once.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import logging
@@ -17,11 +18,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Union
 
+import anyio
 import msgspec
 import pydantic
 import pydantic_core
-from dbos import DBOS, SetWorkflowID
-from dbos._core import StepOptions
+from dbos import DBOS, SetWorkflowID, StepOptions
 
 from agentloop import (
     Agent,
@@ -30,6 +31,7 @@ from agentloop import (
     ChatMessage,
     ChatRequest,
     ChatResponse,
+    Decision,
     Denied,
     FinishReason,
     IllegalConfigurationError,
@@ -41,19 +43,11 @@ from agentloop import (
     ToolExecutionRequest,
     ToolRunner,
     VersionedChatMemoryStore,
+    decode,
+    encode,
+    exclusive_access,
 )
-
-# Not public yet (issue 32 item 1d, left): what the durable records and the memory hold need from the core.
-from .._backend import running_on_asyncio
-from .._conforms import conforms
-from .._features.approval import Decision
-from .._features.approval._records import StoreBackedMemory
-from .._memory._chat import exclusive_access
-from .._runtime._seam import check_middleware
-from .._values import _codec
-from .._values._pending import _decisions as checked_decisions
-from ..models import ChatModel, ModelEvent
-from ..models._base import supports_response_format, supports_tool_search
+from agentloop.models import ChatModel, ModelEvent, StructuredOutputModel
 
 logger = logging.getLogger("agentloop.dbos")
 
@@ -133,7 +127,7 @@ class DBOSAgent:
         carries them (DBOS pickles a workflow's arguments), so a recovered run goes on under them.
         """
         _check_asyncio()
-        chosen = check_middleware(middleware, "DBOSAgent.chat(middleware=...)")
+        chosen = _middleware(middleware)
         args = (message, memory_id, dict(context) if context else None, output_type, chosen)
         if workflow_id is None:
             handle = await DBOS.start_workflow_async(self._workflow, *args)
@@ -180,7 +174,7 @@ class DBOSAgent:
         pending = await self.pending(workflow_id, timeout=0)
         if pending is None:
             raise ApprovalError(f"Run {workflow_id!r} does not wait for an approval; nothing was sent")
-        checked_decisions(pending, decisions)
+        pending.check_decisions(decisions)
         await DBOS.send_async(workflow_id, encode_decisions(decisions, pending.id), APPROVAL_TOPIC)
 
     async def take_over(self, workflow_id: str, *, output_type: Any = None) -> Result[Any]:
@@ -212,17 +206,16 @@ class DBOSAgent:
     ) -> bytes:
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None
-        durable = copy.copy(self.agent)
+        durable = copy.copy(self.agent)  # its own memories per id (Agent.__copy__)
         durable.model = _StepModel(self.agent.model, f"{self.name}.model", self._model_step)
         runner = _StepRunner(self.name, self._tool_step, self.agent.options.tool_runner)
         durable.options = dataclasses.replace(self.agent.options, tool_runner=runner)
         durable.id_factory = lambda: workflow_id
-        durable._memories = {}
         if self.agent.memory is not None:
             original = self.agent
 
             def memory_for(key: Any) -> ChatMemory:
-                inner = original._memory_for(key)
+                inner = original.memory_for(key)
                 assert inner is not None
                 return _StepMemory(inner, f"{self.name}.memory")
 
@@ -276,7 +269,7 @@ class _StepRunner:
     ) -> ToolExecution:
         async def step() -> bytes:
             inner = self._inner
-            return _codec.encode(await (run() if inner is None else inner(request, run)), "tool_execution")
+            return encode(await (run() if inner is None else inner(request, run)), "tool_execution")
 
         options: StepOptions = {"name": f"{self._name}.tool.{request.name}", **self._options}
         reservation = self._reserved.pop(request.id, None)
@@ -284,7 +277,7 @@ class _StepRunner:
             recorded = await DBOS.run_step_async(options, step)
         else:
             recorded = await reservation.run_async(options, step)
-        execution: ToolExecution = _codec.decode(recorded, "tool_execution")
+        execution: ToolExecution = decode(recorded, "tool_execution")
         return execution
 
 
@@ -298,20 +291,19 @@ class _StepModel:
     @property
     def supports_response_format(self) -> bool:
         """As the wrapped model: a durable run keeps the `native` output mode."""
-        return supports_response_format(self._model)
+        model = self._model
+        return isinstance(model, StructuredOutputModel) and model.supports_response_format is True
 
     @property
     def supports_tool_search(self) -> bool:
         """As the wrapped model: a durable run keeps the provider's own tool search."""
-        return supports_tool_search(self._model)
+        return getattr(self._model, "supports_tool_search", False) is True
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         async def step() -> bytes:
-            return _codec.encode(await self._model.chat(request), "chat_response")
+            return encode(await self._model.chat(request), "chat_response")
 
-        response: ChatResponse = _codec.decode(
-            await DBOS.run_step_async(self._options, step), "chat_response"
-        )
+        response: ChatResponse = decode(await DBOS.run_step_async(self._options, step), "chat_response")
         return response
 
     def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
@@ -339,18 +331,18 @@ class _StepMemory:
 
     @property
     def store(self) -> Any:
-        """The inner memory's store, when it is a `StoreBackedMemory` (paused rounds are recorded there)."""
-        return self._inner.store if conforms(self._inner, StoreBackedMemory) else None
+        """The inner memory's store, when it has one (paused rounds are recorded there)."""
+        return getattr(self._inner, "store", None)
 
     def exclusive(self) -> AbstractAsyncContextManager[object]:
         return exclusive_access(self._inner)
 
     async def messages(self) -> list[ChatMessage]:
         async def step() -> bytes:
-            return _codec.encode(await self._inner.messages(), "messages")
+            return encode(await self._inner.messages(), "messages")
 
         recorded = await DBOS.run_step_async({"name": f"{self._name}.read"}, step)
-        messages: list[ChatMessage] = _codec.decode(recorded, "messages")
+        messages: list[ChatMessage] = decode(recorded, "messages")
         return messages
 
     async def add(self, messages: Sequence[ChatMessage]) -> None:
@@ -409,7 +401,7 @@ def _decisions_for(pending: PendingApproval, data: Any) -> dict[str, Decision] |
             call_id: Denied(value.get("denied")) if isinstance(value, dict) else bool(value)
             for call_id, value in dict(message["decisions"]).items()
         }
-        return checked_decisions(pending, decisions)
+        return pending.check_decisions(decisions)
     except (ApprovalError, msgspec.DecodeError, KeyError, TypeError, AttributeError, ValueError) as error:
         logger.warning(
             "Run %s ignored a message on %s that does not answer paused round %s (%s); it waits on",
@@ -448,19 +440,19 @@ class _StoredResult(msgspec.Struct, frozen=True):
 
 
 def encode_result(result: Result[Any]) -> bytes:
-    """A `Result` as JSON, its parts in agentloop's storage format (see `agentloop._values._codec`)."""
+    """A `Result` as JSON, its parts in agentloop's storage format (`agentloop.encode`)."""
     final = result.final_response
     return msgspec.json.encode(
         _StoredResult(
             content=result.content,
-            tool_executions=msgspec.Raw(_codec.encode(list(result.tool_executions), "tool_executions")),
+            tool_executions=msgspec.Raw(encode(list(result.tool_executions), "tool_executions")),
             token_usage=result.token_usage,
             finish_reason=result.finish_reason,
             intermediate_responses=[
-                msgspec.Raw(_codec.encode(r, "chat_response")) for r in result.intermediate_responses
+                msgspec.Raw(encode(r, "chat_response")) for r in result.intermediate_responses
             ],
-            final_response=msgspec.Raw(b"null" if final is None else _codec.encode(final, "chat_response")),
-            messages=msgspec.Raw(_codec.encode(list(result.messages), "messages")),
+            final_response=msgspec.Raw(b"null" if final is None else encode(final, "chat_response")),
+            messages=msgspec.Raw(encode(list(result.messages), "messages")),
             memory_id=result.memory_id,
             invocation_id=result.invocation_id,
             format=_RESULT_FORMAT,
@@ -491,12 +483,12 @@ def decode_result(data: bytes, output_type: Any = str) -> Result[Any]:
         output = _validated(bytes(stored.output), output_type)
     return Result(
         content=stored.content,
-        tool_executions=_codec.decode(stored.tool_executions, "tool_executions"),
+        tool_executions=decode(stored.tool_executions, "tool_executions"),
         token_usage=stored.token_usage,
         finish_reason=stored.finish_reason,
-        intermediate_responses=[_codec.decode(r, "chat_response") for r in stored.intermediate_responses],
-        final_response=None if final is None else _codec.decode(final, "chat_response"),
-        messages=tuple(_codec.decode(stored.messages, "messages")),
+        intermediate_responses=[decode(r, "chat_response") for r in stored.intermediate_responses],
+        final_response=None if final is None else decode(final, "chat_response"),
+        messages=tuple(decode(stored.messages, "messages")),
         memory_id=stored.memory_id,
         invocation_id=stored.invocation_id,
         output=output,
@@ -535,8 +527,25 @@ def _overlap(before: Sequence[ChatMessage], after: Sequence[ChatMessage]) -> int
     return 0
 
 
+def _middleware(middleware: Any) -> tuple[Middleware, ...]:
+    """`chat(middleware=...)` as a tuple, checked here: a wrong one fails the call, not the workflow."""
+    if middleware is None:
+        return ()
+    if isinstance(middleware, Middleware):
+        return (middleware,)
+    listed = isinstance(middleware, Sequence) and not isinstance(middleware, str)
+    items = middleware if listed else [middleware]
+    for item in items:
+        if not isinstance(item, Middleware):
+            raise IllegalConfigurationError(
+                f"DBOSAgent.chat(middleware=...): {item!r} is not an agentloop.Middleware; give a list of "
+                "Middleware instances (subclass agentloop.Middleware)"
+            )
+    return tuple(items)
+
+
 def _check_asyncio() -> None:
-    if not running_on_asyncio():
+    if anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
         raise IllegalConfigurationError(
             "DBOSAgent runs on asyncio only (DBOS's workflows and steps are asyncio code); run this part of "
             "your program with asyncio.run() or anyio.run(..., backend='asyncio')"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.metadata
 from typing import TYPE_CHECKING
 
+from .. import MissingExtraError
 from .._public import publish
-from .._values._errors import MissingExtraError
 from .._values._text import whole_number
 from ._names import local_name
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from .._values._errors import IllegalConfigurationError
+from .. import IllegalConfigurationError
 from ._server import parse_address, serve
 
 __all__ = ["main"]

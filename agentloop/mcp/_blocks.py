@@ -14,9 +14,7 @@ from typing import Any
 import mcp_types as types
 import pydantic_core
 
-from .._values._content import DocumentContent, ImageContent
-from .._values._records import ToolExecution
-from .._values._result import Result
+from .. import DocumentContent, ImageContent, Result, ToolExecution
 
 __all__ = ["content_blocks", "structured_content"]
 

@@ -31,17 +31,17 @@ from mcp.client.session import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 
-from .._values._content import ImageContent
-from .._values._errors import IllegalConfigurationError
-from .._values._messages import (
+from .. import (
     AiMessage,
     ChatMessage,
     ChatRequest,
     FinishReason,
+    IllegalConfigurationError,
+    ImageContent,
     SystemMessage,
     UserMessage,
 )
-from ..models._base import ChatModel
+from ..models import ChatModel
 
 __all__ = ["Callbacks", "ElicitationHandler", "LogHandler", "ProgressHandler"]
 

@@ -21,8 +21,7 @@ from mcp.server.mcpserver.resources.base import Resource
 from mcp.server.mcpserver.resources.templates import ResourceTemplate
 from mcp.server.mcpserver.resources.types import FunctionResource
 
-from .._values._content import DocumentContent, ImageContent
-from .._values._errors import IllegalConfigurationError
+from .. import DocumentContent, IllegalConfigurationError, ImageContent
 
 __all__ = ["Catalog", "PromptsLike", "ResourcesLike", "catalog_of"]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import mcp_types as types
 
+from .. import MCPToolError
 from .._values._content import IMAGE_MEDIA_TYPES, ImageContent
 from .._values._convert import result_to_text
-from .._values._errors import MCPToolError
 
 __all__ = ["MCPToolError", "MCPToolResult", "content_text", "result_of"]
 

@@ -21,11 +21,10 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from .. import IllegalConfigurationError, ToolExecutionRequest
 from .._tools._execution import ExecutionOptions, execute_tool_call
 from .._tools._toolset import Toolset, ToolsLike, resolve_tools
 from .._values._context import bind_channel
-from .._values._errors import IllegalConfigurationError
-from .._values._messages import ToolExecutionRequest
 from .._values._text import whole_number
 from ._blocks import content_blocks, structured_content
 from ._catalog import PromptsLike, ResourcesLike, catalog_of

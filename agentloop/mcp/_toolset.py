@@ -34,17 +34,17 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._tools._tool import Tool, check_timeout
-from .._tools._toolset import ToolProviderRequest, ToolProviderResult, Toolset
-from .._values._context import ToolContext
-from .._values._errors import (
+from .. import (
     IllegalConfigurationError,
     MCPServerError,
     ToolArgumentsError,
+    ToolContext,
+    ToolExecutionRequest,
+    ToolSpecification,
 )
-from .._values._messages import ToolExecutionRequest
-from .._values._spec import ToolSpecification
-from ..models._base import ChatModel
+from .._tools._tool import Tool, check_timeout
+from .._tools._toolset import ToolProviderRequest, ToolProviderResult, Toolset
+from ..models import ChatModel
 from ._callbacks import Callbacks, ElicitationHandler, LogHandler, ProgressHandler
 from ._names import check_prefix, local_name
 from ._results import MCPToolResult, result_of

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import ChatMemoryConflictError, ChatMemoryStoreError, CodecError, RecordedToolError, decode, encode
 from .._public import publish, publish_one
-from .._values._codec import CodecError, RecordedToolError, decode, encode
-from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
 from ._sqlite import SQLiteChatMemoryStore
 
 if TYPE_CHECKING:

@@ -20,10 +20,8 @@ from typing import Any, Protocol
 
 import anyio
 
+from .. import ChatMemoryConflictError, ChatMemoryStoreError, ChatMessage, MemoryLease, StoredMemory
 from .._backend import running_on_asyncio
-from .._memory._chat import MemoryLease, StoredMemory
-from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
-from .._values._messages import ChatMessage
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup

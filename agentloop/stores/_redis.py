@@ -16,11 +16,10 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
+from .. import ChatMemoryConflictError, ChatMemoryStoreError, ChatMessage, UserMessage
 from .._backend import running_on_asyncio
 from .._memory._chat import StoredMemory, split_round
 from .._values._codec import FORMAT, encode_messages
-from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
-from .._values._messages import ChatMessage, UserMessage
 from .._values._urls import without_password
 from ._lease import LastRound, hold_lease
 from ._rows import Damaged, damaged, memory_key, messages_of, stored_int

@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import ChatMemoryStoreError, ChatMessage
 from .._values._codec import CodecError, decode_messages
-from .._values._errors import ChatMemoryStoreError
-from .._values._messages import ChatMessage
 from .._values._text import whole_number
 
 __all__ = ["Damaged", "memory_key", "messages_of", "stored_float", "stored_int"]

@@ -22,10 +22,9 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 import anyio.lowlevel
 
+from .. import ChatMemoryConflictError, ChatMemoryStoreError, ChatMessage, UserMessage
 from .._memory._chat import StoredMemory, needs_more, split_round
 from .._values._codec import FORMAT, CodecError, encode_messages
-from .._values._errors import ChatMemoryConflictError, ChatMemoryStoreError
-from .._values._messages import ChatMessage, UserMessage
 from ._lease import LastRound, hold_lease
 from ._rows import Damaged, damaged, memory_key, messages_of, stored_float, stored_int
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .. import AgentLoopError
-from .._values._text import whole_number
 from ._runs import PausedRuns, new_run_token
 
 if TYPE_CHECKING:
@@ -81,10 +80,9 @@ def approval_id(token: str, position: int) -> str:
 def split_approval_id(value: str) -> tuple[str, int] | None:
     """(run token, position) of an approval id this module made; None for anything else."""
     token, dot, digits = value.rpartition(".")
-    position = whole_number(digits, 6)
-    if not dot or not token or position is None:
-        return None
-    return token, position
+    if not dot or not token or not (digits.isascii() and digits.isdigit() and len(digits) <= 6):
+        return None  # ASCII digits only: `isdigit()` alone also takes "²", which `int()` refuses
+    return token, int(digits)
 
 
 async def park(
