@@ -357,7 +357,7 @@ class _Producer:
         self.dispatch = stream._dispatch if stream._callbacks else None
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
-        self.text_sink: Callable[[str], bool] | None = self.take_text if self.text_only else None
+        self.text_sink: Callable[[str], bool] | None = self.text_nowait if self.text_only else None
         self.items: deque[Any] = deque()
         self.closed = False  # the invocation ended: nothing more will come
         self.stopped = False  # the consumer went away: nothing more is wanted
@@ -388,20 +388,11 @@ class _Producer:
 
     # -- the invocation's side (a Listener) ----------------------------------------------------------------
 
-    def text_nowait(self, text: str, round: int) -> bool:
-        """Queues a piece of answer text if nothing else wants it and there is room (the hot path)."""
+    def text_nowait(self, text: str, round: int = 0) -> bool:
+        """Queues a piece of answer text if nothing else wants it and there is room (the hot path). Also the
+        `text_sink` a model pushes its text to (`round` is not needed: text alone is queued)."""
         items = self.items
         if not self.text_only or len(items) >= BUFFER_SIZE or self.stopped:
-            return False
-        items.append(text)
-        if self.reader is not None:
-            self._wake_reader()
-        return True
-
-    def take_text(self, text: str) -> bool:
-        """`text_nowait` for a model pushing its text (`text_sink`, set when only the text is wanted)."""
-        items = self.items
-        if len(items) >= BUFFER_SIZE or self.stopped:
             return False
         items.append(text)
         if self.reader is not None:
