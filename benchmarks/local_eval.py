@@ -462,7 +462,8 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], outcomes: Sequence[O
     lines = [
         "# Local model tool-use eval",
         "",
-        f"Model `{meta['model']}`, {meta.get('tools', '5 tools')}, threads {meta['threads']}, "
+        f"Model `{meta['model']}`, prompts: {meta.get('set', 'dev')}, check_calls "
+        f"{meta.get('check_calls', 'off')}, {meta.get('tools', '5 tools')}, threads {meta['threads']}, "
         f"{meta['when']}, "
         f"load average at start {meta['load_average']}. Written by `benchmarks/local_eval.py`.",
         "",
@@ -500,6 +501,13 @@ async def main(argv: list[str] | None = None) -> int:
         help="'local' (the embedded default), 'local:qwen2.5-coder-0.5b' or 'local:<gguf path>'",
     )
     parser.add_argument("--threads", type=int, default=None, help="n_threads (default: the model's default)")
+    parser.add_argument(
+        "--set",
+        default="all",
+        choices=["dev", "heldout", "all"],
+        help="dev: the 45 prompts of earlier rounds (tuning looks at these); heldout: local_eval_heldout.py",
+    )
+    parser.add_argument("--check-calls", default="on", choices=["on", "off"], help="LocalChatModel(check_calls=)")
     parser.add_argument("--only", default="", help="comma-separated kinds: one,parallel,none,args")
     parser.add_argument("--grep", default="", help="only prompts containing this text")
     parser.add_argument("--out", default=str(HERE / "local_eval"), help="output path without extension")
@@ -514,8 +522,13 @@ async def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     path = args.model.partition(":")[2] or None
-    model: ChatModel = LocalChatModel(path, n_threads=args.threads, progress=False)
-    cases = [c for c in CASES if not args.only or c.kind in args.only.split(",")]
+    model: ChatModel = LocalChatModel(
+        path, n_threads=args.threads, progress=False, check_calls=args.check_calls == "on"
+    )
+    from local_eval_heldout import HELDOUT  # the held-out prompts (imports this module's helpers)
+
+    chosen = {"dev": CASES, "heldout": HELDOUT, "all": CASES + HELDOUT}[args.set]
+    cases = [c for c in chosen if not args.only or c.kind in args.only.split(",")]
     cases = [c for c in cases if args.grep.lower() in c.prompt.lower()]
     tools: Any = TOOLS
     if args.tool_search:
@@ -528,6 +541,8 @@ async def main(argv: list[str] | None = None) -> int:
     load_seconds = time.perf_counter() - load_started
     meta = {
         "model": args.model,
+        "set": args.set,
+        "check_calls": args.check_calls,
         "tools": f"ToolSearch over {args.tool_search} tools" if args.tool_search else f"{len(TOOLS)} tools",
         "threads": args.threads or "default",
         "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -26,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import math
 import os
 import secrets
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,10 @@ from .._values._messages import (
     FinishReason,
     TokenUsage,
     ToolExecutionRequest,
+    ToolExecutionResultMessage,
+    UserMessage,
 )
+from .._values._spec import ToolSpecification
 from .._values._text import valid_value
 from ._base import (
     GenerationProgress,
@@ -67,6 +71,7 @@ from ._base import (
     ToolCallComplete,
     ToolCallDelta,
 )
+from ._local_checks import YES_NO_GRAMMAR, conversation_text, fit_questions, grounded, yes_probability
 from ._local_prompts import SavedPrompts, count_prompt_tokens, model_identity
 from ._local_threads import cpu_sample, default_threads
 from ._local_tools import (
@@ -120,9 +125,23 @@ class _Delta(msgspec.Struct):
     content: str | None = None
 
 
+class _Top(msgspec.Struct):
+    token: str = ""
+    logprob: float = -math.inf
+
+
+class _TokenLogprobs(msgspec.Struct):
+    top_logprobs: list[_Top] = msgspec.field(default_factory=list)
+
+
+class _Logprobs(msgspec.Struct):
+    content: list[_TokenLogprobs] | None = None
+
+
 class _Choice(msgspec.Struct):
     delta: _Delta = msgspec.field(default_factory=_Delta)
     finish_reason: str | None = None
+    logprobs: _Logprobs | None = None  # asked for by the fit questions only
 
 
 class _Details(msgspec.Struct):
@@ -178,6 +197,7 @@ class _Pass(msgspec.Struct):
     finish: str | None = None
     usage: TokenUsage | None = None
     id: str | None = None
+    first_top: list[_Top] | None = None  # the first token's top log-probabilities, when asked for
 
 
 class LocalChatModel:
@@ -214,6 +234,7 @@ class LocalChatModel:
         progress: bool | Callable[[str], None] = True,
         model_name: str | None = None,
         save_prompts: bool = True,
+        check_calls: bool = True,
     ) -> None:
         if n_ctx < 256:
             raise IllegalConfigurationError(f"LocalChatModel: n_ctx must be at least 256, got {n_ctx}")
@@ -251,6 +272,9 @@ class LocalChatModel:
         self.n_threads = n_threads
         self.cache_dir = cache_dir
         self.save_prompts = save_prompts
+        self.check_calls = check_calls
+        """Check the model's calls before any runs (`_local_checks`): grounded in the conversation, each
+        described string argument fitting its description; a first decision of no call is asked again."""
         self._saved: SavedPrompts | None = None
         self._api_key: str | None = None  # the in-process server's key (its HTTP port serves counting)
         self._seen_prompts: set[str] = set()
@@ -491,6 +515,8 @@ class LocalChatModel:
             # A small model may repeat a call it already has the result of, round after round: with the
             # answer option open, such a repeat is dropped and, if nothing else is called, the model answers.
             answered = answered_calls(request.messages) if allow_no_call else frozenset()
+            # Checked calls are given once all are known and checked; unchecked ones as each is written.
+            check = self.check_calls and allow_no_call
             decided = _Pass()
             async with contextlib.aclosing(self._generate(server, payload, decided, True)) as pieces:
                 async for piece in pieces:
@@ -500,10 +526,10 @@ class LocalChatModel:
                     for call in scanner.feed(piece):
                         if call_key(call) in answered:
                             continue
-                        index = len(calls)
                         calls.append(call)
-                        yield ToolCallDelta(index, call.id, call.name, call.arguments)
-                        yield ToolCallComplete(index, call)
+                        if not check:
+                            yield ToolCallDelta(len(calls) - 1, call.id, call.name, call.arguments)
+                            yield ToolCallComplete(len(calls) - 1, call)
                     if scanner.chose_answer:
                         break  # the answer comes from the plain pass below; stop decoding the JSON one
             usage = decided.usage
@@ -515,6 +541,13 @@ class LocalChatModel:
                     f"{scanner.text!r}; raise tool_call_max_tokens or n_ctx",
                     provider=_PROVIDER,
                 )
+            if check:
+                checked = _Pass()
+                calls = await self._checked(server, request, specs, payload, calls, answered, checked)
+                usage = _plus(usage, checked.usage)
+                for index, call in enumerate(calls):
+                    yield ToolCallDelta(index, call.id, call.name, call.arguments)
+                    yield ToolCallComplete(index, call)
             if calls:
                 message = AiMessage(tool_execution_requests=calls)
                 response = ChatResponse(
@@ -534,10 +567,74 @@ class LocalChatModel:
         async with contextlib.aclosing(self._generate(server, payload, answer, False)) as pieces:
             async for piece in pieces:
                 yield TextDelta(piece) if isinstance(piece, str) else piece
-        usage = answer.usage if usage is None else usage + answer.usage
+        usage = _plus(usage, answer.usage)
         finish = _FINISH.get(answer.finish or "", FinishReason.OTHER)
         response = ChatResponse(AiMessage(answer.text), usage, finish, self.model_name, answer.id)
         yield ResponseComplete(response)
+
+    async def _checked(
+        self,
+        server: Any,
+        request: ChatRequest,
+        specs: Sequence[ToolSpecification],
+        payload: dict[str, Any],
+        calls: list[ToolExecutionRequest],
+        answered: frozenset[tuple[str, str]],
+        spent: _Pass,
+    ) -> list[ToolExecutionRequest]:
+        """The decision's calls that pass `_local_checks`; `spent.usage` gets what the checks cost.
+
+        A turn's first decision of no call is asked again with a call required (a small model declines live
+        facts asked indirectly); what that pass writes is kept only when grounded in the conversation.
+        """
+        required = False
+        if not calls and not answered and _turn_opens(request):
+            schema = tool_calls_schema(specs, allow_no_call=False, max_calls=self.max_tool_calls)
+            again = {**payload, "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+            scanner = ToolCallScanner()
+            async with contextlib.aclosing(self._generate(server, again, spent, False)) as pieces:
+                async for piece in pieces:
+                    if isinstance(piece, str):
+                        calls += [call for call in scanner.feed(piece) if call_key(call) not in answered]
+            required = True
+        text = conversation_text(request.messages)
+        by_name = {spec.name: spec for spec in specs}
+        kept = []
+        for call in calls:
+            spec = by_name.get(call.name)
+            if spec is None:
+                continue
+            found = grounded(call, spec, text)
+            if found is False or (found is None and required):
+                continue
+            fits = True
+            for question in fit_questions(call, spec):
+                if not await self._yes(server, question, spent):
+                    fits = False
+                    break
+            if fits:
+                kept.append(call)
+        return kept
+
+    async def _yes(self, server: Any, question: str, spent: _Pass) -> bool:
+        """The model's one-token yes/no answer to `question` (P(yes) against P(no), unconstrained)."""
+        payload = {
+            **self._parameters(None, constrained=False),
+            "messages": [{"role": "user", "content": question}],
+            "temperature": 0.0,
+            "max_tokens": 1,
+            "logprobs": True,
+            "top_logprobs": 20,
+            "grammar": YES_NO_GRAMMAR,
+        }
+        payload.pop("return_progress", None)
+        answer = _Pass()
+        async with contextlib.aclosing(self._generate(server, valid_value(payload), answer, False)) as pieces:
+            async for _ in pieces:
+                pass
+        spent.usage = _plus(spent.usage, answer.usage)
+        top = [(item.token, item.logprob) for item in answer.first_top or ()]
+        return yes_probability(top) >= 0.5
 
     def _parameters(self, overrides: Mapping[str, Any] | None, *, constrained: bool) -> dict[str, Any]:
         parameters = dict(self._defaults)
@@ -614,6 +711,8 @@ class LocalChatModel:
                     read = timings.cache_n + timings.prompt_n
                     result.usage = TokenUsage(read, timings.predicted_n, cache_read_tokens=timings.cache_n)
                 for choice in chunk.choices:
+                    if result.first_top is None and choice.logprobs is not None and choice.logprobs.content:
+                        result.first_top = choice.logprobs.content[0].top_logprobs
                     if choice.finish_reason is not None:
                         result.finish = choice.finish_reason
                     content = choice.delta.content
@@ -625,6 +724,20 @@ class LocalChatModel:
         finally:
             handoff.close()  # the worker stops at its next token (or right away if it waits for room)
             result.text = "".join(pieces)
+
+
+def _plus(first: TokenUsage | None, second: TokenUsage | None) -> TokenUsage | None:
+    return second if first is None else first if second is None else first + second
+
+
+def _turn_opens(request: ChatRequest) -> bool:
+    """Whether no tool round answered since the last user message (the turn's first decision)."""
+    for message in reversed(request.messages):
+        if isinstance(message, UserMessage):
+            return True
+        if isinstance(message, ToolExecutionResultMessage):
+            return False
+    return True
 
 
 class _Handoff:
