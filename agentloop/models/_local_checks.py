@@ -102,7 +102,8 @@ def fit_questions(call: ToolExecutionRequest, spec: ToolSpecification) -> list[s
         if not (isinstance(value, str) and 0 < len(value) <= _LONGEST_CHECKED):
             continue
         if isinstance(description, str) and (described := description.strip().rstrip(".")):
-            described = described[0].lower() + described[1:]
+            if not described[:2].isupper():  # "The employee's name" -> "the ...", "IANA name" stays
+                described = described[0].lower() + described[1:]
             questions.append(f'Is "{value}" {described}? Answer yes or no.')
     return questions
 
