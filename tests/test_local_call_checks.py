@@ -13,6 +13,7 @@ import pytest
 
 from agentloop import (
     AiMessage,
+    ChatMessage,
     SystemMessage,
     ToolExecutionRequest,
     ToolExecutionResultMessage,
@@ -99,7 +100,7 @@ def test_a_call_is_grounded_when_a_free_argument_comes_from_the_conversation(
 
 def test_every_message_of_the_conversation_grounds_a_call_tool_results_included() -> None:
     first = call("lookup_employee", name="Kenji Watanabe", field="office")
-    messages = [
+    messages: list[ChatMessage] = [
         SystemMessage("You help the staff."),
         UserMessage("What's the weather where Kenji Watanabe works?"),
         AiMessage(tool_execution_requests=[first]),

@@ -8,11 +8,14 @@ and trio.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any
 
 import anyio
 import pytest
@@ -22,6 +25,7 @@ from agentloop import (
     ChatRequest,
     FinishReason,
     IllegalConfigurationError,
+    P,
     ToolSpecification,
     UserMessage,
     tool,
@@ -167,3 +171,98 @@ async def test_two_parallel_calls_in_one_response(model: LocalChatModel) -> None
     )
     calls = response.ai_message.tool_execution_requests
     assert sorted(json.loads(c.arguments)["city"] for c in calls) == ["London", "Paris"]
+
+
+# -- checked calls (`check_calls=True`, the default; docs/local-model.md "Checked calls") ------------------
+
+
+@tool("Looks up an employee in the company directory by name")
+def lookup_employee(name: Annotated[str, P("The employee's full name")]) -> str:
+    return {"kenji watanabe": "Staff Engineer, Osaka office"}.get(name.strip().lower(), "no such employee")
+
+
+@tool("Current local date and time in a time zone")
+def time_in(timezone: Annotated[str, P("IANA time zone name, e.g. Europe/Paris or America/Chicago")]) -> str:
+    return "2026-03-14 18:30 (Asia/Tokyo)" if timezone.strip() == "Asia/Tokyo" else "unknown time zone"
+
+
+DIRECTORY = [lookup_employee, get_weather, time_in]
+
+
+@contextlib.contextmanager
+def unchecked(model: LocalChatModel) -> Iterator[None]:
+    model.check_calls = False
+    try:
+        yield
+    finally:
+        model.check_calls = True
+
+
+@pytest.mark.local_model
+async def test_general_knowledge_runs_no_tool_though_the_first_decision_calls_one(
+    model: LocalChatModel,
+) -> None:
+    agent = Agent(model, tools=DIRECTORY)
+    with unchecked(model):  # the decision alone: "Italy" looked up as an employee
+        first = await agent.chat("What is the capital of Italy?")
+    assert [e.request.name for e in first.tool_executions] == ["lookup_employee"]
+    # Checked: "Is "Italy" the employee's full name?" -> no: the call is dropped and the model answers.
+    result = await agent.chat("What is the capital of Italy?")
+    assert not result.tool_executions and "Rome" in (result.content or "")
+    assert result.finish_reason is FinishReason.STOP
+
+
+@pytest.mark.local_model
+async def test_a_live_fact_asked_indirectly_is_looked_up(model: LocalChatModel) -> None:
+    agent = Agent(model, tools=DIRECTORY)
+    with unchecked(model):  # the decision alone: answered from the model's head
+        first = await agent.chat("Is it evening in Tokyo yet?")
+    assert not first.tool_executions
+    # Checked: a turn's first no-call decision is asked again with a call required; grounded ("Tokyo"), kept.
+    result = await agent.chat("Is it evening in Tokyo yet?")
+    assert [(e.request.name, json.loads(e.request.arguments)) for e in result.tool_executions] == [
+        ("time_in", {"timezone": "Asia/Tokyo"})
+    ]
+    assert "18:30" in (result.content or "") or "6:30" in (result.content or "")
+
+
+@pytest.mark.local_model
+async def test_an_ungrounded_forced_call_falls_back_to_the_answer(model: LocalChatModel) -> None:
+    # Declined, asked again with a call required: whatever that pass writes takes nothing from the request
+    # (no number, no name in it), so no call runs and the model answers.
+    agent = Agent(model, tools=[multiply])
+    result = await agent.chat("Tell me a short joke about cats.")
+    assert not result.tool_executions and result.content
+    assert result.token_usage is not None and result.token_usage.output_tokens > 0
+
+
+@pytest.mark.local_model
+async def test_cancelled_while_checking_a_call_frees_the_model(
+    model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asking = anyio.Event()
+    ask = model._yes
+
+    async def spy(*args: Any) -> bool:
+        asking.set()
+        return await ask(*args)
+
+    monkeypatch.setattr(model, "_yes", spy)
+    agent = Agent(model, tools=DIRECTORY)
+    async with anyio.create_task_group() as group:
+
+        async def chat() -> None:
+            await agent.chat("What is the capital of Italy?")
+            pytest.fail("the chat was not cancelled while it checked the call")
+
+        group.start_soon(chat)
+        await asking.wait()  # the fit question is being asked
+        group.cancel_scope.cancel()
+    with anyio.move_on_after(60):
+        while [t for t in threading.enumerate() if t.name == "agentloop-local-model"]:
+            await anyio.sleep(0.01)
+    assert not [t for t in threading.enumerate() if t.name == "agentloop-local-model"]
+    monkeypatch.undo()
+    with anyio.fail_after(120):
+        again = await agent.chat("Multiply 17 by 23")
+    assert "391" in (again.content or "")
