@@ -1,8 +1,9 @@
-"""The tool decision alone, fast: each prompt's first (constrained) pass of the embedded model, no tool run and
-no answer pass, with the probability the model gave to calling at the decision point.
+"""The tool decision alone, fast: each prompt's first model call of the embedded model, stopped as soon as it
+has decided (its calls, or the first token of an answer), without running a tool or writing the answer.
 
-    python benchmarks/local_decisions.py --set dev            # the 45 prompts tuning may look at
-    python benchmarks/local_decisions.py --set heldout        # only to measure, never to tune on
+    python benchmarks/local_decisions.py --set dev                     # the prompts tuning may look at
+    python benchmarks/local_decisions.py --set heldout                 # the rates only (--show: every line)
+    python benchmarks/local_decisions.py --set dev --check-calls off   # the bare decision pass
 
 For trying prompt and protocol changes before a full `local_eval.py` run (a few seconds a prompt instead of
 tens). Prints one line per prompt and the decision rate per kind.
@@ -11,27 +12,20 @@ tens). Prints one line per prompt and the decision rate per kind.
 from __future__ import annotations
 
 import argparse
-import math
-import json
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from local_eval import ABSENT, CASES, TOOLS, Case, E, T, W  # noqa: E402
-from local_eval_heldout import HELDOUT  # noqa: E402
+from local_eval import ABSENT, CASES, TOOLS, Case, E, T, W
+from local_eval_heldout import HELDOUT
 
-from agentloop import UserMessage  # noqa: E402
-from agentloop.models import LocalChatModel  # noqa: E402
-from agentloop._tools._toolset import tool_specifications_from  # noqa: E402
-from agentloop.models._local_tools import render_protocol, tool_calls_schema  # noqa: E402
-
+from agentloop import ChatRequest, UserMessage, tool_specifications_from
+from agentloop.models import LocalChatModel, TextDelta, ToolCallComplete
 
 # Development prompts of the two new kinds (the held-out set has others): tuning looks at these.
 DEV_EXTRA: list[Case] = [
@@ -55,34 +49,19 @@ DEV_EXTRA: list[Case] = [
 ]
 
 
-def complete(server: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    out: list[dict[str, Any]] = []
-    done = threading.Event()
-
-    def on_chunk(chunk: dict[str, Any]) -> bool:
-        out.append(chunk)
-        return False
-
-    server.handle_chat_completions(payload, on_chunk)
-    done.set()
-    return out[-1]
-
-
-def decision_probability(logprobs: list[dict[str, Any]]) -> float | None:
-    """P(a call) at the decision token (the one after `"tool_calls":`): `[{` against `[]`, unconstrained."""
-    text = ""
-    for item in logprobs:
-        if text.rstrip().endswith('"tool_calls":'):
-            call = stop = 0.0
-            for top in item["top_logprobs"]:
-                token = top["token"].replace(" ", "").replace("\n", "")
-                if token.startswith("[{"):
-                    call += math.exp(top["logprob"])
-                elif token.startswith("[]"):
-                    stop += math.exp(top["logprob"])
-            return call / (call + stop) if call + stop else None
-        text += item["token"]
-    return None
+async def decide(model: LocalChatModel, request: ChatRequest) -> list[str]:
+    """The names of the calls the model's first response makes ([] once it starts an answer)."""
+    names: list[str] = []
+    stream = model.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                return []
+            if isinstance(event, ToolCallComplete):
+                names.append(event.request.name)
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    return names
 
 
 async def main() -> None:
@@ -91,54 +70,36 @@ async def main() -> None:
     parser.add_argument("--model", default="local")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--grep", default="")
-    parser.add_argument("--tokens", action="store_true")
+    parser.add_argument("--check-calls", default="on", choices=["on", "off"])
     parser.add_argument("--show", action="store_true", help="print each held-out prompt (after tuning)")
     args = parser.parse_args()
-    cases: list[Case] = {"dev": CASES + DEV_EXTRA, "heldout": HELDOUT, "all": CASES + DEV_EXTRA + HELDOUT}[args.set]
-    cases = [c for c in cases if args.grep.lower() in c.prompt.lower()]
-    model = LocalChatModel(args.model.partition(":")[2] or None, n_threads=args.threads, progress=False)
-    server = await model._ensure_server()
+    sets = {"dev": CASES + DEV_EXTRA, "heldout": HELDOUT, "all": CASES + DEV_EXTRA + HELDOUT}
+    cases = [c for c in sets[args.set] if args.grep.lower() in c.prompt.lower()]
+    model = LocalChatModel(
+        args.model.partition(":")[2] or None,
+        n_threads=args.threads,
+        progress=False,
+        check_calls=args.check_calls == "on",
+    )
     specs = [spec for fn in TOOLS for spec in tool_specifications_from(fn)]
-    schema = tool_calls_schema(specs, allow_no_call=True, max_calls=model.max_tool_calls)
     ok_by_kind: Counter[str] = Counter()
     all_by_kind: Counter[str] = Counter()
     started = time.perf_counter()
     for case in cases:
-        messages = render_protocol([UserMessage(case.prompt)], specs, allow_no_call=True)
-        payload = {
-            "messages": messages,
-            "temperature": 0,
-            "max_tokens": 200,
-            "logprobs": True,
-            "top_logprobs": 8,
-            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
-        }
         t0 = time.perf_counter()
-        response = await anyio.to_thread.run_sync(complete, server, payload)
-        seconds = time.perf_counter() - t0
-        choice = response["choices"][0]
-        text = choice["message"]["content"]
-        try:
-            names = Counter(call["name"] for call in json.loads(text)["tool_calls"])
-        except (ValueError, KeyError, TypeError):
-            names = Counter({"<unparsed>": 1})
-        expected = Counter(call.name for call in case.calls)
-        ok = names == expected
-        if args.tokens:
-            for item in (choice.get("logprobs") or {}).get("content") or []:
-                print(repr(item["token"]), [(t["token"], round(t["logprob"], 2)) for t in item["top_logprobs"][:4]])
-        p = decision_probability((choice.get("logprobs") or {}).get("content") or [])
+        names = await decide(model, ChatRequest([UserMessage(case.prompt)], specs))
+        ok = Counter(names) == Counter(call.name for call in case.calls)
         all_by_kind[case.kind] += 1
         ok_by_kind[case.kind] += ok
-        text = " ".join(text.split())
-        shown = text if len(text) < 140 else text[:137] + "..."
-        p_text = f"{p:.3f}" if p is not None else "  -  "
         if args.set == "heldout" and not args.show:
             continue  # held out: only the rates are looked at while tuning
-        print(f"{'.' if ok else 'D'} p(call)={p_text} {seconds:4.1f}s {case.kind:8} {case.prompt[:55]!r}: {shown}", flush=True)
+        shown = ", ".join(names) or "answer"
+        mark, seconds = ("." if ok else "D"), time.perf_counter() - t0
+        print(f"{mark} {seconds:4.1f}s {case.kind:8} {case.prompt[:60]!r}: {shown}")
     total = sum(ok_by_kind.values())
     print(
-        f"\ndecisions {total}/{len(cases)} = {total / len(cases):.1%} in {time.perf_counter() - started:.0f} s; "
+        f"\ndecisions {total}/{len(cases)} = {total / len(cases):.1%} "
+        f"in {time.perf_counter() - started:.0f} s; "
         + ", ".join(f"{k} {ok_by_kind[k]}/{n}" for k, n in all_by_kind.items())
     )
     await model.aclose()

@@ -507,7 +507,9 @@ async def main(argv: list[str] | None = None) -> int:
         choices=["dev", "heldout", "all"],
         help="dev: the 45 prompts of earlier rounds (tuning looks at these); heldout: local_eval_heldout.py",
     )
-    parser.add_argument("--check-calls", default="on", choices=["on", "off"], help="LocalChatModel(check_calls=)")
+    parser.add_argument(
+        "--check-calls", default="on", choices=["on", "off"], help="LocalChatModel(check_calls=)"
+    )
     parser.add_argument("--only", default="", help="comma-separated kinds: one,parallel,none,args")
     parser.add_argument("--grep", default="", help="only prompts containing this text")
     parser.add_argument("--out", default=str(HERE / "local_eval"), help="output path without extension")
