@@ -4,6 +4,9 @@ and aclose leaves no connection open. Real sockets on 127.0.0.1 (a small HTTP/1.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -194,3 +197,32 @@ def test_a_client_not_laid_out_as_expected_keeps_its_pool() -> None:
     proxied = httpx2.AsyncClient(proxy="http://127.0.0.1:9")
     # The proxy is mounted; the default transport is the stock one, so the swap applies to it alone.
     assert use_probe_on_use_pool(proxied, ssl_context=None, limits=httpx2.Limits())
+
+
+async def test_a_body_left_before_its_end_leaves_no_generator_to_the_garbage_collector() -> None:
+    # httpx2 iterates the pool's body inside an async generator of its own and drops the pool's generator
+    # unclosed when a stream is closed early; on trio that was a ResourceWarning whenever it was collected.
+    async def endless(stream: SocketStream) -> None:
+        with anyio.move_on_after(30):
+            await stream.receive()
+            await stream.send(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                await stream.receive()  # until the client hangs up
+        await stream.aclose()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, endless)
+        provider = ProviderClient(provider="test", base_url=f"http://127.0.0.1:{port}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            async with provider.client.stream("GET", f"http://127.0.0.1:{port}/") as response:
+                chunks = response.aiter_bytes()
+                assert await chunks.__anext__() == b"first"
+                await chunks.aclose()  # left before the end, as a consumer that breaks out does
+            del chunks, response
+            gc.collect()
+        assert [str(w.message) for w in caught if "Async generator" in str(w.message)] == []
+        await provider.aclose()
+        group.cancel_scope.cancel()

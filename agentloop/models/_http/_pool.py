@@ -92,6 +92,45 @@ class ProbeOnUsePool(httpcore2.AsyncConnectionPool):
     def create_connection(self, origin: httpcore2.Origin) -> httpcore2.AsyncConnectionInterface:
         return _ProbeOnUse(super().create_connection(origin), self)
 
+    async def handle_async_request(self, request: httpcore2.Request) -> httpcore2.Response:
+        response = await super().handle_async_request(request)
+        response.stream = _ClosingBody(response.stream)
+        return response
+
+
+class _ClosingBody:
+    """A response body iterated by an object, not an async generator, that closes what it iterates.
+
+    httpx2 iterates the pool's body with `async for` in an async generator of its own and, when a stream is
+    closed before its end, drops the pool's body generator unclosed: trio then warns when it is garbage
+    collected (`ResourceWarning` under `-X dev`). Handed this object, httpx2 drops nothing that needs closing:
+    `aclose()` (httpx2 calls it when the response closes) closes the pool's generator, then the body.
+    """
+
+    __slots__ = ("_body", "_iterator")
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+        self._iterator: Any = None
+
+    def __aiter__(self) -> _ClosingBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._iterator is None:
+            self._iterator = self._body.__aiter__()
+        chunk: bytes = await self._iterator.__anext__()
+        return chunk
+
+    async def aclose(self) -> None:
+        iterator, self._iterator = self._iterator, None
+        try:
+            if iterator is not None and hasattr(iterator, "aclose"):
+                await iterator.aclose()
+        finally:
+            if hasattr(self._body, "aclose"):
+                await self._body.aclose()
+
 
 def use_probe_on_use_pool(client: Any, *, ssl_context: Any, limits: Any) -> bool:
     """Gives a fresh `httpx2.AsyncClient` of ours a `ProbeOnUsePool` as its default (non-proxy) transport's
