@@ -22,10 +22,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import msgspec
-
 from .._values._messages import ChatMessage, ToolExecutionRequest
 from .._values._spec import ToolSpecification
+from ._local_tools import arguments_value
 
 __all__ = ["YES_NO_GRAMMAR", "conversation_text", "fit_questions", "grounded", "yes_probability"]
 
@@ -36,7 +35,6 @@ _LONGEST_CHECKED = 100  # characters: longer strings (free text, queries) are no
 _WORD = re.compile(r"[^\w.+-]+")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-_decode = msgspec.json.Decoder().decode
 
 
 def conversation_text(messages: Sequence[ChatMessage]) -> str:
@@ -45,10 +43,7 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
 
 
 def _arguments(call: ToolExecutionRequest) -> dict[str, Any]:
-    try:
-        value = _decode(call.arguments or "{}")
-    except msgspec.DecodeError:
-        return {}
+    value = arguments_value(call.arguments or "{}")
     return value if isinstance(value, dict) else {}
 
 

@@ -38,6 +38,7 @@ from .._values._text import valid_text
 __all__ = [
     "ToolCallScanner",
     "answered_calls",
+    "arguments_value",
     "call_key",
     "offered_tools",
     "render_plain",
@@ -239,7 +240,7 @@ def render_protocol(
                     if request.id is not None:
                         calls_by_id[request.id] = request
                 calls = [
-                    {"name": request.name, "arguments": _arguments_value(request.arguments)}
+                    {"name": request.name, "arguments": arguments_value(request.arguments)}
                     for request in message.tool_execution_requests
                 ]
                 body = _pretty({"tool_calls": calls})
@@ -286,7 +287,7 @@ def render_plain(messages: Sequence[ChatMessage]) -> list[Wire]:
 
 def call_key(request: ToolExecutionRequest) -> tuple[str, str]:
     """A call's name and arguments in a canonical form (key order and spacing do not matter)."""
-    arguments = _arguments_value(request.arguments)
+    arguments = arguments_value(request.arguments)
     return request.name, json.dumps(arguments, sort_keys=True, separators=(",", ":"))
 
 
@@ -323,7 +324,8 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _arguments_value(arguments: str) -> Any:
+def arguments_value(arguments: str) -> Any:
+    """A call's arguments decoded (lone surrogates repaired), or the text itself when it is not JSON."""
     try:
         return _decode_any(valid_text(arguments))
     except msgspec.DecodeError:
@@ -333,7 +335,7 @@ def _arguments_value(arguments: str) -> Any:
 def _plain_arguments(arguments: str) -> str:
     """`a=1234, b=4321`: arguments as a person writes them. Shown as JSON, a small model echoes the calls back
     as a list instead of answering in sentences (measured on the demo's question)."""
-    value = _arguments_value(arguments)
+    value = arguments_value(arguments)
     if not isinstance(value, dict):
         return arguments
     return ", ".join(
@@ -345,7 +347,7 @@ def _tool_response(message: ToolExecutionResultMessage, calls_by_id: dict[str, T
     item: dict[str, Any] = {"name": message.tool_name}
     request = calls_by_id.get(message.id) if message.id is not None else None
     if request is not None:
-        item["arguments"] = _arguments_value(request.arguments)
+        item["arguments"] = arguments_value(request.arguments)
     item["error" if message.is_error else "result"] = message.text
     return f"<tool_response>\n{_pretty(item)}\n</tool_response>"
 
