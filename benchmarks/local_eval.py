@@ -7,6 +7,7 @@ answer from their results?
     python benchmarks/local_eval.py --model local:/path/to/other.gguf
     python benchmarks/local_eval.py --set heldout --out benchmarks/local_eval_heldout_1_5b   # the 58 held out
     python benchmarks/local_eval.py --set heldout --check-calls off   # LocalChatModel(check_calls=False)
+    python benchmarks/local_eval.py --set heldout2 --out benchmarks/local_eval_heldout2_1_5b  # 30 more
     nox -s eval
 
 Each prompt runs through a real `Agent` (the runtime-owned tool protocol, the tool loop, the answer pass)
@@ -506,8 +507,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         default="dev",
-        choices=["dev", "heldout", "all"],
-        help="dev: the 45 prompts of earlier rounds (tuning looks at these); heldout: local_eval_heldout.py",
+        choices=["dev", "heldout", "heldout2", "all"],
+        help="dev: the 45 prompts of earlier rounds (tuning looks at these); heldout, heldout2: "
+        "local_eval_heldout.py's two sets",
     )
     parser.add_argument(
         "--check-calls", default="on", choices=["on", "off"], help="LocalChatModel(check_calls=)"
@@ -529,9 +531,10 @@ async def main(argv: list[str] | None = None) -> int:
     model: ChatModel = LocalChatModel(
         path, n_threads=args.threads, progress=False, check_calls=args.check_calls == "on"
     )
-    from local_eval_heldout import HELDOUT  # the held-out prompts (imports this module's helpers)
+    from local_eval_heldout import HELDOUT, HELDOUT_2  # the held-out prompts (import this module's helpers)
 
-    chosen = {"dev": CASES, "heldout": HELDOUT, "all": CASES + HELDOUT}[args.set]
+    sets = {"dev": CASES, "heldout": HELDOUT, "heldout2": HELDOUT_2, "all": CASES + HELDOUT + HELDOUT_2}
+    chosen = sets[args.set]
     cases = [c for c in chosen if not args.only or c.kind in args.only.split(",")]
     cases = [c for c in cases if args.grep.lower() in c.prompt.lower()]
     tools: Any = TOOLS
