@@ -30,6 +30,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
+from agentloop.models import _local as local_module
 from agentloop.models import infer_model
 from agentloop.models._local import LocalChatModel
 from agentloop.models._weights import (
@@ -227,6 +228,24 @@ async def test_a_live_fact_asked_indirectly_is_looked_up(model: LocalChatModel) 
         ("time_in", {"timezone": "Asia/Tokyo"})
     ]
     # The answer pass may restate the question rather than the result (docs/local-model.md says so).
+    assert result.content and result.finish_reason is FinishReason.STOP
+
+
+@pytest.mark.local_model
+async def test_a_rejected_forced_call_is_asked_once_more_without_its_tool(
+    model: LocalChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Advice about the weather: declined, then forced: `lookup_employee(name="John Doe")`, not grounded.
+    agent = Agent(model, tools=DIRECTORY)
+    monkeypatch.setattr(local_module, "_FORCED_TRIES", 1)  # one forced pass only: nothing is kept
+    first = await agent.chat("Should I wear shorts in London today?")
+    assert not first.tool_executions
+    monkeypatch.undo()
+    # The second forced pass leaves lookup_employee out of its grammar (same prompt) and looks the city up.
+    result = await agent.chat("Should I wear shorts in London today?")
+    assert [(e.request.name, json.loads(e.request.arguments)["city"]) for e in result.tool_executions] == [
+        ("get_weather", "London")
+    ]
     assert result.content and result.finish_reason is FinishReason.STOP
 
 

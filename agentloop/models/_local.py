@@ -106,6 +106,7 @@ _WORKER_NAME = "agentloop-local-model"
 # Prompt tokens llama.cpp evaluates per step: each step ends with a progress report (`GenerationProgress`),
 # so a long prompt shows it advancing (measured: no slower than the default 2048-token steps on 2 cores).
 _PROMPT_BATCH = 128
+_FORCED_TRIES = 2  # passes asking a declined decision again with a call required (see `_checked`)
 # Host memory for llama.cpp's prompt cache: the KV state of earlier prompts, restored when a new prompt
 # starts with one of them (a run's decision prompts share the tool list, the answer prompt differs). About
 # 9,000 tokens of the 1.5B model's state; llama.cpp's own default (8 GiB) would let a server grow for ever.
@@ -585,18 +586,40 @@ class LocalChatModel:
         """The decision's calls that pass `_local_checks`; `spent.usage` gets what the checks cost.
 
         A turn's first decision of no call is asked again with a call required (a small model declines live
-        facts asked indirectly); what that pass writes is kept only when grounded in the conversation.
+        facts asked indirectly); what that pass writes is kept only when grounded in the conversation and
+        fitting. When it is not, the pass is asked once more with the rejected tools left out of the grammar
+        only: the prompt stays the same, so llama.cpp's cache makes the retry a few tokens of decoding.
         """
-        required = False
-        if not calls and not answered and _turn_opens(request):
-            schema = tool_calls_schema(specs, allow_no_call=False, max_calls=self.max_tool_calls)
+        if calls or answered or not _turn_opens(request):
+            return await self._kept(server, request, specs, calls, spent, required=False)
+        offered = list(specs)
+        for _ in range(_FORCED_TRIES):
+            schema = tool_calls_schema(offered, allow_no_call=False, max_calls=self.max_tool_calls)
             again = {**payload, "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
             scanner = ToolCallScanner()
+            forced: list[ToolExecutionRequest] = []
             async with contextlib.aclosing(self._generate(server, again, spent, False)) as pieces:
                 async for piece in pieces:
                     if isinstance(piece, str):
-                        calls += [call for call in scanner.feed(piece) if call_key(call) not in answered]
-            required = True
+                        forced += scanner.feed(piece)
+            kept = await self._kept(server, request, specs, forced, spent, required=True)
+            rejected = {call.name for call in forced}
+            offered = [spec for spec in offered if spec.name not in rejected]
+            if kept or not offered:
+                return kept
+        return []
+
+    async def _kept(
+        self,
+        server: Any,
+        request: ChatRequest,
+        specs: Sequence[ToolSpecification],
+        calls: list[ToolExecutionRequest],
+        spent: _Pass,
+        *,
+        required: bool,
+    ) -> list[ToolExecutionRequest]:
+        """The calls grounded in the conversation whose described arguments fit (`_local_checks`)."""
         text = conversation_text(request.messages)
         by_name = {spec.name: spec for spec in specs}
         kept = []
