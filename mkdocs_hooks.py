@@ -2,7 +2,8 @@
 
 - The benchmark plots, which live beside the benchmarks that draw them, are published under `images/`
   without a copy in the repository.
-- A ```python no-run fence (tests/test_docs.py's mark for a signature listing that is shown, not run) is
+- A ```python no-run fence (tests/project/test_docs.py's mark for a signature listing that is shown, not run)
+  is
   rendered as a plain python block: Markdown's fences take no such word after the language.
 """
 

@@ -1,5 +1,6 @@
 """What two A2A workers share in the cross-worker tests: a task store in one SQLite file (a2a-sdk's
-`DatabaseTaskStore` plays this part in production), and the agent each serves (tests/test_a2a_workers.py)."""
+`DatabaseTaskStore` plays this part in production), and the agent each serves
+(tests/integrations/test_a2a_workers.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An A2A worker process: `a2a_app` on uvicorn, its tasks, memory and run control in the SQLite files of
 DIRECTORY (shared with the test's own worker). Prints {"url": ...} once serving, then {"model": "started"}
-and {"model": "cancelled"} as its model is held and let go (tests/test_a2a_workers.py).
+and {"model": "cancelled"} as its model is held and let go (tests/integrations/test_a2a_workers.py).
 
     python a2a_worker.py DIRECTORY
 """

@@ -1,6 +1,7 @@
 """Scenarios of the composition suite: an agent built from a set of features, and what its run must show.
 
-Shared by tests/test_composition.py and its worker process (`python -m tests.composition`), which resumes
+Shared by tests/runtime/test_composition.py and its worker process (`python -m tests.composition`), which
+resumes
 paused rounds "in another process" (tests/composition_worker.py): one worker per test module. A scenario
 with a run-control feature (`CONTROL`) always has a memory (in this process without a store feature), a
 `Gate` holding its first tool call, and one more scripted answer for the invocation after it.
@@ -63,7 +64,8 @@ FEATURES = (
     "limits",
 )
 CONTROL = ("cancel", "cancel_after_round", "steer")
-"""Run control, acting once the first tool round is under way (tests/test_composition.py pairs each with
+"""Run control, acting once the first tool round is under way (tests/runtime/test_composition.py pairs each
+with
 every feature above and with each other)."""
 OUTPUTS = {"output_tool": "tool", "output_native": "native", "output_prompted": "prompted"}
 SUM = 5

@@ -1,5 +1,5 @@
 """The documents today's writer produces, built from fixed values (no clock, no random ids), so that
-tests/test_golden_records.py can check them byte for byte against tests/golden/*/*-current.json.
+tests/values/test_golden_records.py can check them byte for byte against tests/golden/*/*-current.json.
 
 A deliberate change of a stored format: bump the format number, keep the old files (they must still load),
 and write the new ones with `python -m tests.golden_writer` (from the repository root).

@@ -1,4 +1,5 @@
-"""One worker process of the keyed-limits load test (tests/test_limits_load.py): runs its share of the
+"""One worker process of the keyed-limits load test (tests/features/limits/test_limits_load.py): runs its
+share of the
 invocations through `ConcurrencyLimit(backend=RedisLimiter(url))` and gauges, in Redis, how many of each key
 run at once across every worker.
 

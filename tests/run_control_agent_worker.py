@@ -1,4 +1,5 @@
-"""A worker process running one agent invocation under a shared run control (tests/test_run_control.py).
+"""A worker process running one agent invocation under a shared run control
+(tests/features/run_control/test_run_control.py).
 
     python run_control_agent_worker.py KIND WHERE MEMORY_ID BACKEND
 

@@ -1,5 +1,6 @@
 """A process that registers one running invocation with a shared run control and prints the commands it
-receives, one JSON line each, until it receives a cancel (tests/test_run_control_transport.py)."""
+receives, one JSON line each, until it receives a cancel
+(tests/features/run_control/test_run_control_transport.py)."""
 
 from __future__ import annotations
 

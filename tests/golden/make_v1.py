@@ -1,6 +1,6 @@
 """How the version-1 golden records were written: run once with the code of main at 587dd80 (before the seam
 refactor), `PYTHONPATH=<that checkout> python tests/golden/make_v1.py`. Kept for the record; never re-run it
-over the checked-in files (tests/test_golden_records.py reads them and they must stay as written)."""
+over the checked-in files (tests/values/test_golden_records.py reads them and they must stay as written)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Properties and fuzzing, on top of tests/test_sse.py (the SSE parser: any chunking, any bytes) and
-tests/test_tool_properties.py (schema <-> argument round trips), whose strategies are reused here:
+"""Properties and fuzzing, on top of tests/values/test_sse.py (the SSE parser: any chunking, any bytes) and
+tests/tools/test_tool_properties.py (schema <-> argument round trips), whose strategies are reused here:
 
 * each provider's stream decoder, fed real transcripts cut at arbitrary places, gives exactly the events of
   the uncut transcript;
@@ -43,7 +43,7 @@ from agentloop.models import ResponseComplete
 from agentloop.models._anthropic import AnthropicChatModel
 from agentloop.models._base import ModelEvent
 from agentloop.models._openai import OpenAIChatModel
-from tests.test_tool_properties import (
+from tests.tools.test_tool_properties import (
     CASE_NAMES,
     _accepted_or_argument_error,
     _tool,

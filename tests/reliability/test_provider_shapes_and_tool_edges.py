@@ -28,8 +28,8 @@ from agentloop._tools._tool import Tool
 from agentloop.middleware import GuardrailTripped, OutputGuardrail
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer
-from tests.test_middleware import retrying_agent
-from tests.test_provider_contract import NEWER
+from tests.models.test_provider_contract import NEWER
+from tests.runtime.test_middleware import retrying_agent
 
 from ._support import Fault, invoke, running_tasks, seed_messages
 from ._wire import ANSWER, MODES, PROVIDERS, Requests, provider_model, shared

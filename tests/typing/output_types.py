@@ -1,4 +1,5 @@
-"""Checked by mypy (tests/test_output_typing.py), never run: what the type checker infers for structured
+"""Checked by mypy (tests/features/output/test_output_typing.py), never run: what the type checker infers for
+structured
 output. Each `assert_type` fails the check when the inferred type differs."""
 
 from __future__ import annotations
