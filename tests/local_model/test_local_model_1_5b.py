@@ -206,13 +206,15 @@ def unchecked(model: LocalChatModel) -> Iterator[None]:
 async def test_general_knowledge_runs_no_tool_though_the_first_decision_calls_one(
     model: LocalChatModel,
 ) -> None:
+    # A job title next to an employee directory. (Not "What is the capital of Italy?": whether the bare
+    # decision looks "Italy" up is a near tie that the prompt cache's history tips either way; this is not.)
     agent = Agent(model, tools=DIRECTORY)
-    with unchecked(model):  # the decision alone: "Italy" looked up as an employee
-        first = await agent.chat("What is the capital of Italy?")
+    with unchecked(model):  # the decision alone: the title looked up as an employee's name
+        first = await agent.chat("What does a Finance Director do?")
     assert first.tool_executions and first.tool_executions[0].request.name == "lookup_employee"
-    # Checked: "Is "Italy" the employee's full name?" -> no: the call is dropped and the model answers.
-    result = await agent.chat("What is the capital of Italy?")
-    assert not result.tool_executions and "Rome" in (result.content or "")
+    # Checked: "Is "Finance Director" the employee's full name?" -> no: dropped; the model answers.
+    result = await agent.chat("What does a Finance Director do?")
+    assert not result.tool_executions and "financ" in (result.content or "").lower()
     assert result.finish_reason is FinishReason.STOP
 
 
