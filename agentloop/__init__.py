@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from ._runtime._seam import (
         Answer,
         CallContext,
+        Halt,
         HeldRound,
         InvocationCall,
         Middleware,
@@ -158,6 +159,7 @@ _LAZY: dict[str, str] = {
         [
             "Answer",
             "CallContext",
+            "Halt",
             "HeldRound",
             "RoundEnd",
             "Stop",
@@ -268,6 +270,7 @@ __all__ = [
     "FinishReason",
     "GuardrailTripped",
     "HallucinatedToolError",
+    "Halt",
     "HeldRound",
     "IllegalConfigurationError",
     "ImageContent",

@@ -25,6 +25,7 @@ from ._public import publish
 from ._runtime._observe import Observer
 from ._runtime._seam import (
     CallContext,
+    Halt,
     InvocationCall,
     Middleware,
     ModelCall,
@@ -33,7 +34,7 @@ from ._runtime._seam import (
     NextToolCall,
     ToolCall,
 )
-from ._tools._execution import ReservingToolRunner, ToolRunner
+from ._tools._execution import ToolRunner
 from ._tools._tool import ToolExecutor
 from ._tools._toolset import DynamicToolProvider, ToolProvider, ToolSource
 from ._values._convert import CarriesMedia
@@ -63,6 +64,7 @@ __all__ = [
     "DynamicToolProvider",
     "ExclusiveMemory",
     "FinalCommitMemory",
+    "Halt",
     "Inbox",
     "InvocationCall",
     "LeasingStore",
@@ -79,7 +81,6 @@ __all__ = [
     "PendingApprovalStore",
     "ProviderModel",
     "RemoteModel",
-    "ReservingToolRunner",
     "RunControl",
     "StoreBackedMemory",
     "StructuredOutputModel",

@@ -25,7 +25,9 @@ from .._features.output import (
     OutputValidator,
     structured_output,
 )
+from .._features.pricing import Priced, PricingLike, resolve_pricing
 from .._features.results import ResultShelf
+from .._features.runner import RunnerHook
 from .._features.search import check_native_model, has_deferred, search_filters
 from .._memory._chat import ChatMemory, WindowProvider, exclusive_access
 from .._memory._history import checked_history
@@ -33,7 +35,6 @@ from .._runtime._background import BackgroundTasks, InvocationTasks, has_backgro
 from .._runtime._handle import RunHandle
 from .._runtime._loop import Invocation, Listener, run_invocation
 from .._runtime._observe import Observer, default_observer, observer_for
-from .._runtime._pricing import PricingLike, load_prices, resolve_pricing
 from .._runtime._seam import CallContext, InvocationCall, Middleware, Seam, check_middleware
 from .._runtime._stream import TokenStream
 from .._runtime._sync import close_at_exit, run_sync
@@ -41,7 +42,6 @@ from .._tools._execution import (
     DEFAULT_MAX_CALLS,
     DEFAULT_MAX_RESULT_CHARS,
     ExecutionOptions,
-    ReservingToolRunner,
     ToolRunner,
 )
 from .._tools._tool import Tool, check_result_limit
@@ -211,8 +211,10 @@ class Agent(Generic[OutputT]):
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
         self._instrument = instrument
         self._observer: Observer | None = observer_for(instrument)
-        self._pricing = resolve_pricing(pricing)
-        self._provider, self._model_name = provider_of(model), model_name_of(model)
+        chosen_pricing = resolve_pricing(pricing)  # a feature on the seam (its `on_result`)
+        self._priced: Priced | None = None
+        if chosen_pricing is not None:
+            self._priced = Priced(chosen_pricing, provider_of(model), model_name_of(model))
         self.output_type: Any = str if output_type is None else output_type
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
@@ -221,7 +223,7 @@ class Agent(Generic[OutputT]):
         structured_output(self, self.output_type)  # checks the settings now rather than at the first call
         self.middleware: tuple[Middleware, ...] = check_middleware(middleware, "Agent(middleware=...)")
         # The seam of a call without middleware of its own: (its observer, the agent's middleware, the seam).
-        self._seam: tuple[Observer | None, tuple[Middleware, ...], Seam] | None = None
+        self._seam: tuple[Observer | None, tuple[Middleware, ...], ToolRunner | None, Seam] | None = None
         self._memories: dict[Any, ChatMemory] = {}
         self.tool_result_limit = check_result_limit(tool_result_limit, "Agent(tool_result_limit=...)")
         self._shelf = ResultShelf(self.tool_result_limit)
@@ -586,19 +588,20 @@ class Agent(Generic[OutputT]):
 
     def _seam_for(self, call_middleware: tuple[Middleware, ...]) -> Seam:
         """The middleware of one invocation, outermost first: the observer (tracing) when one is set and
-        enabled, the agent's middleware, the call's. Without middleware of the call's own it is built once
-        per observer (`agentloop.instrument()` may change it between invocations)."""
+        enabled, the agent's middleware, the call's, then the agent's `tool_runner` (`RunnerHook`). Without
+        middleware of the call's own it is built once per observer, middleware and runner
+        (`agentloop.instrument()` may change the observer between invocations)."""
         observer = default_observer() if self._instrument is None else self._observer
         if observer is not None and not observer.enabled:
             observer = None
+        runner = self.options.tool_runner
         if call_middleware:
-            watching = (observer,) if observer is not None else ()
-            return Seam.of((*watching, *self.middleware, *call_middleware))
+            return Seam.of(_chosen(observer, self.middleware, call_middleware, runner))
         cached = self._seam
-        if cached is None or cached[0] is not observer or cached[1] is not self.middleware:
-            chosen = (observer, *self.middleware) if observer is not None else self.middleware
-            cached = self._seam = (observer, self.middleware, Seam.of(chosen))
-        return cached[2]
+        if cached is None or cached[:3] != (observer, self.middleware, runner):
+            seam = Seam.of(_chosen(observer, self.middleware, (), runner))
+            cached = self._seam = (observer, self.middleware, runner, seam)
+        return cached[3]
 
     async def _invoke_with(
         self,
@@ -675,8 +678,6 @@ class Agent(Generic[OutputT]):
             result = await self._run_registered(run, memory, memory_id, approval, handle, target, None)
         else:
             result = await self._run_with_background(run, memory, memory_id, approval, handle, target)
-        if self._pricing is not None:
-            load_prices(self._pricing)  # what `Result.cost()` reads, loaded once the run succeeded
         return result
 
     async def _run_with_background(
@@ -715,7 +716,6 @@ class Agent(Generic[OutputT]):
         background: InvocationTasks | None,
     ) -> Result[Any]:
         """The invocation itself, holding its memory and registered with run control."""
-        runner = self.options.tool_runner
         dynamic = self.tool_provider is not None
         async with exclusive_access(memory), registered(self.control, run.invocation_id, memory_id, target):
             if memory is not None and memory_id is not None and has_background(run.toolset):
@@ -737,19 +737,14 @@ class Agent(Generic[OutputT]):
                 ordered_events=self.ordered_events,
                 agent_name=self.name,
                 seam=run.seam.with_features(
-                    [handle, *_features(run.output, approval, self._shelf, run.toolset, background)]
+                    [handle, *_features(run, approval, self._shelf, background, self._priced)]
                 ),
                 call_context=CallContext(
                     self, run.invocation_id, memory_id, run.context, _output_tool_names(run.output)
                 ),
                 dynamic_tools=dynamic and is_dynamic(self.tool_provider),
-                reserve=runner.reserve if conforms(runner, ReservingToolRunner) else None,
                 call_options=run.options,
                 history=run.history,
-                price_source=None
-                if self._pricing is None
-                else (self._pricing, self._provider, self._model_name),
-                halt=handle,
             )
             try:
                 # Background tools read the starter (None: this invocation has none, so nothing is set).
@@ -930,15 +925,30 @@ def _with_instructions(message: SystemMessage | None, output: OutputRun | None) 
     return message if output is None else output.system_message(message)
 
 
+def _chosen(
+    observer: Observer | None,
+    agents: tuple[Middleware, ...],
+    calls: tuple[Middleware, ...],
+    runner: ToolRunner | None,
+) -> tuple[Middleware, ...]:
+    """The middleware of one invocation's seam, outermost first (the built-in features go outside them)."""
+    watching = () if observer is None else (observer,)
+    running = () if runner is None else (RunnerHook(runner),)
+    return (*watching, *agents, *calls, *running)
+
+
 def _features(
-    output: OutputRun | None,
+    run: _Run,
     gate: ApprovalGate | None,
     shelf: ResultShelf,
-    tools: Any,
     background: InvocationTasks | None,
+    priced: Priced | None,
 ) -> list[Middleware]:
     """The built-in features' middleware of one invocation, outermost first (outside the user's)."""
+    output, tools = run.output, run.toolset
     features: list[Middleware] = [] if background is None else [background]
+    if priced is not None:
+        features.append(priced)
     if output is not None:
         features.append(output)
     if gate is not None:

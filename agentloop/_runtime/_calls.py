@@ -1,15 +1,15 @@
 """The tool calls of one model response: each starts as soon as it is known and runs in its own task.
 
-A call passes the features' `wrap_tool_call` hooks (approval: a denied call gets its error result, a deferred
-one returns `DEFERRED` and waits for a person), then the user's middleware, then the durable tool runner if
-any, then `execute_tool_call`. Every call of a response runs concurrently; the loop waits for all of them
+Each call is shown to the `before_tool_call` hooks in call order as it is taken on; then it passes the
+features' `wrap_tool_call` hooks (approval: a denied call gets its error result, a deferred one returns
+`DEFERRED` and waits for a person), then the user's middleware (the agent's `tool_runner` innermost among
+them), then `execute_tool_call`. Every call of a response runs concurrently; the loop waits for all of them
 and commits them as one unit (or, when one waits, saves the round).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -54,9 +54,6 @@ class CallSite(Protocol):
     def eager_tools(self) -> bool: ...
     @property
     def ordered_events(self) -> bool: ...
-    @property
-    def reserve(self) -> Callable[[ToolExecutionRequest], None] | None:
-        """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
 
 
 class Calls:
@@ -171,9 +168,11 @@ class Calls:
             if self._emit is not None:
                 self._tg.start_soon(self._report, execution, index)
             return
-        reserve = self._inv.reserve
-        if reserve is not None:
-            reserve(request)  # in call order, before any call runs (see ToolRunner)
+        before = self._inv.seam.before_call
+        if before:  # in call order, in this task, before the call's task starts (durable step numbers)
+            call = self._tool_call(request, index)
+            for hook in before:
+                hook(call)
         kept = self._kept.get(index)
         if kept is not None:  # finished before its round was saved: reported then, never run again
             self._executions[index] = kept
@@ -253,10 +252,9 @@ class Calls:
         return execution
 
     def _execute(self, request: ToolExecutionRequest, index: int, on_start: Any) -> Awaitable[ToolExecution]:
-        """The call itself: through the durable tool runner when there is one."""
+        """The call itself."""
         inv = self._inv
-        run = functools.partial(
-            execute_tool_call,
+        return execute_tool_call(
             request,
             index=index,
             round=self._round,
@@ -269,8 +267,6 @@ class Calls:
             deadline=inv.deadline,
             on_start=on_start,
         )
-        runner = inv.options.tool_runner
-        return run() if runner is None else runner(request, run)
 
     def _check_same(self, request: ToolExecutionRequest, got: ToolExecutionRequest, did: str) -> None:
         """A `wrap_tool_call` may change a call's arguments, never its id or name: a result for another id

@@ -1,7 +1,8 @@
 """`RunHandle`: one invocation's handle for run control, a feature on the seam like any other.
 
-`cancel()` at once cancels the scope the loop runs in (`Halt`): the loop commits nothing of the round in
-flight (as for any cancellation) and returns a CANCELLED Result with what it committed before. Cancelling
+`cancel()` at once cancels the scope the loop runs in (the handle is the `Halt` its `halt` hook gives): the
+loop commits nothing of the round in flight (as for any cancellation) and returns a CANCELLED Result with what
+it committed before. Cancelling
 after the round in flight and steering go through the seam's `after_round` hook: a `Stop` once the round
 committed, or the steered messages before the next model call.
 """
@@ -14,7 +15,7 @@ import anyio
 
 from .._values._errors import AgentLoopError
 from .._values._messages import ChatMessage, UserMessage
-from ._seam import Middleware, RoundEnd, Stop
+from ._seam import CallContext, Halt, Middleware, RoundEnd, Stop
 
 __all__ = ["RunHandle"]
 
@@ -56,6 +57,9 @@ class RunHandle(Middleware):
                 "invocation with it (chat() or stream() on the same memory id)"
             )
         self._steered.append(UserMessage(message) if isinstance(message, str) else message)
+
+    def halt(self, context: CallContext) -> Halt:
+        return self  # its `scope` and `reason`
 
     async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
         if self.check_inbox is not None:

@@ -12,15 +12,15 @@ loop:
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   an answer from the `on_tool_round` hooks (checked by `on_answer` before the commit), or immediate -> finish
 
-The loop knows features only through the seam (`Invocation.seam`: tracing too; its markers in `_hooks.py`)
-and declared Protocols: `ReservingToolRunner`, the durable clock and ids (`ExecutionOptions`,
-`invocation_id`), `FinalCommitMemory`, `DynamicToolProvider`, `TextSinkModel` (text's short way)."""
+The loop knows features only through the seam (`Invocation.seam`: tracing, run control and durable steps
+too; its markers in `_hooks.py`) and declared Protocols: `FinalCommitMemory`, `DynamicToolProvider`,
+`TextSinkModel` (text's short way)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import ExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,7 +49,6 @@ from .._values._messages import (
     FinishReason,
     SystemMessage,
     TokenUsage,
-    ToolExecutionRequest,
     UserMessage,
 )
 from .._values._options import NO_OPTIONS, CallOptions
@@ -84,17 +83,7 @@ from ._seam import (
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["Halt", "Invocation", "Listener", "run_invocation"]
-
-
-class Halt(Protocol):
-    """Ends an invocation from outside, at once: the loop runs inside `scope`; once it is cancelled the
-    invocation returns a CANCELLED Result (`reason`) holding what it committed before (run control)."""
-
-    @property
-    def scope(self) -> anyio.CancelScope: ...
-    @property
-    def reason(self) -> str | None: ...
+__all__ = ["Invocation", "Listener", "run_invocation"]
 
 
 class Listener(Protocol):
@@ -135,27 +124,36 @@ class Invocation:
     seam: Seam = NO_MIDDLEWARE  # the features' middleware, then the agent's, then the call's
     call_context: CallContext | None = None  # whose calls these are, as middleware sees them
     dynamic_tools: bool = False  # the tool provider is asked before every model call (DynamicToolProvider)
-    reserve: Callable[[ToolExecutionRequest], None] | None = None
-    """The tool runner's `reserve(request)` when it is a `ReservingToolRunner`, else None."""
     call_options: CallOptions = NO_OPTIONS
     """The call's own `output_type` and `middleware`: a paused round keeps them."""
     history: Sequence[ChatMessage] = ()
     """The conversation so far when the caller keeps it (`message_history=`); read only without memory."""
-    price_source: Any = None
-    """What `Result.cost()` prices the responses with (the agent's `pricing=`), carried into the Result."""
-    halt: Halt | None = None
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
     """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
-    model is called whole rather than streamed."""
+    model is called whole rather than streamed. The seam's `on_result` hooks see the Result last."""
+    result = await _halted(inv, emit) if inv.seam.halts else await _ran(inv, emit, Sofar())
+    return inv.seam.resulted(result) if inv.seam.results else result
+
+
+async def _halted(inv: Invocation, emit: Listener | None) -> Result[Any]:
+    """The invocation inside the scopes of the seam's `halt` hooks (run control's cancel): cancelling one ends
+    it at once, with a CANCELLED Result of what it committed before."""
     sofar = Sofar()
+    assert inv.call_context is not None
+    halts = inv.seam.halted(inv.call_context)
+    scopes: ExitStack[bool] = ExitStack()
+    with scopes:
+        for halt in halts:
+            scopes.enter_context(halt.scope)
+        return await _ran(inv, emit, sofar)
+    return sofar.cancelled(inv, next((h.reason for h in halts if h.scope.cancel_called), None))
+
+
+async def _ran(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[Any]:
     try:
-        if inv.halt is None:
-            return await _run(inv, emit, sofar)
-        with inv.halt.scope:
-            return await _run(inv, emit, sofar)
-        return sofar.cancelled(inv, inv.halt.reason)
+        return await _run(inv, emit, sofar)
     except BaseExceptionGroup as group:
         error = first_error(group)
         raise error from error.__cause__  # the error's own cause (a transport failure), not the group

@@ -138,8 +138,8 @@ def _fresh_ids(calls: Sequence[ToolExecutionRequest]) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class _Standalone:
-    """The `CallSite` of calls outside an invocation: no approval gate, no durable runner's
-    reservations, no deadline; events in completion order (tracing, like any middleware, is in `seam`)."""
+    """The `CallSite` of calls outside an invocation: no approval gate, no deadline; events in completion
+    order (tracing, like any middleware, is in `seam`)."""
 
     options: ExecutionOptions
     invocation_id: str
@@ -149,7 +149,6 @@ class _Standalone:
     deadline: None = None
     eager_tools: bool = False
     ordered_events: bool = False
-    reserve: None = None
 
 
 class _Callbacks:

@@ -78,7 +78,6 @@ def outcome(
         invocation_id=inv.invocation_id,
         output=output,
         pending=pending,
-        price_source=inv.price_source,
         cancel_reason=cancel,
     )
 

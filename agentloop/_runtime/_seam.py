@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+import anyio
+
 from .._tools._tool import Tool
 from .._values._context import ToolContext
 from .._values._errors import IllegalConfigurationError
@@ -39,6 +41,7 @@ __all__ = [
     "NO_MIDDLEWARE",
     "Answer",
     "CallContext",
+    "Halt",
     "HeldRound",
     "InvocationCall",
     "Middleware",
@@ -159,6 +162,18 @@ class Stop:
     reason: str | None = None
 
 
+class Halt(Protocol):
+    """What `Middleware.halt` gives: a cancel scope the invocation runs in, made for this invocation alone.
+    Cancelling `scope` (from any task of the event loop) ends the invocation at once: the model call and
+    running tools are cancelled, nothing of the round in flight is committed, and the Result (`finish_reason`
+    `CANCELLED`, `cancel_reason` the `reason` read once it ended) holds what was committed before."""
+
+    @property
+    def scope(self) -> anyio.CancelScope: ...
+    @property
+    def reason(self) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class HeldRound:
     """A round in which some call waits (its `wrap_tool_call` returned `DEFERRED`): nothing of it is
@@ -263,6 +278,16 @@ class Middleware:
       model is called once more to answer them), `Stop(reason)` to end the invocation here (ignored after
       a final answer), or None to go on as planned. Run control (`cancel(after_round=True)`, `steer()`)
       is built on it, asked after the middleware's hooks (so each hears every round that committed).
+    - `before_tool_call(call) -> None` (not async): a tool call is taken on, in the model's call order, in
+      the invocation's own task, before the call's task starts (and before any `wrap_tool_call` sees it;
+      whether it then runs, is denied or waits). A durable engine numbers its steps here, so a replay
+      pairs each call with its own record whatever order the calls' tasks reach it in. Do not block.
+    - `halt(context) -> Halt | None` (not async): a cancel scope of yours that the invocation runs in
+      (`Halt`): cancel it to end the invocation at once with a `CANCELLED` Result. Run control's
+      `cancel()` is built on it.
+    - `on_result(result) -> Result` (not async): the Result the invocation ended with (an answer, a held
+      round, a cancellation), before anyone sees it: the caller, the stream's `CompleteResponse`, a call
+      that steered into it. Return it, or a copy (`dataclasses.replace`). Pricing is built on it.
 
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
@@ -306,6 +331,15 @@ class Middleware:
 
     async def after_round(self, end: RoundEnd) -> Sequence[ChatMessage] | Stop | None:
         return None
+
+    def before_tool_call(self, call: ToolCall) -> None:
+        return None
+
+    def halt(self, context: CallContext) -> Halt | None:
+        return None
+
+    def on_result(self, result: Result[Any]) -> Result[Any]:
+        return result
 
 
 def check_middleware(middleware: Any, what: str) -> tuple[Middleware, ...]:
@@ -376,6 +410,12 @@ class Seam:
     """The `on_tool_round` hooks, in order: the first answer one gives ends the invocation."""
     rounds: tuple[Callable[[RoundEnd], Awaitable[Sequence[ChatMessage] | Stop | None]], ...] = ()
     """The `after_round` hooks, in order (see `round_ended`)."""
+    before_call: tuple[Callable[[ToolCall], None], ...] = ()
+    """The `before_tool_call` hooks, in order: each call is shown to all of them as it is taken on."""
+    halts: tuple[Callable[[CallContext], Halt | None], ...] = ()
+    """The `halt` hooks: the invocation runs inside every scope they give (see `halted`)."""
+    results: tuple[Callable[[Result[Any]], Result[Any]], ...] = ()
+    """The `on_result` hooks, in order: each gets the Result the one before returned."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -401,6 +441,9 @@ class Seam:
             stream=_hooks(middleware, "wrap_stream"),
             tool_round=_hooks(middleware, "on_tool_round"),
             rounds=_hooks(middleware, "after_round"),
+            before_call=_hooks(middleware, "before_tool_call"),
+            halts=_hooks(middleware, "halt"),
+            results=_hooks(middleware, "on_result"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
@@ -434,6 +477,9 @@ class Seam:
             tool_round=(*_hooks(features, "on_tool_round"), *self.tool_round),
             # The user's first: each hears every round that committed, also the one run control stops after.
             rounds=(*self.rounds, *_hooks(features, "after_round")),
+            before_call=(*_hooks(features, "before_tool_call"), *self.before_call),
+            halts=(*_hooks(features, "halt"), *self.halts),
+            results=(*_hooks(features, "on_result"), *self.results),
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
@@ -493,6 +539,21 @@ class Seam:
             if decided:
                 added += decided
         return added
+
+    def resulted(self, result: Result[Any]) -> Result[Any]:
+        """`result` through the `on_result` hooks, in order; each must give a Result back."""
+        for hook in self.results:
+            result = hook(result)
+            if not isinstance(result, Result):
+                raise IllegalConfigurationError(
+                    f"An on_result hook ({hook.__qualname__}) returned {result!r}; return the Result it was "
+                    "given, or a copy of it (dataclasses.replace(result, ...))"
+                )
+        return result
+
+    def halted(self, context: CallContext) -> list[Halt]:
+        """The scopes the `halt` hooks give for this invocation, outermost first."""
+        return [halt for hook in self.halts if (halt := hook(context)) is not None]
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import anyio
 import anyio.lowlevel
@@ -83,22 +83,8 @@ ToolRunner = Callable[
 process (validation, timeout, error policy) and returns its record. A durable-execution engine makes each
 call a step: it returns `run()`'s record the first time and the recorded one when a run is replayed.
 
-A runner that has a `reserve(request)` method (a `ReservingToolRunner`) is told of each call when the loop
-takes it on, in call order and before any of them runs (calls reach the runner itself in whatever order
-their approval checks finish): an engine that numbers its steps numbers them there, so a replay pairs each
-call with its own record."""
-
-
-@runtime_checkable
-class ReservingToolRunner(Protocol):
-    """A `ToolRunner` told of each call, in call order, when the loop takes it on and before any call of the
-    response runs (a durable engine numbers its steps there)."""
-
-    def reserve(self, request: ToolExecutionRequest) -> None: ...
-
-    def __call__(
-        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
-    ) -> Awaitable[ToolExecution]: ...
+Calls reach the runner in whatever order their tasks get there; an engine that numbers its steps numbers
+them in call order with a middleware's `before_tool_call` hook (docs/middleware.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +105,8 @@ class ExecutionOptions:
     max_calls: int | None = DEFAULT_MAX_CALLS
     """Calls of one response past this many are not run; each gets an error result saying why."""
     tool_runner: ToolRunner | None = None
-    """Runs each call of the agent's loop (None: in process); see `ToolRunner`."""
+    """Runs each call of the agent's loop (None: in process); see `ToolRunner`. The agent puts it on its seam as
+    the innermost `wrap_tool_call`."""
     clock: Callable[[], datetime] | None = None
     """Where `started_at` / `finished_at` come from (default: the system clock, UTC); a durable engine may
     give its own deterministic clock. Durations always come from a monotonic clock."""

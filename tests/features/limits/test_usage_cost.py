@@ -21,7 +21,7 @@ from agentloop import (
     UserMessage,
     tool,
 )
-from agentloop._runtime import _pricing as pricing_module
+from agentloop._features import pricing as pricing_module
 from agentloop.models import AnthropicChatModel, OpenAIChatModel
 from agentloop.models._http import RetryPolicy
 from agentloop.testing import FakeAnthropicServer, FakeOpenAIServer

@@ -5,21 +5,27 @@ A price is worked out only when `Result.cost` is read, one model call at a time 
 model and, for some models, on its size). `genai-prices` ships its price data in the package; importing it
 takes about half a second, so an agent starts loading it in a background thread at its first invocation
 (once per process) and never waits for it: only reading `Result.cost` needs it.
+
+`Priced` is the feature on the seam: its `on_result` gives each Result what its cost is worked out from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import threading
 from typing import Any
 
+from .._runtime._seam import Middleware
 from .._values._cost import PriceSource, Pricing, cost_of
 from .._values._errors import IllegalConfigurationError
 from .._values._messages import TokenUsage
+from .._values._result import Result
 
 __all__ = [
     "PriceSource",
+    "Priced",
     "Pricing",
     "PricingLike",
     "cost_of",
@@ -103,3 +109,19 @@ def _load() -> None:
     module = importlib.import_module("genai_prices")
     if not _module:
         _module.append(module)
+
+
+class Priced(Middleware):
+    """`Agent(pricing=...)` on the seam: the Result of every invocation carries what `Result.cost` prices its
+    responses with (the pricing function, the model's provider and name)."""
+
+    def __init__(self, pricing: Pricing, provider: str | None, model: str | None) -> None:
+        self.pricing = pricing
+        self._source: PriceSource = (pricing, provider, model)
+
+    def on_result(self, result: Result[Any]) -> Result[Any]:
+        load_prices(self.pricing)  # what `Result.cost` reads, loaded (once) when a run has ended
+        return dataclasses.replace(result, price_source=self._source)
+
+    def __repr__(self) -> str:
+        return f"Priced({self._source[1]!r}, {self._source[2]!r})"
