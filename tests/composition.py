@@ -127,10 +127,30 @@ class Recorder(Middleware):
     async def after_round(self, end: RoundEnd) -> None:
         self.log.append(f"round:{end.round}{' final' if end.final else ''}")  # adds nothing, stops nothing
 
+    def before_tool_call(self, call: ToolCall) -> None:
+        self.log.append(f"before:{call.request.name}")  # taken on, in call order, before its task starts
+
+    def halt(self, context: CallContext) -> None:
+        self.log.append("halt")  # asked once per run of the loop (no scope of its own to cancel)
+
+    def on_result(self, result: Any) -> Any:
+        self.log.append(f"result:{result.finish_reason.value}")  # the Result, before anyone sees it
+        return result
+
     @property
     def hooks(self) -> list[str]:
-        """The log without the round boundaries."""
-        return [entry for entry in self.log if not entry.startswith("round:")]
+        """The log without the round boundaries and the plain (not async) hooks."""
+        plain = ("round:", "before:", "halt", "result:")
+        return [entry for entry in self.log if not entry.startswith(plain)]
+
+    def check_plain_hooks(self, result: Any, tool_name: str | None) -> None:
+        """`halt` was asked before the first model call, `before_tool_call` saw the tool call before its
+        `wrap_tool_call` did (when it ran), and `on_result` saw the Result last, as the caller got it."""
+        log = self.log
+        assert "halt" in log and log.index("halt") < log.index("model"), log
+        if tool_name is not None:
+            assert log.index(f"before:{tool_name}") < log.index(f"tool:{tool_name}"), log
+        assert log[-1] == f"result:{result.finish_reason.value}", log
 
 
 class Gate(Middleware):

@@ -1,5 +1,6 @@
 """The execution loop of one invocation (one `chat()` or `stream()` call), top to bottom.
 
+(all of it inside the scopes the seam's `halt` hooks give; the Result passes its `on_result` hooks)
 loop:
   request  = system + memory + this invocation's messages, with this invocation's tools
   response = the model call through the seam: `wrap_model_call` of the features, then the user's; streamed
@@ -7,7 +8,7 @@ loop:
              A resumed invocation's first response is its saved round's (an `on_resume` hook gives it)
   no tool calls -> the seam's `on_answer` hooks check it (ModelRetry: a correction, go on), commit, finish
   round += 1, at most max_tool_rounds
-  run every call concurrently (`wrap_tool_call` of the features, then the user's, the tool runner)
+  run every call concurrently (`before_tool_call` in call order, then `wrap_tool_call`: features, the user's)
   some call DEFERRED (waits for a person) -> an `on_hold` hook saves the round, nothing committed, finish
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   an answer from the `on_tool_round` hooks (checked by `on_answer` before the commit), or immediate -> finish
@@ -276,18 +277,9 @@ async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[A
         if inv.seam.rounds:  # between rounds: messages to add before the next model call, or a stop
             more = await inv.seam.round_ended(RoundEnd(round, False, inv.call_context))
             if isinstance(more, Stop):
-                finish = FinishReason.CANCELLED
+                finish, reason = FinishReason.CANCELLED, more.reason
                 return outcome(
-                    inv,
-                    None,
-                    finish,
-                    executions,
-                    intermediate,
-                    response,
-                    usage,
-                    added,
-                    None,
-                    cancel=more.reason,
+                    inv, None, finish, executions, intermediate, response, usage, added, None, cancel=reason
                 )
             unsaved = more
 

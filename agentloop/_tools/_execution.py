@@ -105,8 +105,8 @@ class ExecutionOptions:
     max_calls: int | None = DEFAULT_MAX_CALLS
     """Calls of one response past this many are not run; each gets an error result saying why."""
     tool_runner: ToolRunner | None = None
-    """Runs each call of the agent's loop (None: in process); see `ToolRunner`. The agent puts it on its seam as
-    the innermost `wrap_tool_call`."""
+    """Runs each call of the agent's loop (None: in process); see `ToolRunner`. The agent puts it on its seam
+    as the innermost `wrap_tool_call`."""
     clock: Callable[[], datetime] | None = None
     """Where `started_at` / `finished_at` come from (default: the system clock, UTC); a durable engine may
     give its own deterministic clock. Durations always come from a monotonic clock."""

@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Union
 
@@ -41,12 +41,13 @@ from agentloop import (
     TokenUsage,
     ToolCall,
     ToolExecution,
+    ToolExecutionRequest,
+    ToolRunner,
     VersionedChatMemoryStore,
     decode,
     encode,
     exclusive_access,
 )
-from agentloop.middleware import NextToolCall
 from agentloop.models import ChatModel, ModelEvent, StructuredOutputModel
 
 logger = logging.getLogger("agentloop.dbos")
@@ -208,7 +209,9 @@ class DBOSAgent:
         assert workflow_id is not None
         durable = copy.copy(self.agent)  # its own memories per id (Agent.__copy__)
         durable.model = _StepModel(self.agent.model, f"{self.name}.model", self._model_step)
-        durable.middleware = (*self.agent.middleware, _ToolSteps(self.name, self._tool_step))
+        steps = _ToolSteps(self.name, self._tool_step, self.agent.options.tool_runner)
+        durable.options = dataclasses.replace(self.agent.options, tool_runner=steps)
+        durable.middleware = (*self.agent.middleware, steps)  # its `before_tool_call` numbers the steps
         durable.id_factory = lambda: workflow_id
         if self.agent.memory is not None:
             original = self.agent
@@ -251,26 +254,27 @@ class DBOSAgent:
 
 
 class _ToolSteps(Middleware):
-    """Runs each tool call as a DBOS step, numbered in call order when the loop takes the call on
-    (`before_tool_call`), so a replay pairs every call with its own record whatever order the calls' tasks
-    reach `wrap_tool_call` in (their approval checks finish in any order). The innermost of the agent's
-    middleware: the agent's other hooks run around the step, the call's own and the tool runner inside it."""
+    """Runs each tool call as a DBOS step: the agent's tool runner (innermost around each call, inside every
+    middleware), keeping the agent's own runner inside the step. Its `before_tool_call` hook numbers the
+    steps in call order as the loop takes the calls on, so a replay pairs every call with its own record
+    whatever order the calls reach the runner in (their approval checks finish in any order)."""
 
-    allows_eager_tools = True
-
-    def __init__(self, name: str, options: StepOptions) -> None:
+    def __init__(self, name: str, options: StepOptions, inner: ToolRunner | None) -> None:
         self._name = name
         self._options = options
+        self._inner = inner
         self._reserved: dict[str | None, Any] = {}
 
     def before_tool_call(self, call: ToolCall) -> None:
         self._reserved[call.request.id] = DBOS.reserve_step()
 
-    async def wrap_tool_call(self, call: ToolCall, call_next: NextToolCall) -> ToolExecution:
+    async def __call__(
+        self, request: ToolExecutionRequest, run: Callable[[], Awaitable[ToolExecution]]
+    ) -> ToolExecution:
         async def step() -> bytes:
-            return encode(await call_next(call), "tool_execution")
+            inner = self._inner
+            return encode(await (run() if inner is None else inner(request, run)), "tool_execution")
 
-        request = call.request
         options: StepOptions = {"name": f"{self._name}.tool.{request.name}", **self._options}
         reservation = self._reserved.pop(request.id, None)
         if reservation is None:

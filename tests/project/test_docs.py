@@ -73,6 +73,7 @@ EXPECTED = {
         "APPROVAL_REQUIRED waiting for a person\nPaid 5.",
         '{"add":"3"} 2',
         "CANCELLED two rounds are enough 2",
+        "CANCELLED the user pressed stop ['long_report'] {}",
     ],
     "models.md": [
         "echo: Hi",

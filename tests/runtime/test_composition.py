@@ -232,6 +232,7 @@ async def test_a_pair_of_features_composes(
             assert f"tool:{scenario.tool_name}" in log and "tool_round:1" in log, log
             assert log[-1] == scenario.answer_logged and log.count(scenario.answer_logged) == 1
             assert "round:1" in scenario.recorder.log  # the tool round committed, then the model went on
+        scenario.recorder.check_plain_hooks(result, None if scenario.pauses else scenario.tool_name)
 
 
 # -- DBOS pairs ---------------------------------------------------------------------------------------------
@@ -319,6 +320,7 @@ async def test_a_pair_with_dbos_composes(
         assert "model" in scenario.recorder.log and f"tool:{scenario.tool_name}" in scenario.recorder.log
         assert scenario.recorder.hooks[-1] == scenario.answer_logged
         assert "round:1" in scenario.recorder.log
+        scenario.recorder.check_plain_hooks(result, scenario.tool_name)
 
 
 # -- run control --------------------------------------------------------------------------------------------
@@ -498,9 +500,11 @@ async def check_telemetry_and_middleware(scenario: Scenario, result: Any) -> Non
         if cancelled:  # a stopped run gives no answer; after the round, the model is not called again
             assert not answered, log
             if "cancel_after_round" in scenario.features:
-                assert log[-1].startswith("round:") and "model" not in log[log.index(log[-1]) :], log
+                last = log[-2]  # the entry before the Result (on_result, checked below)
+                assert last.startswith("round:") and "model" not in log[log.index(last) :], log
         else:
             assert answered == [scenario.answer_logged], log
+        scenario.recorder.check_plain_hooks(result, scenario.tool_name)
 
 
 async def dbos_controlled(pair: tuple[str, str], agents: dict[tuple[str, ...], Any]) -> None:

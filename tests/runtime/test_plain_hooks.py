@@ -1,0 +1,258 @@
+"""The seam's three plain hooks, on asyncio and trio, `chat()` and `stream()`:
+
+- `before_tool_call` sees every call in the model's call order before the call's task starts (eagerly while
+  the model streams, too), whether it then runs or is denied, whatever order the calls finish in;
+- `halt` gives a scope the invocation runs in: cancelling it from another task ends the invocation at once
+  with a CANCELLED Result, nothing of the round in flight stored, the memory valid for the next one;
+- `on_result` sees the Result last and what it returns is what the caller, `stream.result` and the
+  `CompleteResponse` event get; anything but a Result is refused with an error naming the hook;
+- the agent's `tool_runner` is the innermost `wrap_tool_call`: every middleware runs around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import (
+    Agent,
+    CallContext,
+    CompleteResponse,
+    FinishReason,
+    IllegalConfigurationError,
+    MessageWindowChatMemory,
+    Middleware,
+    Result,
+    ToolCall,
+    ToolExecution,
+    ToolExecutionRequest,
+    tool,
+)
+from agentloop.middleware import NextToolCall
+from agentloop.testing import ScriptedChatModel
+from tests.runtime.test_middleware import invoke, memory_of
+from tests.runtime.test_seam_safety import Lingering
+from tests.runtime_helpers import assert_valid_for_provider, calls
+
+
+class Order(Middleware):
+    """Logs the plain hooks and the tool calls as they pass."""
+
+    allows_eager_tools = True
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def before_tool_call(self, call: ToolCall) -> None:
+        self.log.append(f"before {call.request.id} {call.index}")
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: NextToolCall) -> ToolExecution:
+        self.log.append(f"wrap {call.request.id}")
+        return await call_next(call)
+
+
+def slow_and_fast(log: list[str]) -> list[Any]:
+    @tool
+    async def slow() -> str:
+        """Finishes last."""
+        await anyio.sleep(0.05)
+        log.append("slow ran")
+        return "slow"
+
+    @tool
+    def fast() -> str:
+        """Finishes first."""
+        log.append("fast ran")
+        return "fast"
+
+    return [slow, fast]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_before_tool_call_sees_the_calls_in_call_order_before_any_runs(streaming: bool) -> None:
+    log: list[str] = []
+    response = calls(("slow", {}, "c1"), ("fast", {}, "c2"), ("slow", {}, "c3"))
+    agent = Agent(ScriptedChatModel([response, "done"]), tools=slow_and_fast(log), middleware=[Order(log)])
+    result = await invoke(agent, "go", streaming)
+    assert result.content == "done"
+    befores = [entry for entry in log if entry.startswith("before")]
+    assert befores == ["before c1 0", "before c2 1", "before c3 2"]
+    for index, call_id in enumerate(("c1", "c2", "c3")):  # taken on before its task reaches wrap_tool_call
+        assert log.index(f"before {call_id} {index}") < log.index(f"wrap {call_id}")
+    assert log.index("fast ran") < log.index("slow ran")  # they finished in another order
+
+
+async def test_before_tool_call_sees_an_eager_call_while_the_model_still_streams() -> None:
+    log: list[str] = []
+
+    @tool
+    async def note(text: str) -> str:
+        """Notes a text."""
+        log.append(f"ran {text}")
+        return "noted"
+
+    response = calls(("note", {"text": "a"}, "n1"), ("note", {"text": "b"}, "n2"))
+    agent = Agent(Lingering([response, "ok"]), tools=[note], middleware=[Order(log)])
+    async with agent.stream("go") as stream:
+        kinds = [type(event).__name__ async for event in stream.events()]
+    assert stream.result.content == "ok"
+    # The first call's task started before the second call was whole: it was taken on while streaming.
+    assert log.index("before n1 0") < log.index("wrap n1") < log.index("before n2 1")
+    assert kinds.count("ToolExecuted") == 2
+
+
+async def test_before_tool_call_sees_calls_that_approval_then_denies() -> None:
+    log: list[str] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pays."""
+        log.append("paid")
+        return "paid"
+
+    agent = Agent(
+        ScriptedChatModel([calls(("pay", {"amount": 5}, "p1")), "Not paid."]),
+        tools=[pay],
+        middleware=[Order(log)],
+        requires_approval=["pay"],
+        approval_handler=lambda request: False,
+    )
+    result = await agent.chat("pay 5")
+    assert result.content == "Not paid." and result.tool_executions[0].has_failed
+    assert log == ["before p1 0"]  # taken on, then denied before any wrap_tool_call or the tool
+
+
+class StopButton(Middleware):
+    """A `halt` of the user's own: a fresh scope per invocation, pressed from another task."""
+
+    def __init__(self) -> None:
+        self.scope: anyio.CancelScope | None = None
+        self.reason: str | None = None
+        self.asked = 0
+
+    def halt(self, context: CallContext) -> StopButton:
+        self.asked += 1
+        self.scope = anyio.CancelScope()
+        return self
+
+    def press(self, reason: str) -> None:
+        assert self.scope is not None
+        self.reason = reason
+        self.scope.cancel()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_halt_of_your_own_ends_the_invocation_at_once_and_keeps_memory_valid(streaming: bool) -> None:
+    started, finished = anyio.Event(), []
+    button = StopButton()
+
+    @tool
+    async def wait_forever() -> str:
+        """Never finishes on its own."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            finished.append("cleaned up")
+        return "never"
+
+    model = ScriptedChatModel(
+        [calls(("add", {"a": 1, "b": 2}, "a1")), calls(("wait_forever", {}, "w1")), "again"]
+    )
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    agent = Agent(
+        model, tools=[add, wait_forever], middleware=[button], memory=MessageWindowChatMemory.provider(20)
+    )
+    outcome: dict[str, Any] = {}
+
+    async def run() -> None:
+        outcome["result"] = await invoke(agent, "go", streaming, memory_id="m")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await started.wait()
+        button.press("pressed")
+    result = outcome["result"]
+    assert result.finish_reason is FinishReason.CANCELLED and result.cancel_reason == "pressed"
+    assert finished == ["cleaned up"] and button.asked == 1
+    stored = await memory_of(agent)
+    assert_valid_for_provider(stored)  # the first round is stored, nothing of the one in flight
+    assert [e.request.id for e in result.tool_executions] == ["a1"]
+    asked = [r.id for m in stored for r in (getattr(m, "tool_execution_requests", None) or ())]
+    assert asked == ["a1"]  # the call in flight (w1) was never stored
+    again = await invoke(agent, "and now?", streaming, memory_id="m")
+    assert again.content == "again" and button.asked == 2  # a fresh scope for the next invocation
+
+
+class Stamp(Middleware):
+    """An `on_result` of the user's own: a copy of the Result with its cancel_reason set (a visible mark)."""
+
+    def __init__(self, answer: Any = None) -> None:
+        self.seen: list[Result[Any]] = []
+        self.answer = answer
+
+    def on_result(self, result: Result[Any]) -> Any:
+        self.seen.append(result)
+        if self.answer is not None:
+            return self.answer
+        return dataclasses.replace(result, cancel_reason="stamped")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_on_result_gives_the_result_everyone_sees(streaming: bool) -> None:
+    stamp = Stamp()
+    agent = Agent(ScriptedChatModel(["hello"]), middleware=[stamp])
+    if not streaming:
+        result = await agent.chat("hi")
+    else:
+        async with agent.stream("hi") as stream:
+            events = [event async for event in stream.events()]
+        result = stream.result
+        complete = [event for event in events if isinstance(event, CompleteResponse)]
+        assert complete[0].result is result
+    assert result.content == "hello" and result.cancel_reason == "stamped"
+    assert len(stamp.seen) == 1 and stamp.seen[0].cancel_reason is None
+
+
+async def test_on_result_must_give_a_result_back() -> None:
+    agent = Agent(ScriptedChatModel(["hello"]), middleware=[Stamp(answer="not a result")])
+    with pytest.raises(IllegalConfigurationError, match=r"on_result hook \(Stamp.on_result\).*dataclasses"):
+        await agent.chat("hi")
+
+
+async def test_the_tool_runner_is_inside_every_middleware() -> None:
+    log: list[str] = []
+
+    async def runner(request: ToolExecutionRequest, run: Any) -> ToolExecution:
+        log.append(f"runner {request.arguments}")
+        return await run()  # type: ignore[no-any-return]
+
+    class Doubles(Middleware):
+        async def wrap_tool_call(self, call: ToolCall, call_next: NextToolCall) -> ToolExecution:
+            log.append("middleware")
+            request = call.request
+            doubled = ToolExecutionRequest(request.id, request.name, '{"a": 2, "b": 4}')
+            return await call_next(call.replace(request=doubled))
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    agent = Agent(
+        ScriptedChatModel([calls(("add", {"a": 1, "b": 2}, "a1")), "6."]),
+        tools=[add],
+        tool_runner=runner,
+        middleware=[Doubles()],
+    )
+    result = await agent.chat("1+2?")
+    assert log == ["middleware", 'runner {"a": 2, "b": 4}']  # the runner got the call as changed
+    assert result.tool_executions[0].result == "6"
