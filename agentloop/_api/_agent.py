@@ -536,8 +536,11 @@ class Agent(Generic[OutputT]):
     ) -> Result[Any]:
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
-        invocation_id = self.id_factory() if resume is None else resume.pending.invocation_id
         seam = self._seam_for(options.middleware)
+        if resume is not None:
+            invocation_id = resume.pending.invocation_id
+        else:  # a middleware's id factory (a durable engine's run id), else the agent's
+            invocation_id = self.id_factory() if seam.id_factory is None else seam.id_factory()
         if seam.invocation is None:
             return await self._invoke_with(
                 user_message,
@@ -663,7 +666,7 @@ class Agent(Generic[OutputT]):
         else:
             memory = self._memory_for(memory_id)
         dynamic = self.tool_provider is not None
-        gate = ApprovalGate(self.approval, run.resume, self.options.now)
+        gate = ApprovalGate(self.approval, run.resume, _execution_options(self.options, run.seam).now)
         # None when no call of this invocation can need approval (the seam then stays empty).
         approval = gate if gate.needed(run.toolset, dynamic) else None
         if run.if_busy != "wait" and memory_id is not None:
@@ -727,7 +730,7 @@ class Agent(Generic[OutputT]):
                 memory=memory,
                 tools=run.toolset,
                 tool_provider=self.tool_provider,  # type: ignore[arg-type]
-                options=self.options,
+                options=_execution_options(self.options, run.seam),
                 max_tool_rounds=self.max_tool_rounds,
                 memory_id=memory_id,
                 invocation_id=run.invocation_id,
@@ -923,6 +926,11 @@ def _history_or_memory(
 
 def _with_instructions(message: SystemMessage | None, output: OutputRun | None) -> SystemMessage | None:
     return message if output is None else output.system_message(message)
+
+
+def _execution_options(options: ExecutionOptions, seam: Seam) -> ExecutionOptions:
+    """The agent's options for tool calls, with the clock a middleware gives (a durable engine's) if any."""
+    return options if seam.clock is None else dataclasses.replace(options, clock=seam.clock)
 
 
 def _chosen(

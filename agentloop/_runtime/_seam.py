@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -289,6 +290,9 @@ class Middleware:
       round, a cancellation), before anyone sees it: the caller, the stream's `CompleteResponse`, a call
       that steered into it. Return it, or a copy (`dataclasses.replace`). Pricing is built on it.
 
+    Two attributes give an invocation's values instead of the agent's settings: `clock` (the records'
+    times) and `id_factory` (its id), for a durable engine's deterministic ones.
+
     One instance may serve many invocations at once: keep per-invocation state keyed by
     `call.context.invocation_id` (or in the call), never in plain attributes.
 
@@ -304,6 +308,16 @@ class Middleware:
     request, a budget of requests), so tool calls may start while the model still streams. Read from the
     instance, so a middleware may decide by its configuration (a property). Without a `wrap_model_call` of
     its own it does not matter."""
+
+    clock: Callable[[], datetime] | None = None
+    """Where the invocation's records take their times (`ToolExecution.started_at` / `finished_at`, approval
+    decisions), instead of the agent's `clock` (the system clock, UTC): a durable engine's deterministic
+    clock. The outermost middleware that gives one wins. Durations still come from a monotonic clock."""
+
+    id_factory: Callable[[], str] | None = None
+    """Makes the id of an invocation this middleware is on (`Result.invocation_id`; fresh tool-call ids
+    derive from it), instead of the agent's `id_factory`: a durable engine's run id. The outermost
+    middleware that gives one wins; a resumed round keeps the id it paused with."""
 
     async def wrap_model_call(self, call: ModelCall, call_next: NextModelCall) -> ChatResponse:
         return await call_next(call)
@@ -416,6 +430,10 @@ class Seam:
     """The `halt` hooks: the invocation runs inside every scope they give (see `halted`)."""
     results: tuple[Callable[[Result[Any]], Result[Any]], ...] = ()
     """The `on_result` hooks, in order: each gets the Result the one before returned."""
+    clock: Callable[[], datetime] | None = None
+    """The outermost middleware's `clock`, if one gives it."""
+    id_factory: Callable[[], str] | None = None
+    """The outermost middleware's `id_factory`, if one gives it."""
     tool_middleware: tuple[str, ...] = ()
     """The class names of the middleware with a `wrap_tool_call` (what an error about one of them names)."""
 
@@ -444,6 +462,8 @@ class Seam:
             before_call=_hooks(middleware, "before_tool_call"),
             halts=_hooks(middleware, "halt"),
             results=_hooks(middleware, "on_result"),
+            clock=_first(middleware, "clock"),
+            id_factory=_first(middleware, "id_factory"),
             tool_middleware=tuple(type(m).__qualname__ for m in tooling),
         )
 
@@ -480,6 +500,8 @@ class Seam:
             before_call=(*_hooks(features, "before_tool_call"), *self.before_call),
             halts=(*_hooks(features, "halt"), *self.halts),
             results=(*_hooks(features, "on_result"), *self.results),
+            clock=_first(features, "clock") or self.clock,
+            id_factory=_first(features, "id_factory") or self.id_factory,
             tool_middleware=(*(type(m).__qualname__ for m in tooling), *self.tool_middleware),
         )
 
@@ -564,6 +586,11 @@ def _hooks(middleware: Sequence[Middleware], name: str) -> tuple[Any, ...]:
     """The bound `name` hooks of the middleware that override it, in order."""
     base = getattr(Middleware, name)
     return tuple(getattr(m, name) for m in middleware if getattr(type(m), name) is not base)
+
+
+def _first(middleware: Sequence[Middleware], name: str) -> Any:
+    """The first value of the attribute `name` that a middleware gives (not None), or None."""
+    return next((value for m in middleware if (value := getattr(m, name)) is not None), None)
 
 
 def _answer_hooks(middleware: Sequence[Middleware]) -> tuple[Callable[[Answer], Awaitable[Any]], ...]:

@@ -209,10 +209,9 @@ class DBOSAgent:
         assert workflow_id is not None
         durable = copy.copy(self.agent)  # its own memories per id (Agent.__copy__)
         durable.model = _StepModel(self.agent.model, f"{self.name}.model", self._model_step)
-        steps = _ToolSteps(self.name, self._tool_step, self.agent.options.tool_runner)
+        steps = _ToolSteps(self.name, self._tool_step, self.agent.options.tool_runner, workflow_id)
         durable.options = dataclasses.replace(self.agent.options, tool_runner=steps)
-        durable.middleware = (*self.agent.middleware, steps)  # its `before_tool_call` numbers the steps
-        durable.id_factory = lambda: workflow_id
+        durable.middleware = (steps, *self.agent.middleware)  # first: its invocation id wins
         if self.agent.memory is not None:
             original = self.agent
 
@@ -255,11 +254,13 @@ class DBOSAgent:
 
 class _ToolSteps(Middleware):
     """Runs each tool call as a DBOS step: the agent's tool runner (innermost around each call, inside every
-    middleware), keeping the agent's own runner inside the step. Its `before_tool_call` hook numbers the
-    steps in call order as the loop takes the calls on, so a replay pairs every call with its own record
-    whatever order the calls reach the runner in (their approval checks finish in any order)."""
+    middleware), keeping the agent's own runner inside the step. As a middleware it numbers the steps in
+    call order as the loop takes the calls on (`before_tool_call`), so a replay pairs every call with its
+    own record whatever order the calls reach the runner in (their approval checks finish in any order),
+    and gives the invocation the workflow's id (`id_factory`)."""
 
-    def __init__(self, name: str, options: StepOptions, inner: ToolRunner | None) -> None:
+    def __init__(self, name: str, options: StepOptions, inner: ToolRunner | None, workflow_id: str) -> None:
+        self.id_factory = lambda: workflow_id
         self._name = name
         self._options = options
         self._inner = inner

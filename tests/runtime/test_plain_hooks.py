@@ -6,12 +6,15 @@
   with a CANCELLED Result, nothing of the round in flight stored, the memory valid for the next one;
 - `on_result` sees the Result last and what it returns is what the caller, `stream.result` and the
   `CompleteResponse` event get; anything but a Result is refused with an error naming the hook;
-- the agent's `tool_runner` is the innermost `wrap_tool_call`: every middleware runs around it.
+- the agent's `tool_runner` is the innermost `wrap_tool_call`: every middleware runs around it;
+- a middleware's `id_factory` and `clock` attributes give the invocation its id and its records' times (the
+  outermost wins; a resumed round keeps its id).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timezone
 from typing import Any
 
 import anyio
@@ -256,3 +259,59 @@ async def test_the_tool_runner_is_inside_every_middleware() -> None:
     result = await agent.chat("1+2?")
     assert log == ["middleware", 'runner {"a": 2, "b": 4}']  # the runner got the call as changed
     assert result.tool_executions[0].result == "6"
+
+
+class Deterministic(Middleware):
+    """A durable engine's values: a fixed clock and run ids, given as the middleware's attributes."""
+
+    def __init__(self, run_id: str, when: datetime) -> None:
+        self.id_factory = lambda: run_id
+        self.clock = lambda: when
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_middleware_gives_the_invocation_its_id_and_its_clock(streaming: bool) -> None:
+    when = datetime(2001, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    agent = Agent(
+        ScriptedChatModel([calls(("add", {"a": 1, "b": 2}, "")), "3.", "again"]),
+        tools=[add],
+        middleware=[Deterministic("run-42", when), Deterministic("inner", datetime.now(timezone.utc))],
+    )
+    result = await invoke(agent, "1+2?", streaming)
+    assert result.invocation_id == "run-42"  # the outermost middleware's id wins
+    execution = result.tool_executions[0]
+    assert execution.request.id.startswith("call_run-42")  # a fresh call id derives from it
+    assert execution.started_at == when and execution.finished_at == when
+    plain = await Agent(ScriptedChatModel(["hi"])).chat("hi")
+    assert plain.invocation_id != "run-42"  # without such a middleware: the agent's own ids
+
+
+async def test_a_resumed_round_keeps_the_id_it_paused_with() -> None:
+    @tool
+    def pay(amount: int) -> str:
+        """Pays."""
+        return "paid"
+
+    when = datetime(2001, 2, 3, tzinfo=timezone.utc)
+    runs = Deterministic("unused", when)
+    numbers = iter(range(1, 10))
+    runs.id_factory = lambda: f"run-{next(numbers)}"  # a new id each time it is asked
+    agent = Agent(
+        ScriptedChatModel([calls(("pay", {"amount": 5}, "p1")), "Paid."]),
+        tools=[pay],
+        requires_approval=["pay"],
+        memory=MessageWindowChatMemory.provider(20),
+        middleware=[runs],
+    )
+    paused = await agent.chat("pay 5", memory_id="m")
+    assert paused.finish_reason is FinishReason.APPROVAL_REQUIRED and paused.pending is not None
+    assert paused.invocation_id == "run-1"
+    resumed = await agent.resume(paused.pending, {"p1": True})
+    assert resumed.invocation_id == "run-1" and resumed.content == "Paid."
+    assert resumed.tool_executions[-1].started_at == when  # the middleware's clock, after the resume too
