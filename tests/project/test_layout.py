@@ -287,3 +287,16 @@ def test_the_private_import_check_sees_private_imports() -> None:
     assert "agentloop._tools._toolset" in private_imports("mcp")  # `from .._tools._toolset import ...`
     assert "opentelemetry.metrics._internal" in private_imports("otel")  # `from x import _internal`
     assert "agentloop._public" not in private_imports("dbos")  # the publishing machinery is allowed
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    """docs/architecture.md says what every module is for: each is named there, by its name in backticks
+    (`_loop`, `pricing`) or by its path (`agentloop/abc.py`, `_api/_agent_tool.py`)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = []
+    for path in sorted((ROOT / "agentloop").rglob("*.py")):
+        relative = str(path.relative_to(ROOT / "agentloop"))
+        name = path.parent.name if path.stem == "__init__" else path.stem
+        if f"`{name}" not in page and f"{name}/" not in page and relative not in page:
+            unnamed.append(relative)
+    assert not unnamed, f"say what these modules are for in docs/architecture.md: {unnamed}"
