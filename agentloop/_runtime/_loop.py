@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack, aclosing
+from contextlib import AbstractContextManager, ExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,6 +72,7 @@ from ._seam import (
     NO_MIDDLEWARE,
     Answer,
     CallContext,
+    Halt,
     HeldRound,
     ModelCall,
     RoundEnd,
@@ -132,32 +133,33 @@ class Invocation:
 
 
 async def run_invocation(inv: Invocation, emit: Listener | None) -> Result[Any]:
-    """Runs one invocation to its end. `emit` receives stream events; None means nobody listens, so the
-    model is called whole rather than streamed. The seam's `on_result` hooks see the Result last."""
-    result = await _halted(inv, emit) if inv.seam.halts else await _ran(inv, emit, Sofar())
-    return inv.seam.resulted(result) if inv.seam.results else result
-
-
-async def _halted(inv: Invocation, emit: Listener | None) -> Result[Any]:
-    """The invocation inside the scopes of the seam's `halt` hooks (run control's cancel): cancelling one ends
-    it at once, with a CANCELLED Result of what it committed before."""
+    """Runs one invocation to its end, inside the scopes of the seam's `halt` hooks (run control's cancel:
+    cancelling one ends it at once, with a CANCELLED Result of what it committed before); the `on_result`
+    hooks see the Result last. `emit` receives stream events; None means nobody listens, so the model is
+    called whole rather than streamed."""
     sofar = Sofar()
     assert inv.call_context is not None
-    halts = inv.seam.halted(inv.call_context)
-    scopes: ExitStack[bool] = ExitStack()
-    with scopes:
-        for halt in halts:
-            scopes.enter_context(halt.scope)
-        return await _ran(inv, emit, sofar)
-    return sofar.cancelled(inv, next((h.reason for h in halts if h.scope.cancel_called), None))
-
-
-async def _ran(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[Any]:
+    halts = inv.seam.halted(inv.call_context) if inv.seam.halts else []
+    result: Result[Any] | None = None
     try:
-        return await _run(inv, emit, sofar)
+        with _scopes(halts):
+            result = await _run(inv, emit, sofar)
     except BaseExceptionGroup as group:
         error = first_error(group)
         raise error from error.__cause__  # the error's own cause (a transport failure), not the group
+    if result is None:  # a halt's scope was cancelled
+        result = sofar.cancelled(inv, next((h.reason for h in halts if h.scope.cancel_called), None))
+    return inv.seam.resulted(result) if inv.seam.results else result
+
+
+def _scopes(halts: list[Halt]) -> AbstractContextManager[object, bool]:
+    """The halts' cancel scopes as one: no frame or stack of its own for the usual one (run control's)."""
+    if len(halts) == 1:
+        return halts[0].scope
+    stack: ExitStack[bool] = ExitStack()
+    for halt in halts:
+        stack.enter_context(halt.scope)
+    return stack
 
 
 async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[Any]:
