@@ -206,6 +206,12 @@ class Agent(Generic[OutputT]):
             tool_runner=tool_runner,
             clock=clock,
         )
+        if callable(getattr(tool_runner, "reserve", None)):
+            raise IllegalConfigurationError(
+                "Agent(tool_runner=...): this runner has a reserve(request) method, which agentloop no "
+                "longer calls. Number your steps in a middleware's before_tool_call(call) hook instead (same "
+                "order: call order, before each call's task starts; docs/durable.md, 'The seams')"
+            )
         self.ordered_events = ordered_events
         self.id_factory: Callable[[], str] = id_factory or new_invocation_id
         self.approval = ApprovalRules.build(requires_approval, approval_handler)
@@ -601,7 +607,12 @@ class Agent(Generic[OutputT]):
         if call_middleware:
             return Seam.of(_chosen(observer, self.middleware, call_middleware, runner))
         cached = self._seam
-        if cached is None or cached[:3] != (observer, self.middleware, runner):
+        if (
+            cached is None
+            or cached[0] is not observer
+            or cached[1] is not self.middleware
+            or cached[2] is not runner
+        ):
             seam = Seam.of(_chosen(observer, self.middleware, (), runner))
             cached = self._seam = (observer, self.middleware, runner, seam)
         return cached[3]
@@ -704,8 +715,6 @@ class Agent(Generic[OutputT]):
                     await background.ended()
             if result.finish_reason is FinishReason.CANCELLED:
                 background.cancel()  # a cancelled invocation that ran its own tasks: they end with it
-        if background.started:
-            result = dataclasses.replace(result, background_tasks=tuple(background.started))
         return result
 
     async def _run_registered(

@@ -16,6 +16,7 @@ its user message. A task without a memory id whose invocation ended keeps its re
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -35,6 +36,7 @@ from .._values._context import ToolContext, watched_by_nobody
 from .._values._errors import AgentLoopError
 from .._values._events import BackgroundTaskFinished, BackgroundTaskStarted
 from .._values._messages import ChatMessage, ToolExecutionResultMessage, UserMessage
+from .._values._result import Result
 from ._outcome import first_error
 from ._seam import Middleware, RoundEnd, Stop
 
@@ -111,6 +113,12 @@ class InvocationTasks(Middleware):
         self._inbox: list[BackgroundTask] = []
         self.started: list[BackgroundTask] = []
         self.running = True
+
+    def on_result(self, result: Result[Any]) -> Result[Any]:
+        """The Result lists the background tasks the invocation started (before the user's hooks see it)."""
+        if not self.started:
+            return result
+        return dataclasses.replace(result, background_tasks=tuple(self.started))
 
     def scope(self) -> AbstractAsyncContextManager[None]:
         """The invocation's own task group when the agent is not entered: its tasks end with it. An error of

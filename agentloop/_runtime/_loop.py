@@ -157,8 +157,12 @@ def _scopes(halts: list[Halt]) -> AbstractContextManager[object, bool]:
     if len(halts) == 1:
         return halts[0].scope
     stack: ExitStack[bool] = ExitStack()
-    for halt in halts:
-        stack.enter_context(halt.scope)
+    try:
+        for halt in halts:
+            stack.enter_context(halt.scope)
+    except BaseException:
+        stack.close()  # the scopes entered before the one that failed: none left open in this task
+        raise
     return stack
 
 

@@ -281,8 +281,9 @@ class Middleware:
       is built on it, asked after the middleware's hooks (so each hears every round that committed).
     - `before_tool_call(call) -> None` (not async): a tool call is taken on, in the model's call order, in
       the invocation's own task, before the call's task starts (and before any `wrap_tool_call` sees it;
-      whether it then runs, is denied or waits). A durable engine numbers its steps here, so a replay
-      pairs each call with its own record whatever order the calls' tasks reach it in. Do not block.
+      whether it then runs, is denied or waits; a call past the per-response cap is not taken on). A
+      durable engine numbers its steps here, so a replay pairs each call with its own record whatever
+      order the calls' tasks reach it in. Do not block.
     - `halt(context) -> Halt | None` (not async): a cancel scope of yours that the invocation runs in
       (`Halt`): cancel it to end the invocation at once with a `CANCELLED` Result. Run control's
       `cancel()` is built on it.
@@ -574,8 +575,21 @@ class Seam:
         return result
 
     def halted(self, context: CallContext) -> list[Halt]:
-        """The scopes the `halt` hooks give for this invocation, outermost first."""
-        return [halt for hook in self.halts if (halt := hook(context)) is not None]
+        """The scopes the `halt` hooks give for this invocation, outermost first, each checked."""
+        halts = []
+        for hook in self.halts:
+            halt = hook(context)
+            if halt is None:
+                continue
+            scope = getattr(halt, "scope", None)
+            if not isinstance(scope, anyio.CancelScope):
+                raise IllegalConfigurationError(
+                    f"A halt hook ({hook.__qualname__}) gave {halt!r}, whose scope is {scope!r}: give an "
+                    "object with a `scope` (a fresh anyio.CancelScope for each invocation) and a `reason`, "
+                    "or None"
+                )
+            halts.append(halt)
+        return halts
 
     def names(self) -> list[str]:
         """The middleware's class names, outermost first (what a paused run records of them)."""
@@ -589,8 +603,45 @@ def _hooks(middleware: Sequence[Middleware], name: str) -> tuple[Any, ...]:
 
 
 def _first(middleware: Sequence[Middleware], name: str) -> Any:
-    """The first value of the attribute `name` that a middleware gives (not None), or None."""
-    return next((value for m in middleware if (value := getattr(m, name)) is not None), None)
+    """The first `clock` or `id_factory` a middleware gives (not None), checked each time it is called: a
+    middleware attribute of that name kept for another use fails clearly rather than making odd records."""
+    for m in middleware:
+        given = getattr(m, name)
+        if given is None:
+            continue
+        owner = f"{type(m).__qualname__}.{name}"
+        if not callable(given):
+            raise IllegalConfigurationError(
+                f"{owner} is {given!r}: give a function (or None), see Middleware.{name}"
+            )
+        return _checked_clock(given, owner) if name == "clock" else _checked_ids(given, owner)
+    return None
+
+
+def _checked_clock(clock: Callable[[], Any], owner: str) -> Callable[[], datetime]:
+    def now() -> datetime:
+        value = clock()
+        if not isinstance(value, datetime):
+            raise IllegalConfigurationError(
+                f"{owner}() gave {value!r}; a middleware's clock gives the time of the invocation's "
+                "records, a datetime (datetime.now(timezone.utc)). Rename it if it is for another use"
+            )
+        return value
+
+    return now
+
+
+def _checked_ids(make: Callable[[], Any], owner: str) -> Callable[[], str]:
+    def new_id() -> str:
+        value = make()
+        if not isinstance(value, str) or not value:
+            raise IllegalConfigurationError(
+                f"{owner}() gave {value!r}; a middleware's id_factory gives the invocation's id, a non-empty "
+                "str. Rename it if it is for another use"
+            )
+        return value
+
+    return new_id
 
 
 def _answer_hooks(middleware: Sequence[Middleware]) -> tuple[Callable[[Answer], Awaitable[Any]], ...]:

@@ -8,7 +8,11 @@
   `CompleteResponse` event get; anything but a Result is refused with an error naming the hook;
 - the agent's `tool_runner` is the innermost `wrap_tool_call`: every middleware runs around it;
 - a middleware's `id_factory` and `clock` attributes give the invocation its id and its records' times (the
-  outermost wins; a resumed round keeps its id).
+  outermost wins; a resumed round keeps its id), and a wrong kind of value is refused naming the attribute;
+- what goes wrong is refused cleanly: a halt without a usable scope, one that cannot be entered (run
+  control's scope is not left open in the caller's task), a runner with the removed `reserve()`;
+- `on_result` sees the background tasks the run started; an agent's middleware replaced by an equal one is
+  the one used.
 """
 
 from __future__ import annotations
@@ -315,3 +319,131 @@ async def test_a_resumed_round_keeps_the_id_it_paused_with() -> None:
     resumed = await agent.resume(paused.pending, {"p1": True})
     assert resumed.invocation_id == "run-1" and resumed.content == "Paid."
     assert resumed.tool_executions[-1].started_at == when  # the middleware's clock, after the resume too
+
+
+class BrokenHalt(Middleware):
+    """A halt whose scope cannot be had."""
+
+    def halt(self, context: CallContext) -> Any:
+        return self
+
+    @property
+    def scope(self) -> anyio.CancelScope:
+        raise RuntimeError("no scope today")
+
+    reason = None
+
+
+class NotAScope(Middleware):
+    scope = "soon"
+    reason = None
+
+    def halt(self, context: CallContext) -> Any:
+        return self
+
+
+async def test_a_halt_without_a_usable_scope_fails_before_anything_runs() -> None:
+    with pytest.raises(RuntimeError, match="no scope today"):
+        await Agent(ScriptedChatModel(["hi"]), middleware=[BrokenHalt()]).chat("hi")
+    with pytest.raises(IllegalConfigurationError, match=r"halt hook \(NotAScope.halt\).*anyio.CancelScope"):
+        await Agent(ScriptedChatModel(["hi"]), middleware=[NotAScope()]).chat("hi")
+
+
+async def test_a_halt_scope_that_cannot_be_entered_leaves_run_controls_scope_closed() -> None:
+    busy = anyio.CancelScope()
+
+    class InUse(Middleware):
+        reason = None
+
+        def __init__(self) -> None:
+            self.scope = busy
+
+        def halt(self, context: CallContext) -> Any:
+            return self
+
+    agent = Agent(ScriptedChatModel(["hi"]), middleware=[InUse()])
+    # `busy` is entered here already: the invocation cannot enter it (after run control's own scope).
+    with busy, pytest.raises(RuntimeError):
+        await agent.chat("hi")
+    # Leaving `busy` worked: nothing the invocation entered is still open in this task.
+    assert (await Agent(ScriptedChatModel(["fine"])).chat("hi")).content == "fine"
+
+
+async def test_a_tool_runner_with_reserve_is_refused_with_the_way_to_number_steps() -> None:
+    class Reserving:
+        def reserve(self, request: ToolExecutionRequest) -> None:
+            pass
+
+        async def __call__(self, request: ToolExecutionRequest, run: Any) -> ToolExecution:
+            return await run()  # type: ignore[no-any-return]
+
+    with pytest.raises(IllegalConfigurationError, match="before_tool_call"):
+        Agent(ScriptedChatModel(["hi"]), tool_runner=Reserving())
+
+
+class Timing(Middleware):
+    """A middleware keeping a `clock` attribute for another use (a float clock)."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.clock = time.monotonic
+
+
+class BadIds(Middleware):
+    id_factory = staticmethod(lambda: 42)
+
+
+async def test_a_clock_or_id_factory_that_gives_the_wrong_kind_of_value_is_refused_by_name() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    timed = Agent(
+        ScriptedChatModel([calls(("add", {"a": 1, "b": 2})), "3."]), tools=[add], middleware=[Timing()]
+    )
+    with pytest.raises(IllegalConfigurationError, match=r"Timing.clock\(\) gave .*datetime"):
+        await timed.chat("1+2?")
+    with pytest.raises(IllegalConfigurationError, match=r"BadIds.id_factory\(\) gave 42"):
+        await Agent(ScriptedChatModel(["hi"]), middleware=[BadIds()]).chat("hi")
+
+
+async def test_on_result_sees_the_background_tasks_the_run_started() -> None:
+    seen: list[int] = []
+
+    class Audit(Middleware):
+        def on_result(self, result: Result[Any]) -> Result[Any]:
+            seen.append(len(result.background_tasks))
+            return result
+
+    @tool(background=True)
+    async def report() -> str:
+        """Writes a report in the background."""
+        return "report ready"
+
+    agent = Agent(
+        ScriptedChatModel([calls(("report", {}, "r1")), "Started.", "Read it."]),
+        tools=[report],
+        middleware=[Audit()],
+    )
+    result = await agent.chat("report please")
+    assert len(result.background_tasks) == 1 and seen[0] == 1  # the hook saw what the caller got
+
+
+async def test_middleware_replaced_by_an_equal_one_is_the_one_used() -> None:
+    @dataclasses.dataclass(eq=True)
+    class Counts(Middleware):
+        calls: int = 0
+
+        async def wrap_invocation(self, call: Any, call_next: Any) -> Any:
+            self.calls += 1
+            return await call_next(call)
+
+    first = Counts()
+    agent = Agent(ScriptedChatModel(["one", "two"]), middleware=[first])
+    await agent.chat("a")
+    second = Counts(calls=first.calls)  # equal to the first one, yet another object
+    agent.middleware = (second,)
+    await agent.chat("b")
+    assert (first.calls, second.calls) == (1, 2)
