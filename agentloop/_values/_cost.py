@@ -1,6 +1,7 @@
 """What a `Result` prices its model calls with (`PriceSource`), and the sum it reads as `Result.cost`.
 
-Where prices come from (a user's function, genai-prices) is the pricing feature's business (`_features/pricing.py`).
+Where prices come from (a user's function, genai-prices) is the pricing feature's business
+(`_features/pricing.py`).
 """
 
 from __future__ import annotations
