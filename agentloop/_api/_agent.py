@@ -677,7 +677,10 @@ class Agent(Generic[OutputT]):
         else:
             memory = self._memory_for(memory_id)
         dynamic = self.tool_provider is not None
-        gate = ApprovalGate(self.approval, run.resume, _execution_options(self.options, run.seam).now)
+        clock = (
+            run.seam.clock or self.options.now
+        )  # a middleware's clock (a durable engine's), else the agent's
+        gate = ApprovalGate(self.approval, run.resume, clock)
         # None when no call of this invocation can need approval (the seam then stays empty).
         approval = gate if gate.needed(run.toolset, dynamic) else None
         if run.if_busy != "wait" and memory_id is not None:

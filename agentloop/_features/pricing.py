@@ -116,11 +116,10 @@ class Priced(Middleware):
     responses with (the pricing function, the model's provider and name)."""
 
     def __init__(self, pricing: Pricing, provider: str | None, model: str | None) -> None:
-        self.pricing = pricing
         self._source: PriceSource = (pricing, provider, model)
 
     def on_result(self, result: Result[Any]) -> Result[Any]:
-        load_prices(self.pricing)  # what `Result.cost` reads, loaded (once) when a run has ended
+        load_prices(self._source[0])  # what `Result.cost` reads, loaded (once) when a run has ended
         return dataclasses.replace(result, price_source=self._source)
 
     def __repr__(self) -> str:

@@ -614,34 +614,37 @@ def _first(middleware: Sequence[Middleware], name: str) -> Any:
             raise IllegalConfigurationError(
                 f"{owner} is {given!r}: give a function (or None), see Middleware.{name}"
             )
-        return _checked_clock(given, owner) if name == "clock" else _checked_ids(given, owner)
+        return _checked(given, owner, name)
     return None
 
 
-def _checked_clock(clock: Callable[[], Any], owner: str) -> Callable[[], datetime]:
-    def now() -> datetime:
-        value = clock()
-        if not isinstance(value, datetime):
-            raise IllegalConfigurationError(
-                f"{owner}() gave {value!r}; a middleware's clock gives the time of the invocation's "
-                "records, a datetime (datetime.now(timezone.utc)). Rename it if it is for another use"
-            )
-        return value
+_GIVES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "clock": (
+        lambda value: isinstance(value, datetime),
+        "the time of the invocation's records, a datetime (datetime.now(timezone.utc))",
+    ),
+    "id_factory": (
+        lambda value: isinstance(value, str) and bool(value),
+        "the invocation's id, a non-empty str",
+    ),
+}
+"""What a middleware's `clock` / `id_factory` must give, and how an error says it."""
 
-    return now
 
+def _checked(make: Callable[[], Any], owner: str, name: str) -> Callable[[], Any]:
+    """`make` (a middleware's `name` attribute), refusing by its owner's name a value that does not fit."""
+    fits, what = _GIVES[name]
 
-def _checked_ids(make: Callable[[], Any], owner: str) -> Callable[[], str]:
-    def new_id() -> str:
+    def checked() -> Any:
         value = make()
-        if not isinstance(value, str) or not value:
+        if not fits(value):
             raise IllegalConfigurationError(
-                f"{owner}() gave {value!r}; a middleware's id_factory gives the invocation's id, a non-empty "
-                "str. Rename it if it is for another use"
+                f"{owner}() gave {value!r}; a middleware's {name} gives {what}. Rename it if it is for "
+                "another use"
             )
         return value
 
-    return new_id
+    return checked
 
 
 def _answer_hooks(middleware: Sequence[Middleware]) -> tuple[Callable[[Answer], Awaitable[Any]], ...]:
