@@ -1,9 +1,14 @@
-"""What the provider test files share: the tools their requests offer, and reading a model's stream."""
+"""What the provider test files share: the tools their requests offer, reading a model's stream, and a
+TCP server on 127.0.0.1 for a test's own bytes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
+
+import anyio
+from anyio.abc import SocketStream
 
 from agentloop import ChatResponse, ToolSpecification
 from agentloop.models import BedrockChatModel, ModelEvent, ResponseComplete
@@ -45,3 +50,15 @@ def bedrock_model(server: FakeBedrockServer, model_id: str, **options: Any) -> B
         aws_secret_access_key=server.secret_key,
         **options,
     )
+
+
+@asynccontextmanager
+async def loopback_server(serve: Callable[[SocketStream], Awaitable[None]]) -> AsyncIterator[int]:
+    """Serves each connection to 127.0.0.1 with `serve` while the block runs; gives the port."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, serve)
+        try:
+            yield listener.extra(anyio.abc.SocketAttribute.local_port)
+        finally:
+            group.cancel_scope.cancel()

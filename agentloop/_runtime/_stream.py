@@ -71,6 +71,10 @@ Runner = Callable[["Listener"], Awaitable[Result[OutputT]]]
 BUFFER_SIZE = 64
 """How many events the invocation may run ahead of a slow consumer."""
 
+TEXT_BUFFER_SIZE = 1024
+"""How many pieces of text alone the invocation may run ahead (about 60 KB at most): a whole answer the
+server sent in one burst is handed over in one go instead of 64 pieces per two task switches."""
+
 _RESUME_AT = BUFFER_SIZE // 2
 """A full queue lets the invocation go on once the consumer has taken half of it (fewer task switches)."""
 
@@ -392,7 +396,7 @@ class _Producer:
         """Queues a piece of answer text if nothing else wants it and there is room (the hot path). Also the
         `text_sink` a model pushes its text to (`round` is not needed: text alone is queued)."""
         items = self.items
-        if not self.text_only or len(items) >= BUFFER_SIZE or self.stopped:
+        if not self.text_only or len(items) >= TEXT_BUFFER_SIZE or self.stopped:
             return False
         items.append(text)
         if self.reader is not None:

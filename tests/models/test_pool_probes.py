@@ -18,6 +18,7 @@ from anyio.abc import SocketStream
 
 from agentloop.models._http._client import ProviderClient
 from agentloop.models._http._pool import ProbeOnUsePool
+from tests.provider_helpers import loopback_server
 
 
 class _Server:
@@ -65,14 +66,8 @@ class _Server:
 @asynccontextmanager
 async def _serving() -> AsyncIterator[_Server]:
     server = _Server()
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    server.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    async with listener, anyio.create_task_group() as group:
-        group.start_soon(listener.serve, server.serve)
-        try:
-            yield server
-        finally:
-            group.cancel_scope.cancel()
+    async with loopback_server(server.serve) as server.port:
+        yield server
 
 
 def _pool_of(provider: ProviderClient) -> ProbeOnUsePool:

@@ -26,7 +26,7 @@ from agentloop import (
     ToolRoundsExceededError,
     tool,
 )
-from agentloop._runtime._stream import BUFFER_SIZE
+from agentloop._runtime._stream import BUFFER_SIZE, TEXT_BUFFER_SIZE
 from agentloop.models import ResponseComplete, TextDelta
 from agentloop.testing import ScriptedChatModel
 from tests.runtime_helpers import assert_valid_for_provider, calls
@@ -268,7 +268,20 @@ async def test_backpressure_a_slow_consumer_stalls_the_model() -> None:
     await anext(iterator)
     for _ in range(50):  # give the producer every chance to run ahead
         await anyio.sleep(0)
-    # The bounded buffer, the token the consumer took and the one the model has in hand; not 10,000.
+    # The bounded buffer (for text alone), the token the consumer took and the one the model has in hand.
+    assert model.produced <= TEXT_BUFFER_SIZE + 2
+    await stream.aclose()
+    assert stream.done
+
+
+async def test_backpressure_on_events_a_slow_consumer_stalls_the_model_sooner() -> None:
+    model = CountingModel(10_000)
+    stream = Agent(model).stream("go")
+    iterator = aiter(stream.events())
+    await anext(iterator)
+    for _ in range(50):
+        await anyio.sleep(0)
+    # Typed events queue at most BUFFER_SIZE (each is an object the consumer may hold on to).
     assert model.produced <= BUFFER_SIZE + 2
     await stream.aclose()
     assert stream.done

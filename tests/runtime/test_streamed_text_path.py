@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from agentloop import Agent, AiMessage, ChatRequest, Middleware, StreamCall, ToolExecutionRequest, tool
+from agentloop._runtime._stream import TEXT_BUFFER_SIZE
 from agentloop.models import (
     AnthropicChatModel,
     ModelEvent,
@@ -25,7 +26,7 @@ from agentloop.testing._fake_responses import FakeOpenAIResponsesServer
 
 pytestmark = pytest.mark.anyio
 
-WORDS = 300  # several times the TokenStream's buffer
+WORDS = 3 * TEXT_BUFFER_SIZE  # several times the TokenStream's buffer for text
 ANSWER = " ".join(f"w{i}" for i in range(WORDS))
 
 

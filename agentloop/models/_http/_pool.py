@@ -94,8 +94,14 @@ class ProbeOnUsePool(httpcore2.AsyncConnectionPool):
 
     async def handle_async_request(self, request: httpcore2.Request) -> httpcore2.Response:
         response = await super().handle_async_request(request)
-        response.stream = _ClosingBody(response.stream)
+        body = response.stream = _ClosingBody(response.stream)
+        # httpx2 hands the extensions to its Response: a stream reader finds the body there (`raw_chunks`).
+        response.extensions[BODY] = body
         return response
+
+
+BODY = "agentloop.body"
+"""The `Response.extensions` key under which a response from a `ProbeOnUsePool` carries its pool body."""
 
 
 class _ClosingBody:
@@ -121,6 +127,13 @@ class _ClosingBody:
             self._iterator = self._body.__aiter__()
         chunk: bytes = await self._iterator.__anext__()
         return chunk
+
+    def chunks(self) -> Any:
+        """The pool's own iterator of the body, for a reader that skips httpx2's layers (`raw_chunks`); it is
+        closed with the response, like the one `__anext__` iterates."""
+        if self._iterator is None:
+            self._iterator = self._body.__aiter__()
+        return self._iterator
 
     async def aclose(self) -> None:
         iterator, self._iterator = self._iterator, None
@@ -150,3 +163,28 @@ def use_probe_on_use_pool(client: Any, *, ssl_context: Any, limits: Any) -> bool
         keepalive_expiry=limits.keepalive_expiry,
     )
     return True
+
+
+def raw_chunks(response: httpx2.Response) -> Any:
+    """An async iterator of `response`'s body straight from a `ProbeOnUsePool` (no httpx2 layer in between:
+    five fewer generator hops per read on a streamed answer), or None when httpx2 must read it: the body is
+    content-encoded, or the response did not come from our pool. Its failures are httpcore2's exceptions
+    (`httpx_error` gives httpx2's), and its end does not close the response: the reader closes it."""
+    body = response.extensions.get(BODY)
+    if type(body) is not _ClosingBody or response.headers.get("content-encoding", "identity") != "identity":
+        return None
+    return body.chunks()
+
+
+def httpx_error(exc: Exception) -> Exception:
+    """An httpcore2 exception as the httpx2 exception httpx2 raises for it (what `raw_chunks` skips);
+    anything else as it is."""
+    for cls in type(exc).__mro__:
+        if cls.__module__.partition(".")[0] != "httpcore2":
+            continue
+        mapped = getattr(httpx2, cls.__name__, None)
+        if isinstance(mapped, type) and issubclass(mapped, httpx2.TransportError):
+            error = mapped(str(exc))
+            error.__cause__ = exc
+            return error
+    return exc

@@ -16,6 +16,7 @@ from agentloop._values._errors import (
 
 from ._config import _MAX_ERROR_BODY
 from ._errors import _is_transport_error, _Retryable, request_id_of
+from ._pool import httpx_error, raw_chunks
 from ._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ class SSEStream:
         self.response = response
         self._deadline = deadline
         self._decoder = SSEDecoder(provider=client.provider)
-        self._bytes: Any = response.aiter_bytes()
+        raw = raw_chunks(response)  # our pool's body when it can be read as it is: the hot path
+        self._bytes: Any = response.aiter_bytes() if raw is None else raw
         self._next_chunk: Any = self._bytes.__anext__
         self._pending: list[ServerSentEvent] = []
         self._position = 0
@@ -200,6 +202,7 @@ class SSEStream:
     def _raise_failure(self, exc: Exception, *, retryable: bool) -> NoReturn:
         """Raises what a failed read means: a `ModelError` for a transport failure (wrapped when it may be
         retried, before the first event), `exc` itself for anything else."""
+        exc = httpx_error(exc)
         if not _is_transport_error(exc):
             raise exc
         error = self._client.broken_stream(exc, request_id=self.request_id)
