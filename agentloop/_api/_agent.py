@@ -526,7 +526,7 @@ class Agent(Generic[OutputT]):
             handle=handle,
         )  # fmt: skip
 
-    async def _invoke(
+    def _invoke(
         self,
         message: UserInput,
         memory_id: Any,
@@ -539,7 +539,9 @@ class Agent(Generic[OutputT]):
         history: Sequence[ChatMessage] = (),
         if_busy: IfBusy = "wait",
         handle: RunHandle | None = None,
-    ) -> Result[Any]:
+    ) -> Awaitable[Result[Any]]:
+        """The invocation to await. Plain functions down to `_run_registered` hand on the next coroutine
+        rather than awaiting it: no frame of theirs stays alive while a stream is held open."""
         user_message = UserMessage.of(message)
         merged = self.context if not context else MappingProxyType({**self.context, **context})
         seam = self._seam_for(options.middleware)
@@ -548,7 +550,7 @@ class Agent(Generic[OutputT]):
         else:  # a middleware's id factory (a durable engine's run id), else the agent's
             invocation_id = self.id_factory() if seam.id_factory is None else seam.id_factory()
         if seam.invocation is None:
-            return await self._invoke_with(
+            return self._invoke_with(
                 user_message,
                 memory_id,
                 merged,
@@ -593,7 +595,7 @@ class Agent(Generic[OutputT]):
                 handle,
             )
 
-        return await seam.invocation(call, call_next)
+        return seam.invocation(call, call_next)
 
     def _seam_for(self, call_middleware: tuple[Middleware, ...]) -> Seam:
         """The middleware of one invocation, outermost first: the observer (tracing) when one is set and
@@ -617,7 +619,7 @@ class Agent(Generic[OutputT]):
             cached = self._seam = (observer, self.middleware, runner, seam)
         return cached[3]
 
-    async def _invoke_with(
+    def _invoke_with(
         self,
         user_message: UserMessage,
         memory_id: Any,
@@ -632,7 +634,7 @@ class Agent(Generic[OutputT]):
         history: Sequence[ChatMessage] = (),
         if_busy: IfBusy = "wait",
         handle: RunHandle | None = None,
-    ) -> Result[Any]:
+    ) -> Awaitable[Result[Any]]:
         toolset = self.tools if tools is None else resolve_tools(tools)
         resolved = self.output_type if options.output_type is None else options.output_type
         output = (
@@ -659,7 +661,10 @@ class Agent(Generic[OutputT]):
             handle,
         )
         if timeout is None:
-            return await self._run(run)
+            return self._run(run)
+        return self._run_within(run, timeout)
+
+    async def _run_within(self, run: _Run, timeout: float) -> Result[Any]:
         run = dataclasses.replace(run, deadline=anyio.current_time() + timeout)
         with anyio.move_on_after(timeout) as scope:
             return await self._run(run)
@@ -670,7 +675,7 @@ class Agent(Generic[OutputT]):
             timeout=timeout,
         )
 
-    async def _run(self, run: _Run) -> Result[Any]:
+    def _run(self, run: _Run) -> Awaitable[Result[Any]]:
         memory_id = run.memory_id
         if memory_id is _STATELESS:
             memory, memory_id = None, None
@@ -684,18 +689,27 @@ class Agent(Generic[OutputT]):
         # None when no call of this invocation can need approval (the seam then stays empty).
         approval = gate if gate.needed(run.toolset, dynamic) else None
         if run.if_busy != "wait" and memory_id is not None:
-            answered = await when_busy(
-                self.control, run.if_busy, memory_id, run.user_message, run.invocation_id
-            )
-            if answered is not None:  # steered into the invocation already running: its outcome
-                return answered
+            return self._run_unless_busy(run, memory, memory_id, approval)
+        return self._run_held(run, memory, memory_id, approval)
+
+    async def _run_unless_busy(
+        self, run: _Run, memory: ChatMemory | None, memory_id: Any, approval: ApprovalGate | None
+    ) -> Result[Any]:
+        """`if_busy` other than "wait": the outcome of the invocation already running when steered into it,
+        else this one's."""
+        answered = await when_busy(self.control, run.if_busy, memory_id, run.user_message, run.invocation_id)
+        if answered is not None:  # steered into the invocation already running: its outcome
+            return answered
+        return await self._run_held(run, memory, memory_id, approval)
+
+    def _run_held(
+        self, run: _Run, memory: ChatMemory | None, memory_id: Any, approval: ApprovalGate | None
+    ) -> Awaitable[Result[Any]]:
         handle = run.handle if run.handle is not None else RunHandle()
         target = RunTarget(handle)
         if not has_background(run.toolset) and self.tool_provider is None:
-            result = await self._run_registered(run, memory, memory_id, approval, handle, target, None)
-        else:
-            result = await self._run_with_background(run, memory, memory_id, approval, handle, target)
-        return result
+            return self._run_registered(run, memory, memory_id, approval, handle, target, None)
+        return self._run_with_background(run, memory, memory_id, approval, handle, target)
 
     async def _run_with_background(
         self,

@@ -193,6 +193,8 @@ async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[A
             if resumed is not None:  # the saved response, claimed: its calls that did not finish run now
                 calls.keep(resumed.executions)
                 response, resumed = await resumed.claim(toolset, inv.memory), None
+            elif inv.seam.model is None and emit is not None:  # streamed: no frame between loop and model
+                response = await _stream_model(inv, inv.model, request, round, emit, typed, calls)
             else:
                 response = await _model_call(inv, request, round, emit, typed, calls)
             log_model_call(inv, response, round)

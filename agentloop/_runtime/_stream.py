@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -68,15 +67,13 @@ OutputT = TypeVar("OutputT", default=str)
 Callback = Callable[[T], Any]
 Runner = Callable[["Listener"], Awaitable[Result[OutputT]]]
 
-BUFFER_SIZE = 64
-"""How many events the invocation may run ahead of a slow consumer."""
+BUFFER_SIZE = 32
+"""How many events may wait for a slow consumer, beside the batch it took and is working through: at most
+twice this many between the invocation and the consumer."""
 
-TEXT_BUFFER_SIZE = 1024
-"""How many pieces of text alone the invocation may run ahead (about 60 KB at most): a whole answer the
-server sent in one burst is handed over in one go instead of 64 pieces per two task switches."""
-
-_RESUME_AT = BUFFER_SIZE // 2
-"""A full queue lets the invocation go on once the consumer has taken half of it (fewer task switches)."""
+TEXT_BUFFER_SIZE = 512
+"""The same for pieces of text alone (at most 1,024 in all, about 60 KB): a whole answer the server sent
+in one burst is handed over in one go rather than a few dozen pieces per two task switches."""
 
 _OUTPUT_KINDS: frozenset[type[Any]] = frozenset({PartialOutput, CompleteResponse})
 """The events `outputs()` reads: no other is queued for it."""
@@ -328,8 +325,10 @@ class TokenStream(Generic[OutputT]):
 class _Producer:
     """Runs the invocation in its own task and hands its items to the consumer through a bounded queue.
 
-    The queue is a deque with one shared wake-up event on each side, so handing over an item that fits is a
-    few attribute operations: no lock, no task switch.
+    The queue is a list with one shared wake-up event on each side, so handing over an item that fits is a
+    few attribute operations: no lock, no task switch. The consumer takes the whole list at once and reads
+    it at its pace while the invocation fills a new one (an idle stream holds an empty list, not a deque's
+    block of 64 slots).
     """
 
     __slots__ = (
@@ -362,7 +361,7 @@ class _Producer:
         self.tokens_only = tokens_only
         self.text_only = tokens_only and not stream._callbacks  # text goes straight into the queue
         self.text_sink: Callable[[str], bool] | None = self.text_nowait if self.text_only else None
-        self.items: deque[Any] = deque()
+        self.items: list[Any] = []  # what the consumer has not taken yet
         self.closed = False  # the invocation ended: nothing more will come
         self.stopped = False  # the consumer went away: nothing more is wanted
         self.reader: anyio.Event | None = None  # set when an item arrives (the consumer waits on it)
@@ -425,7 +424,7 @@ class _Producer:
             if type(last) is PartialOutput and last.attempt == event.attempt:
                 items[-1] = event
                 return
-        while len(items) >= BUFFER_SIZE and not self.stopped:
+        while len(self.items) >= BUFFER_SIZE and not self.stopped:  # the consumer swaps the list: re-read
             # Several tasks (the tools) may wait at once: they share one event and re-check when it fires.
             writer = self.writer
             if writer is None:
@@ -433,7 +432,7 @@ class _Producer:
             await writer.wait()
         if self.stopped:
             raise anyio.BrokenResourceError  # the consumer went away: end the invocation
-        items.append(item)
+        self.items.append(item)
         self._wake_reader()
 
     async def _main(self) -> None:
@@ -461,8 +460,7 @@ class _Producer:
 
     async def wait_for_item(self) -> None:
         """Waits until an item is queued; raises the invocation's error, or StopAsyncIteration at its end."""
-        items = self.items
-        while not items or self.stopped:
+        while not self.items or self.stopped:
             if self.closed or self.stopped:  # finished, or aclose() from anywhere
                 await self.finished.wait()
                 if self.error is not None:
@@ -477,6 +475,17 @@ class _Producer:
                 # Cancelled (or interrupted) while waiting: stop the invocation before letting it propagate.
                 await self.stop()
                 raise
+
+    def take(self) -> list[Any]:
+        """Everything queued, for the consumer (never empty: called once `wait_for_item` returned); the
+        invocation's tasks waiting for room go on."""
+        items = self.items
+        self.items = []
+        writer = self.writer
+        if writer is not None:
+            self.writer = None
+            writer.set()
+        return items
 
     def wake_writers(self) -> None:
         writer = self.writer
@@ -529,28 +538,37 @@ class _Driver:
                 await self.finished.wait()
 
 
+_TAKEN: list[Any] = []  # an iterator's batch once read (never appended to)
+
+
 class _Iterator(Generic[T]):
     """The consumer's side: what `async for` iterates. Dropping it (leaving the loop) cancels the producer."""
 
-    __slots__ = ("_producer",)
+    __slots__ = ("_batch", "_next", "_producer")
 
     def __init__(self, producer: _Producer) -> None:
         self._producer = producer
+        self._batch: list[Any] = []  # the items taken from the producer, read from `_next` on
+        self._next = 0
 
     def __aiter__(self) -> _Iterator[T]:
         return self
 
     async def __anext__(self) -> T:
         producer = self._producer
-        items = producer.items
-        if not items or producer.stopped:  # the hot path skips this: an item is waiting
+        batch = self._batch
+        index = self._next
+        if index < len(batch) and not producer.stopped:  # the hot path: an item is in hand
+            self._next = index + 1
+            return batch[index]  # type: ignore[no-any-return]
+        self._batch = _TAKEN  # what was read is let go while waiting
+        if not producer.items or producer.stopped:
             if not producer.started:
                 producer.start()
             await producer.wait_for_item()
-        item = items.popleft()
-        if producer.writer is not None and len(items) <= _RESUME_AT:
-            producer.wake_writers()
-        return item  # type: ignore[no-any-return]
+        batch = self._batch = producer.take()
+        self._next = 1
+        return batch[0]  # type: ignore[no-any-return]
 
     def __del__(self) -> None:
         # `break` (or an exception) out of a bare `async for` drops the iterator, and Python tells it nothing

@@ -268,8 +268,9 @@ async def test_backpressure_a_slow_consumer_stalls_the_model() -> None:
     await anext(iterator)
     for _ in range(50):  # give the producer every chance to run ahead
         await anyio.sleep(0)
-    # The bounded buffer (for text alone), the token the consumer took and the one the model has in hand.
-    assert model.produced <= TEXT_BUFFER_SIZE + 2
+    # The bounded buffer for text alone (what waits and the batch the consumer took), the token the
+    # consumer has and the one the model has in hand.
+    assert model.produced <= 2 * TEXT_BUFFER_SIZE + 2
     await stream.aclose()
     assert stream.done
 
@@ -281,8 +282,8 @@ async def test_backpressure_on_events_a_slow_consumer_stalls_the_model_sooner() 
     await anext(iterator)
     for _ in range(50):
         await anyio.sleep(0)
-    # Typed events queue at most BUFFER_SIZE (each is an object the consumer may hold on to).
-    assert model.produced <= BUFFER_SIZE + 2
+    # Typed events queue at most 2 * BUFFER_SIZE (each is an object the consumer may hold on to).
+    assert model.produced <= 2 * BUFFER_SIZE + 2
     await stream.aclose()
     assert stream.done
 

@@ -26,7 +26,7 @@ from agentloop.testing._fake_responses import FakeOpenAIResponsesServer
 
 pytestmark = pytest.mark.anyio
 
-WORDS = 3 * TEXT_BUFFER_SIZE  # several times the TokenStream's buffer for text
+WORDS = 6 * TEXT_BUFFER_SIZE  # several times what the TokenStream's queue holds of text (twice that)
 ANSWER = " ".join(f"w{i}" for i in range(WORDS))
 
 
