@@ -103,11 +103,13 @@ class Calls:
         self._eager = eager and inv.eager_tools and inv.seam.eager_tools
         self._by_index: dict[int, ToolExecutionRequest] = {}  # as the model sent them
         self._ids: dict[int, str] = {}  # the id each call carries from here on
-        self._used: set[str] = set()
+        self._used: dict[
+            str, None
+        ] = {}  # the ids given out (dicts as sets: an empty one is a third the size)
         self._executions: dict[int, ToolExecution] = {}
         self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
         self._reported = 0  # ordered_events: the next index to report
-        self._silent: set[int] = set()  # calls deferred, or kept from a saved round: never reported now
+        self._silent: dict[int, None] = {}  # calls deferred, or kept from a saved round: never reported now
         self._kept: dict[int, ToolExecution] = {}
         self.waiting = False
         """True once a call returned `DEFERRED`: the round is saved instead of committed."""
@@ -159,7 +161,7 @@ class Calls:
         if not call_id or call_id in self._used:
             call_id = f"call_{self._inv.invocation_id[:12]}_{self._round}_{index}"
         self._ids[index] = call_id
-        self._used.add(call_id)
+        self._used[call_id] = None
         request = _with_id(request, call_id)
         limit = self._inv.options.max_calls
         if limit is not None and index >= limit:
@@ -176,7 +178,7 @@ class Calls:
         kept = self._kept.get(index)
         if kept is not None:  # finished before its round was saved: reported then, never run again
             self._executions[index] = kept
-            self._silent.add(index)
+            self._silent[index] = None
             return
         self._tg.start_soon(self._run, index, request)
 
@@ -200,7 +202,7 @@ class Calls:
             self._check_same(request, execution.request, "returned an execution of")
         if execution is DEFERRED:  # waits for a decision from outside: not stored, not reported
             self.waiting = True
-            self._silent.add(index)
+            self._silent[index] = None
         else:
             self._executions[index] = execution
         if self._emit is not None:

@@ -16,7 +16,6 @@ from agentloop._values._errors import (
 
 from ._config import _MAX_ERROR_BODY
 from ._errors import _is_transport_error, _Retryable, request_id_of
-from ._pool import httpx_error, raw_chunks
 from ._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -70,6 +69,8 @@ class SSEStream:
         self.response = response
         self._deadline = deadline
         self._decoder = SSEDecoder(provider=client.provider)
+        from ._pool import raw_chunks  # loaded with the first client (httpcore2 loads trio at import)
+
         raw = raw_chunks(response)  # our pool's body when it can be read as it is: the hot path
         self._bytes: Any = response.aiter_bytes() if raw is None else raw
         self._next_chunk: Any = self._bytes.__anext__
@@ -202,6 +203,8 @@ class SSEStream:
     def _raise_failure(self, exc: Exception, *, retryable: bool) -> NoReturn:
         """Raises what a failed read means: a `ModelError` for a transport failure (wrapped when it may be
         retried, before the first event), `exc` itself for anything else."""
+        from ._pool import httpx_error
+
         exc = httpx_error(exc)
         if not _is_transport_error(exc):
             raise exc
