@@ -21,17 +21,21 @@ from .._base import (
     TokenCount,
 )
 from .._counting import openai_count
-from .._http import RetryPolicy, Timeouts
+from .._http import RetryPolicy, ServerSentEvent, Timeouts
 from .._http._provider import HTTPChatModel, retry_policy
 from .._unknown import known_items
 from .._wire import check_tools_for_choice
 from ._connection import openai_connection
 from ._request import RESERVED, chat_messages, response_format_payload, tool_choice_payload, tool_payload
 from ._response import arguments_text, finish_reason, is_function_call, token_usage
-from ._shapes import CHUNK, COMPLETION, TEXT_PARTS
+from ._shapes import CHUNK, COMPLETION, IDLE_CHOICE, IDLE_CHUNK, TEXT_PARTS
 from ._stream import StreamState
 
 __all__ = ["OpenAIChatModel"]
+
+
+_NO_EVENTS: list[ServerSentEvent] = []  # never appended to
+_IDLE_EVENT = ServerSentEvent()
 
 
 class OpenAIChatModel(HTTPChatModel):
@@ -276,6 +280,13 @@ class OpenAIChatModel(HTTPChatModel):
                     for model_event in state.feed(chunk):
                         yield model_event
                     fast = state.answered and state.id is not None and state.model is not None
+                # Nothing of this batch stays referenced while the next read waits (a held stream keeps less).
+                batch = _NO_EVENTS
+                event = _IDLE_EVENT
+                data = ""
+                chunk = IDLE_CHUNK
+                choices = delta = None
+                choice = IDLE_CHOICE
             if not done and state.finish_reason is None:
                 raise self._http.bad_response(
                     "the stream ended before the response was complete (no finish_reason, no [DONE])",

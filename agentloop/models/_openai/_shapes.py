@@ -84,6 +84,10 @@ class Chunk(msgspec.Struct, gc=False):
     error: Any = None
 
 
+IDLE_CHOICE = _ChunkChoice(delta=_Delta())
+IDLE_CHUNK = Chunk(choices=[IDLE_CHOICE])
+"""What the stream reader's variables hold between two reads instead of the last chunk (never changed)."""
+
 _PART = msgspec.json.Decoder(_Part)
 TEXT_PARTS = {"text": _PART, "": _PART}  # servers that give parts no type mean text
 COMPLETION = msgspec.json.Decoder(_Completion)
