@@ -103,9 +103,7 @@ class Calls:
         self._eager = eager and inv.eager_tools and inv.seam.eager_tools
         self._by_index: dict[int, ToolExecutionRequest] = {}  # as the model sent them
         self._ids: dict[int, str] = {}  # the id each call carries from here on
-        self._used: dict[
-            str, None
-        ] = {}  # the ids given out (dicts as sets: an empty one is a third the size)
+        self._used: dict[str, None] = {}  # ids given out (a dict as a set: a third the size empty)
         self._executions: dict[int, ToolExecution] = {}
         self._in_order: anyio.Lock | None = None  # ordered_events: one call reports at a time
         self._reported = 0  # ordered_events: the next index to report

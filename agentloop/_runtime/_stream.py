@@ -481,10 +481,7 @@ class _Producer:
         invocation's tasks waiting for room go on."""
         items = self.items
         self.items = []
-        writer = self.writer
-        if writer is not None:
-            self.writer = None
-            writer.set()
+        self.wake_writers()
         return items
 
     def wake_writers(self) -> None:

@@ -84,8 +84,8 @@ class Chunk(msgspec.Struct, gc=False):
     error: Any = None
 
 
-IDLE_CHOICE = _ChunkChoice(delta=_Delta())
-IDLE_CHUNK = Chunk(choices=[IDLE_CHOICE])
+IDLE_CHUNK = Chunk()
+IDLE_CHOICE = _ChunkChoice()
 """What the stream reader's variables hold between two reads instead of the last chunk (never changed)."""
 
 _PART = msgspec.json.Decoder(_Part)
