@@ -8,7 +8,7 @@ control (SQLite, Redis) a task reads its inbox for as long as it runs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -79,33 +79,78 @@ def check_if_busy(value: Any) -> IfBusy:
 _targets: dict[int, dict[Any, set[RunTarget]]] = {}
 
 
+def registered(
+    control: RunControl, invocation_id: str, memory_id: Any, target: RunTarget
+) -> AbstractAsyncContextManager[None]:
+    """Registers the invocation for as long as the block runs; its commands go to `target`."""
+    if isinstance(control, LocalRunControl):
+        return _LocalRegistration(control, invocation_id, memory_id, target)
+    return _shared_registration(control, invocation_id, memory_id, target)
+
+
+class _LocalRegistration:
+    """`registered()` with a `LocalRunControl`: commands go straight to the target. A plain object, not a
+    generator: an invocation held open (a stream waiting on its model) keeps no frame for it."""
+
+    __slots__ = ("_attached", "_control", "_memory_id", "_target")
+
+    def __init__(
+        self, control: LocalRunControl, invocation_id: str, memory_id: Any, target: RunTarget
+    ) -> None:
+        self._control = control
+        self._memory_id = memory_id
+        self._target = target
+        self._attached = control.attach(invocation_id, memory_id, target.apply)
+
+    async def __aenter__(self) -> None:
+        _track(self._control, self._memory_id, self._target)
+        try:
+            self._attached.__enter__()
+        except BaseException:
+            _untrack(self._control, self._memory_id, self._target)
+            raise
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            self._attached.__exit__(*exc_info)
+        finally:
+            _untrack(self._control, self._memory_id, self._target)
+
+
 @asynccontextmanager
-async def registered(
+async def _shared_registration(
     control: RunControl, invocation_id: str, memory_id: Any, target: RunTarget
 ) -> AsyncIterator[None]:
-    """Registers the invocation for as long as the block runs; its commands go to `target`."""
-    local = _targets.setdefault(id(control), {})
-    if memory_id is not None:
-        local.setdefault(memory_id, set()).add(target)
+    """`registered()` with a shared control: a task reads the invocation's inbox while it runs."""
+    _track(control, memory_id, target)
     try:
-        if isinstance(control, LocalRunControl):
-            with control.attach(invocation_id, memory_id, target.apply):
+        async with control.running(invocation_id, memory_id) as inbox, anyio.create_task_group() as group:
+            group.start_soon(_listen, inbox, target)
+
+            async def check_inbox() -> None:
+                while (command := await inbox.poll()) is not None:
+                    await target.apply(command)
+
+            if isinstance(target.handle, RunHandle):
+                target.handle.check_inbox = check_inbox
+            try:
                 yield
-        else:
-            async with control.running(invocation_id, memory_id) as inbox, anyio.create_task_group() as group:
-                group.start_soon(_listen, inbox, target)
-
-                async def check_inbox() -> None:
-                    while (command := await inbox.poll()) is not None:
-                        await target.apply(command)
-
-                if isinstance(target.handle, RunHandle):
-                    target.handle.check_inbox = check_inbox
-                try:
-                    yield
-                finally:
-                    group.cancel_scope.cancel()
+            finally:
+                group.cancel_scope.cancel()
     finally:
+        _untrack(control, memory_id, target)
+
+
+def _track(control: RunControl, memory_id: Any, target: RunTarget) -> None:
+    """Notes `target` as running on `memory_id` (for `if_busy="steer"` in this process)."""
+    if memory_id is not None:
+        _targets.setdefault(id(control), {}).setdefault(memory_id, set()).add(target)
+
+
+def _untrack(control: RunControl, memory_id: Any, target: RunTarget) -> None:
+    """The invocation ended: forgets it, and tells whoever waits for its end."""
+    local = _targets.get(id(control))
+    if local is not None:
         if memory_id is not None:
             running = local.get(memory_id)
             if running is not None:
@@ -113,8 +158,8 @@ async def registered(
                 if not running:
                     del local[memory_id]
         if not local:
-            _targets.pop(id(control), None)
-        target.ended.set()
+            del _targets[id(control)]
+    target.ended.set()
 
 
 async def _listen(inbox: Inbox, target: RunTarget) -> None:

@@ -10,6 +10,7 @@ and commits them as one unit (or, when one waits, saves the round).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -59,6 +60,10 @@ class CallSite(Protocol):
 class Calls:
     """The tool calls of one response, each running in the round's task group as soon as it is known.
 
+    Used as `async with Calls(...) as calls:` for a round: the task group opens (`open()`) only when a call
+    is about to start, so a response that calls no tool costs no task group; leaving the block waits for
+    every call, as leaving the task group does.
+
     Calls are matched by position (providers number them by position in the response). A call without an
     id, or with the id of an earlier call, gets a fresh one, so every result pairs with exactly one call.
     Calls past `options.max_calls` are not run; each gets an error result.
@@ -85,7 +90,6 @@ class Calls:
 
     def __init__(
         self,
-        task_group: TaskGroup,
         inv: CallSite,
         toolset: Toolset,
         round: int,
@@ -94,7 +98,7 @@ class Calls:
         *,
         eager: bool,
     ) -> None:
-        self._tg = task_group
+        self._tg: TaskGroup | None = None  # the round's task group, once a call needs it
         self._inv = inv
         self._toolset = toolset
         self._round = round
@@ -112,15 +116,43 @@ class Calls:
         self.waiting = False
         """True once a call returned `DEFERRED`: the round is saved instead of committed."""
 
-    def start_early(self, index: int, request: ToolExecutionRequest) -> None:
-        """A call became whole while the model still streams: start it now (eager tools)."""
+    async def __aenter__(self) -> Calls:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        """Waits for every call started (the task group's exit: a failed call's error, as a group)."""
+        if self._tg is None:
+            return False
+        return bool(await self._tg.__aexit__(kind, error, tb))
+
+    @property
+    def eager(self) -> bool:
+        """Calls start while the model still streams (eager tools, allowed by the middleware)."""
+        return self._eager
+
+    async def open(self) -> None:
+        """Opens the round's task group in this task (nothing if it is open). Call it where the calls'
+        scopes may nest: the block of `async with Calls(...)` leaves it, so no cancel scope entered after
+        this may still be open there (a model's stream must not yield inside one, PEP 789)."""
+        if self._tg is None:
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            self._tg = group
+
+    async def start_early(self, index: int, request: ToolExecutionRequest) -> None:
+        """A call became whole while the model still streams: start it now (eager tools), opening the round's
+        task group if this is the first."""
         limit = self._inv.options.max_calls
         if self._eager and (limit is None or index < limit) and is_whole_object(request.arguments):
+            await self.open()
             self._start(index, request, index + 1)  # else it waits for the end of the response
 
-    def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
+    async def start_all(self, requests: Sequence[ToolExecutionRequest]) -> Sequence[ToolExecutionRequest]:
         """The response is complete: start every call not started yet, check the early ones, and return the
         calls as they go to memory (`requests` itself unless an id had to be replaced)."""
+        await self.open()
         for index, request in enumerate(requests):
             started = self._by_index.get(index)
             if started is None:
@@ -142,6 +174,7 @@ class Calls:
     def discard(self) -> None:
         """The final response has no tool calls: anything started early must not run on."""
         if self._by_index:
+            assert self._tg is not None
             self._tg.cancel_scope.cancel()
             raise BadResponseError(
                 "The model's stream reported tool calls that its final response does not hold"
@@ -166,7 +199,7 @@ class Calls:
             execution = rejected_call(request, index, self._round, total, limit, self._inv.options.now)
             self._executions[index] = execution
             if self._emit is not None:
-                self._tg.start_soon(self._report, execution, index)
+                self._group().start_soon(self._report, execution, index)
             return
         before = self._inv.seam.before_call
         if before:  # in call order, in this task, before the call's task starts (durable step numbers)
@@ -178,7 +211,12 @@ class Calls:
             self._executions[index] = kept
             self._silent[index] = None
             return
-        self._tg.start_soon(self._run, index, request)
+        self._group().start_soon(self._run, index, request)
+
+    def _group(self) -> TaskGroup:
+        if self._tg is None:
+            raise RuntimeError("Calls: a call started before the round's task group opened (await open())")
+        return self._tg
 
     def keep(self, executions: Sequence[ToolExecution]) -> None:
         """A saved round goes on: these of its calls finished before it was saved (and were reported then),

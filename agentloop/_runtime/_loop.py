@@ -4,7 +4,8 @@
 loop:
   request  = system + memory + this invocation's messages, with this invocation's tools
   response = the model call through the seam: `wrap_model_call` of the features, then the user's; streamed
-             through the `wrap_stream` hooks when someone listens, tool calls may start while it streams.
+             through the `wrap_stream` hooks when someone listens, tool calls may start while it streams
+             (the round's task group opens with the first call to start: a text answer runs without one).
              A resumed invocation's first response is its saved round's (an `on_resume` hook gives it)
   no tool calls -> the seam's `on_answer` hooks check it (ModelRetry: a correction, go on), commit, finish
   round += 1, at most max_tool_rounds
@@ -188,8 +189,7 @@ async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[A
             toolset = await _tools(inv, history + unsaved)
         request = ChatRequest(prefix + history + unsaved, toolset.specifications)
         may_run_tools = round < inv.max_tool_rounds
-        async with anyio.create_task_group() as task_group:
-            calls = Calls(task_group, inv, toolset, round + 1, limiter, typed, eager=may_run_tools)
+        async with Calls(inv, toolset, round + 1, limiter, typed, eager=may_run_tools) as calls:
             if resumed is not None:  # the saved response, claimed: its calls that did not finish run now
                 calls.keep(resumed.executions)
                 response, resumed = await resumed.claim(toolset, inv.memory), None
@@ -209,7 +209,7 @@ async def _run(inv: Invocation, emit: Listener | None, sofar: Sofar) -> Result[A
                         "results",
                         max_tool_rounds=inv.max_tool_rounds,
                     )
-                requests = calls.start_all(ai.tool_execution_requests)
+                requests = await calls.start_all(ai.tool_execution_requests)
                 if requests is not ai.tool_execution_requests:  # ids were missing or repeated
                     ai = msgspec.structs.replace(ai, tool_execution_requests=requests)
                     response = msgspec.structs.replace(response, ai_message=ai)
@@ -309,6 +309,8 @@ async def _model_call(
             return await inv.model.chat(request)
         return await _stream_model(inv, inv.model, request, round, emit, typed, calls)
     streamed = False
+    if calls.eager and emit is not None:  # calls start in the chain: their task group opens outside it
+        await calls.open()
 
     async def call_model(call: ModelCall) -> ChatResponse:
         nonlocal streamed
@@ -371,7 +373,7 @@ async def _stream_model(
                     e: Any = event
                     await typed(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
             elif kind is ToolCallComplete:
-                calls.start_early(event.index, event.request)  # type: ignore[union-attr]
+                await calls.start_early(event.index, event.request)  # type: ignore[union-attr]
             elif kind is ThinkingDelta:
                 if typed is not None:
                     await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]

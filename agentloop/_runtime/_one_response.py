@@ -111,9 +111,8 @@ async def execute_tool_calls(
     limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
     listener = _Callbacks(on_start, on_complete) if on_start or on_complete else None
     try:
-        async with anyio.create_task_group() as group:
-            engine = Calls(group, site, toolset, round, limiter, listener, eager=False)
-            engine.start_all(calls)
+        async with Calls(site, toolset, round, limiter, listener, eager=False) as engine:
+            await engine.start_all(calls)
     except BaseExceptionGroup as failures:
         error = first_error(failures)
         raise error from error.__cause__  # the handler's error itself, as the agent's loop raises it

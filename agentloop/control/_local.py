@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -46,10 +46,13 @@ class LocalRunControl:
         self._inboxes: dict[str, tuple[Any, MemoryObjectSendStream[RunCommand] | Deliver]] = {}
         self._by_memory: dict[Any, set[str]] = {}
 
-    @contextmanager
-    def attach(self, invocation_id: str, memory_id: Any, deliver: Deliver) -> Iterator[None]:
-        """Registers an invocation whose commands are handed straight to `deliver` (awaited by `send`):
-        what an agent in this process uses, with no inbox and no task reading it."""
+    def attach(self, invocation_id: str, memory_id: Any, deliver: Deliver) -> AbstractContextManager[None]:
+        """Registers an invocation whose commands are handed straight to `deliver` (awaited by `send`), for
+        as long as the `with` block runs: what an agent in this process uses, with no inbox and no task
+        reading it."""
+        return _Attachment(self, invocation_id, memory_id, deliver)
+
+    def _attach(self, invocation_id: str, memory_id: Any, deliver: Deliver) -> None:
         if invocation_id in self._inboxes:
             raise ValueError(
                 f"LocalRunControl: invocation {invocation_id!r} is already registered as running"
@@ -57,10 +60,6 @@ class LocalRunControl:
         self._inboxes[invocation_id] = (memory_id, deliver)
         if memory_id is not None:
             self._by_memory.setdefault(memory_id, set()).add(invocation_id)
-        try:
-            yield
-        finally:
-            self._forget(invocation_id, memory_id)
 
     @asynccontextmanager
     async def running(self, invocation_id: str, memory_id: Any = None) -> AsyncIterator[Inbox]:
@@ -108,3 +107,23 @@ class LocalRunControl:
 
     def __repr__(self) -> str:
         return f"LocalRunControl(running={len(self._inboxes)})"
+
+
+class _Attachment:
+    """`attach()`'s context manager: a plain object, so an invocation held open keeps no generator frame."""
+
+    __slots__ = ("_control", "_deliver", "_invocation_id", "_memory_id")
+
+    def __init__(
+        self, control: LocalRunControl, invocation_id: str, memory_id: Any, deliver: Deliver
+    ) -> None:
+        self._control = control
+        self._invocation_id = invocation_id
+        self._memory_id = memory_id
+        self._deliver = deliver
+
+    def __enter__(self) -> None:
+        self._control._attach(self._invocation_id, self._memory_id, self._deliver)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._control._forget(self._invocation_id, self._memory_id)

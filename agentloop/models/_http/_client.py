@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl
 
@@ -362,8 +362,7 @@ class ProviderClient:
         finally:
             await _close(response)
 
-    @asynccontextmanager
-    async def open_sse(
+    def open_sse(
         self,
         path: str,
         payload: Any,
@@ -371,9 +370,12 @@ class ProviderClient:
         method: str = "POST",
         headers: Mapping[str, str] | None = None,
         tools: bool = False,
-    ) -> AsyncIterator[SSEStream]:
+    ) -> AbstractAsyncContextManager[SSEStream]:
         """An open event stream whose first event arrived; retried until then, never after; closed on exit."""
-        request = self._build(method, path, payload, headers, accept="text/event-stream")
+        return _OpenSSE(self, self._build(method, path, payload, headers, accept="text/event-stream"), tools)
+
+    async def _connect_sse(self, request: Any, tools: bool) -> SSEStream:
+        """`open_sse`'s opening: the request sent (retried) until its stream's first event arrived."""
         deadline = None if self.timeouts.total is None else time.monotonic() + self.timeouts.total
 
         async def attempt() -> SSEStream:
@@ -409,11 +411,7 @@ class ProviderClient:
                 raise
             return stream
 
-        stream = await self._within_total(lambda: self._with_retries(attempt))
-        try:
-            yield stream
-        finally:
-            await stream.aclose()
+        return await self._within_total(lambda: self._with_retries(attempt))
 
     # -- internals ----------------------------------------------------------------------------------------
 
@@ -574,3 +572,24 @@ class ProviderClient:
         raise ModelTimeoutError(
             f"{self.provider}: no response within the total timeout of {total:g}s", provider=self.provider
         )
+
+
+class _OpenSSE:
+    """`open_sse`'s context manager: opens the stream on entry, closes it on exit. A plain object, not a
+    generator: a stream held open for minutes keeps no suspended frame for it."""
+
+    __slots__ = ("_client", "_request", "_stream", "_tools")
+
+    def __init__(self, client: ProviderClient, request: Any, tools: bool) -> None:
+        self._client = client
+        self._request = request
+        self._tools = tools
+        self._stream: SSEStream | None = None
+
+    async def __aenter__(self) -> SSEStream:
+        self._stream = await self._client._connect_sse(self._request, self._tools)
+        return self._stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._stream is not None:
+            await self._stream.aclose()

@@ -1,0 +1,225 @@
+"""A round opens its task group only when a tool call is about to start.
+
+A response that calls no tool (every final answer) runs without one: no cancel scope, task set or exit
+checkpoint for text alone. A call that becomes whole while the model streams opens it right there (eager
+tools), so the group can open in the middle of a stream; these tests hold that to every guarantee the
+up-front group gave: the calls still start before the response ends, also inside a `wrap_model_call` that
+holds a cancel scope, a failing call ends the round with its own error and closes the model's stream,
+cancelling mid-stream leaves no task, and `execute_tool_calls` is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import (
+    Agent,
+    AiMessage,
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    IllegalConfigurationError,
+    MessageWindowChatMemory,
+    Middleware,
+    ModelCall,
+    ToolCall,
+    ToolExecutionRequest,
+    execute_tool_calls,
+    tool,
+)
+from agentloop.models import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete
+from agentloop.testing import ScriptedChatModel
+from tests.reliability._support import running_tasks
+from tests.runtime_helpers import assert_valid_for_provider, calls
+
+
+@tool
+def ping() -> str:
+    """Answers pong."""
+    return "pong"
+
+
+@pytest.fixture
+def groups(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every task group anyio creates while the test runs."""
+    made: list[object] = []
+    create = anyio.create_task_group
+
+    def counting() -> Any:
+        group = create()
+        made.append(group)
+        return group
+
+    monkeypatch.setattr(anyio, "create_task_group", counting)
+    return made
+
+
+async def test_a_text_answer_opens_no_task_group(groups: list[object]) -> None:
+    agent = Agent(ScriptedChatModel(["hello there"]), tools=[ping])  # tools offered, eager tools on
+    assert (await agent.chat("hi")).content == "hello there"
+    assert groups == []
+
+    bare = Agent(ScriptedChatModel(["hello there"]))
+    async with bare.stream("hi") as stream:  # the stream's own machinery, without tools
+        assert "".join([t async for t in stream]) == "hello there"
+    baseline = len(groups)
+    agent = Agent(ScriptedChatModel(["hello there"]), tools=[ping])
+    async with agent.stream("hi") as stream:
+        assert "".join([t async for t in stream]) == "hello there"
+    assert len(groups) == 2 * baseline  # tools offered but not called: nothing more than without tools
+
+
+async def test_a_tool_round_opens_exactly_one(groups: list[object]) -> None:
+    script = [calls(("ping", {}), ("ping", {})), "done"]
+    result = await Agent(ScriptedChatModel(script), tools=[ping]).chat("go")
+    assert [e.result for e in result.tool_executions] == ["pong", "pong"]
+    assert len(groups) == 1  # the tool round's; the answer's round opened none
+
+    del groups[:]
+    async with Agent(ScriptedChatModel(["x"])).stream("hi") as stream:
+        _ = [t async for t in stream]
+    baseline = len(groups)
+    del groups[:]
+    async with Agent(ScriptedChatModel(script), tools=[ping]).stream("go") as stream:
+        assert "".join([t async for t in stream]) == "done"
+    assert len(groups) == baseline + 1
+
+
+class StartsThenWaits:
+    """Streams a whole call, then waits (bounded) for its tool to start before it ends the response: only a
+    call started while the stream is open lets it finish. `closed` is set when its stream was closed."""
+
+    def __init__(self, tool_name: str) -> None:
+        self.tool_name = tool_name
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.closed = False
+        self.rounds = 0
+        self.model_name = "starts-then-waits"
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise AssertionError("streamed only")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        self.rounds += 1
+        try:
+            if self.rounds > 1:
+                yield TextDelta("after")
+                yield ResponseComplete(ChatResponse(AiMessage("after")))
+                return
+            call = ToolExecutionRequest("c1", self.tool_name, "{}")
+            yield TextDelta("calling")
+            yield ToolCallComplete(0, call)
+            with anyio.fail_after(5):
+                await self.started.wait()
+            await self.release.wait()
+            yield ResponseComplete(ChatResponse(AiMessage("calling", [call])))
+        finally:
+            self.closed = True
+
+
+class HoldsAScope(Middleware):
+    """A `wrap_model_call` that keeps a cancel scope open around the model call and lets calls start early."""
+
+    allows_eager_tools = True
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        with anyio.fail_after(10):
+            response: ChatResponse = await call_next(call)
+        return response
+
+
+@pytest.mark.parametrize("middleware", [[], [HoldsAScope()]], ids=["bare", "scoped-middleware"])
+async def test_a_call_starts_while_the_model_streams(middleware: list[Middleware]) -> None:
+    model = StartsThenWaits("begin")
+
+    @tool
+    async def begin() -> str:
+        """Starts the work."""
+        model.started.set()
+        model.release.set()
+        return "begun"
+
+    agent = Agent(model, tools=[begin], middleware=middleware)
+    async with agent.stream("go") as stream:
+        text = "".join([piece async for piece in stream])
+    assert text == "callingafter"
+    assert [e.result for e in stream.result.tool_executions] == ["begun"]
+    assert model.closed
+
+
+async def _drain(agent: Agent[Any], message: str) -> None:
+    async with agent.stream(message) as stream:
+        async for _ in stream:
+            pass
+
+
+class Misreports(Middleware):
+    """A `wrap_tool_call` that returns something other than the execution: an error of the configuration."""
+
+    async def wrap_tool_call(self, call: ToolCall, call_next: Any) -> Any:
+        await call_next(call)
+        return "not an execution"
+
+
+async def test_a_call_failing_mid_stream_ends_the_round_with_its_error_and_closes_the_stream() -> None:
+    model = StartsThenWaits("begin")
+
+    @tool
+    async def begin() -> str:
+        """Starts the work."""
+        model.started.set()  # the model stays waiting on `release`: the error must end the stream
+        return "begun"
+
+    memory = MessageWindowChatMemory(max_messages=20)
+    agent = Agent(model, tools=[begin], memory=memory, middleware=[Misreports()])
+    before = running_tasks()
+    with pytest.raises(IllegalConfigurationError, match="returned 'not an execution'"):
+        await _drain(agent, "go")
+    assert model.closed
+    assert await memory.messages() == []  # nothing of the round stored
+    assert running_tasks() <= before
+
+
+async def test_cancelling_while_a_call_runs_mid_stream_leaves_nothing_running() -> None:
+    model = StartsThenWaits("begin")
+    cleaned: list[str] = []
+
+    @tool
+    async def begin() -> str:
+        """Works until cancelled."""
+        model.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append("begin")
+        return "never"
+
+    memory = MessageWindowChatMemory(max_messages=20)
+    agent = Agent(model, tools=[begin], memory=memory)
+    before = running_tasks()
+    async with agent.stream("go", memory_id="m") as stream:
+        async for piece in stream:
+            assert piece == "calling"
+            with anyio.fail_after(5):
+                await model.started.wait()
+            await stream.cancel()
+    assert stream.result.finish_reason is FinishReason.CANCELLED
+    assert cleaned == ["begin"] and model.closed
+    assert_valid_for_provider(await memory.messages())
+    assert running_tasks() <= before
+    model.release.set()
+    async with agent.stream("again", memory_id="m") as again:  # the memory id is free again
+        assert "".join([t async for t in again]) == "after"
+
+
+async def test_execute_tool_calls_runs_its_calls_in_one_group(groups: list[object]) -> None:
+    requests = [ToolExecutionRequest(f"c{i}", "ping", "{}") for i in range(3)]
+    executions = await execute_tool_calls(requests, [ping])
+    assert [e.result for e in executions] == ["pong"] * 3
+    assert len(groups) == 1
+    assert await execute_tool_calls([], [ping]) == [] and len(groups) == 1
