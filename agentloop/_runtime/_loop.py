@@ -14,9 +14,8 @@ loop:
   commit the round to memory as one unit (the AiMessage and every result, in call order)
   an answer from the `on_tool_round` hooks (checked by `on_answer` before the commit), or immediate -> finish
 
-The loop knows features only through the seam (`Invocation.seam`: tracing, run control and durable steps
-too; its markers in `_hooks.py`) and declared Protocols: `FinalCommitMemory`, `DynamicToolProvider`,
-`TextSinkModel` (text's short way)."""
+The loop knows features only through the seam (`Invocation.seam`, markers in `_hooks.py`) and declared
+Protocols: `FinalCommitMemory`, `DynamicToolProvider`, `TextSinkModel` (the short way, a lazy task group)."""
 
 from __future__ import annotations
 
@@ -308,9 +307,9 @@ async def _model_call(
         if emit is None:
             return await inv.model.chat(request)
         return await _stream_model(inv, inv.model, request, round, emit, typed, calls)
-    streamed = False
     if calls.eager and emit is not None:  # calls start in the chain: their task group opens outside it
         await calls.open()
+    streamed = False
 
     async def call_model(call: ModelCall) -> ChatResponse:
         nonlocal streamed
@@ -353,9 +352,12 @@ async def _stream_model(
     """Streams one model call, forwarding its pieces (text to `emit`, the others to `typed` if anyone wants
     them) and starting each tool call as soon as it is whole. The seam's `wrap_stream` hooks see the events
     first (structured output's partial values)."""
+    short = not inv.seam.stream and conforms(model, TextSinkModel)  # keeps its scopes between yields
+    if calls.eager and not short:  # the round's task group first: a `yield` may sit in a scope (PEP 789)
+        await calls.open()
     response: ChatResponse | None = None
     text_nowait = emit.text_nowait
-    sink = None if inv.seam.stream or not conforms(model, TextSinkModel) else emit.text_sink  # the short way
+    sink = emit.text_sink if short else None  # the text's short way
     stream = model.stream(request) if sink is None else model.stream_text_to(request, sink)  # type: ignore[attr-defined]
     async with aclosing(stream) as source:  # type: ignore[type-var]
         events = source
@@ -368,15 +370,13 @@ async def _stream_model(
                 text: str = event.text  # type: ignore[union-attr]
                 if not text_nowait(text, round):
                     await emit(PartialResponse(text, round))
-            elif kind is ToolCallDelta:
-                if typed is not None:
-                    e: Any = event
-                    await typed(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
+            elif kind is ToolCallDelta and typed is not None:
+                e: Any = event
+                await typed(PartialToolCall(e.index, e.id, e.name, e.arguments, round))
             elif kind is ToolCallComplete:
                 await calls.start_early(event.index, event.request)  # type: ignore[union-attr]
-            elif kind is ThinkingDelta:
-                if typed is not None:
-                    await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]
+            elif kind is ThinkingDelta and typed is not None:
+                await typed(PartialThinking(event.text, round))  # type: ignore[union-attr]
             elif kind is GenerationProgress and typed is not None:
                 await typed(ModelProgress.of(event, round))  # type: ignore[arg-type]
             elif kind is ResponseComplete:

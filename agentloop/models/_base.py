@@ -131,7 +131,10 @@ class TextSinkModel(Protocol):
     """A model that can hand its streamed answer text to a sink instead of yielding a `TextDelta` per piece:
     the runtime's short way for text (no event built or passed on per token) when only the text is wanted
     and no `wrap_stream` hook must see it. Each piece goes to `sink(text)`; when `sink` returns False, the
-    piece comes as a `TextDelta` as usual. Every other event comes as in `stream()`, in order."""
+    piece comes as a `TextDelta` as usual. Every other event comes as in `stream()`, in order.
+
+    Its streams keep each cancel scope and task group of theirs between two yields (PEP 789): the runtime
+    opens a round's task group only when a tool call starts, possibly while such a stream waits at a yield."""
 
     def stream_text_to(self, request: ChatRequest, sink: Callable[[str], bool]) -> AsyncIterator[ModelEvent]:
         """`stream(request)`, with the answer text handed to `sink`."""

@@ -10,7 +10,7 @@ cancelling mid-stream leaves no task, and `execute_tool_calls` is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -31,8 +31,8 @@ from agentloop import (
     execute_tool_calls,
     tool,
 )
-from agentloop.models import ModelEvent, ResponseComplete, TextDelta, ToolCallComplete
-from agentloop.testing import ScriptedChatModel
+from agentloop.models import ModelEvent, OpenAIChatModel, ResponseComplete, TextDelta, ToolCallComplete
+from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
 from tests.reliability._support import running_tasks
 from tests.runtime_helpers import assert_valid_for_provider, calls
 
@@ -58,18 +58,24 @@ def groups(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     return made
 
 
+def openai(server: FakeOpenAIServer) -> OpenAIChatModel:
+    return OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="test")
+
+
+async def _texts(agent: Agent[Any], message: str) -> str:
+    async with agent.stream(message) as stream:
+        return "".join([t async for t in stream])
+
+
 async def test_a_text_answer_opens_no_task_group(groups: list[object]) -> None:
     agent = Agent(ScriptedChatModel(["hello there"]), tools=[ping])  # tools offered, eager tools on
     assert (await agent.chat("hi")).content == "hello there"
     assert groups == []
 
-    bare = Agent(ScriptedChatModel(["hello there"]))
-    async with bare.stream("hi") as stream:  # the stream's own machinery, without tools
-        assert "".join([t async for t in stream]) == "hello there"
-    baseline = len(groups)
-    agent = Agent(ScriptedChatModel(["hello there"]), tools=[ping])
-    async with agent.stream("hi") as stream:
-        assert "".join([t async for t in stream]) == "hello there"
+    async with FakeOpenAIServer(["hello there"] * 2) as server, openai(server) as model:
+        assert await _texts(Agent(model), "hi") == "hello there"  # the stream's own machinery
+        baseline = len(groups)
+        assert await _texts(Agent(model, tools=[ping]), "hi") == "hello there"
     assert len(groups) == 2 * baseline  # tools offered but not called: nothing more than without tools
 
 
@@ -79,13 +85,12 @@ async def test_a_tool_round_opens_exactly_one(groups: list[object]) -> None:
     assert [e.result for e in result.tool_executions] == ["pong", "pong"]
     assert len(groups) == 1  # the tool round's; the answer's round opened none
 
-    del groups[:]
-    async with Agent(ScriptedChatModel(["x"])).stream("hi") as stream:
-        _ = [t async for t in stream]
-    baseline = len(groups)
-    del groups[:]
-    async with Agent(ScriptedChatModel(script), tools=[ping]).stream("go") as stream:
-        assert "".join([t async for t in stream]) == "done"
+    async with FakeOpenAIServer(["x", *script]) as server, openai(server) as model:
+        del groups[:]
+        assert await _texts(Agent(model), "hi") == "x"
+        baseline = len(groups)
+        del groups[:]
+        assert await _texts(Agent(model, tools=[ping]), "go") == "done"
     assert len(groups) == baseline + 1
 
 
@@ -104,6 +109,14 @@ class StartsThenWaits:
     async def chat(self, request: ChatRequest) -> ChatResponse:
         raise AssertionError("streamed only")
 
+    async def stream_text_to(
+        self, request: ChatRequest, sink: Callable[[str], bool]
+    ) -> AsyncIterator[ModelEvent]:
+        """A `TextSinkModel` (its scopes stay between yields): the round's task group opens mid-stream."""
+        async for event in self.stream(request):
+            if not (isinstance(event, TextDelta) and sink(event.text)):
+                yield event
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
         self.rounds += 1
         try:
@@ -120,6 +133,38 @@ class StartsThenWaits:
             yield ResponseComplete(ChatResponse(AiMessage("calling", [call])))
         finally:
             self.closed = True
+
+
+class ScopedStream:
+    """A model whose stream yields inside a cancel scope of its own (what PEP 789 warns against): not a
+    `TextSinkModel`, so the round's task group opens before its stream starts and the scopes still nest."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.model_name = "scoped-stream"
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        raise AssertionError("streamed only")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        self.rounds += 1
+        with anyio.fail_after(10):
+            if self.rounds > 1:
+                yield TextDelta("done")
+                yield ResponseComplete(ChatResponse(AiMessage("done")))
+                return
+            call = ToolExecutionRequest("c1", "ping", "{}")
+            yield ToolCallComplete(0, call)
+            await anyio.sleep(0.01)
+            yield ResponseComplete(ChatResponse(AiMessage(None, [call])))
+
+
+async def test_a_stream_that_yields_inside_its_own_scope_still_runs_its_calls() -> None:
+    assert await _texts(Agent(ScopedStream(), tools=[ping]), "go") == "done"
+    agent = Agent(ScopedStream(), tools=[ping])
+    async with agent.stream("go") as stream:  # events wanted: the long way, same rule
+        kinds = [type(event).__name__ async for event in stream.events()]
+    assert "ToolExecuted" in kinds
 
 
 class HoldsAScope(Middleware):
