@@ -133,9 +133,10 @@ class Calls:
         return self._eager
 
     async def open(self) -> None:
-        """Opens the round's task group in this task (nothing if it is open). Call it where the calls'
-        scopes may nest: the block of `async with Calls(...)` leaves it, so no cancel scope entered after
-        this may still be open there (a model's stream must not yield inside one, PEP 789)."""
+        """Opens the round's task group in this task (nothing if it is open). The block of `async with
+        Calls(...)` leaves it, so every cancel scope entered after this must be left before that: the loop
+        opens it before a middleware chain or a stream that may hold a scope across the point where a call
+        starts (any stream but a `TextSinkModel`'s, whose yields sit outside its scopes)."""
         if self._tg is None:
             group = anyio.create_task_group()
             await group.__aenter__()
