@@ -25,11 +25,11 @@ from .._tools._execution import (
     OnComplete,
     OnStart,
     UnknownToolPolicy,
-    _hallucinated,
-    _maybe_await,
+    hallucinated_tool_error,
+    maybe_await,
 )
 from .._tools._toolset import ToolsLike, resolve_tools
-from .._values._context import _NO_CONTEXT, new_invocation_id
+from .._values._context import NO_CONTEXT, new_invocation_id
 from .._values._events import BeforeToolExecution, StreamEvent, ToolExecuted
 from .._values._messages import ToolExecutionRequest
 from .._values._records import ToolExecution
@@ -98,14 +98,14 @@ async def execute_tool_calls(
     if hallucinated_tool_name_strategy is None:
         for request in calls[:max_calls]:
             if request.name not in toolset:
-                raise _hallucinated(request.name, toolset)
+                raise hallucinated_tool_error(request.name, toolset)
     if not calls:
         return []
     site = _Standalone(
         options,
         invocation_id if invocation_id is not None else new_invocation_id(),
         memory_id,
-        _NO_CONTEXT if context is None else context,
+        NO_CONTEXT if context is None else context,
         seam,
     )
     limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
@@ -164,9 +164,9 @@ class _Callbacks:
     async def __call__(self, event: StreamEvent) -> None:
         if type(event) is BeforeToolExecution:
             if self._on_start is not None:
-                await _maybe_await(self._on_start(event.index, event.request))
+                await maybe_await(self._on_start(event.index, event.request))
         elif type(event) is ToolExecuted and self._on_complete is not None:
-            await _maybe_await(self._on_complete(event.execution))
+            await maybe_await(self._on_complete(event.execution))
 
     def text_nowait(self, text: str, round: int) -> bool:
         return False

@@ -20,7 +20,7 @@ import anyio.lowlevel
 import msgspec
 
 from .._values._background import STARTED, current_starter
-from .._values._context import _NO_CONTEXT, ToolContext
+from .._values._context import NO_CONTEXT, ToolContext
 from .._values._errors import (
     HallucinatedToolError,
     IllegalConfigurationError,
@@ -223,7 +223,7 @@ async def _execute(
         now, clock = options.now(), time.perf_counter()
         return await _failed(exc, tool, request, index, round, options, now, clock)
     call_context = ToolContext(
-        invocation_id, memory_id, _NO_CONTEXT if context is None else context, request, round, deadline
+        invocation_id, memory_id, NO_CONTEXT if context is None else context, request, round, deadline
     )
     if limiter is None:
         return await _run(tool, prepared, call_context, index, options, on_start)
@@ -242,7 +242,7 @@ async def _run(
     request = context.request
     assert request is not None
     if on_start is not None:
-        await _maybe_await(on_start(index, request))
+        await maybe_await(on_start(index, request))
     started_at, clock = options.now(), time.perf_counter()
     timeout = tool.timeout if tool.timeout is not None else options.timeout
     starter = current_starter() if tool.background else None
@@ -351,7 +351,7 @@ async def _failed(
     if handler is None or isinstance(exc, ModelRetry):  # a retry request speaks to the model as it is
         text = error_text(exc)
     else:
-        text = await _maybe_await(handler(exc, request))
+        text = await maybe_await(handler(exc, request))
         if not isinstance(text, str):
             raise IllegalConfigurationError(
                 f"{handler_name} must return the text for the model (str) or raise, got {type(text).__name__}"
@@ -421,7 +421,7 @@ async def _answer_hallucination(
 ) -> ToolExecution:
     strategy = options.hallucinated_tool_name_strategy
     if strategy is None:
-        raise _hallucinated(request.name, toolset)
+        raise hallucinated_tool_error(request.name, toolset)
     started_at, clock = options.now(), time.perf_counter()
     if isinstance(strategy, str):  # TELL_MODEL
         answer: Any = ToolExecutionResultMessage.from_request(
@@ -429,7 +429,7 @@ async def _answer_hallucination(
         )
         answer = msgspec.structs.replace(answer, is_error=True)
     else:
-        answer = await _maybe_await(strategy(request))
+        answer = await maybe_await(strategy(request))
     if isinstance(answer, ToolExecutionResultMessage):
         text, is_error = answer.text, answer.is_error
     elif isinstance(answer, str):
@@ -465,7 +465,7 @@ def _unknown_tool_text(name: str, toolset: Toolset) -> str:
     )
 
 
-def _hallucinated(name: str, toolset: Toolset) -> HallucinatedToolError:
+def hallucinated_tool_error(name: str, toolset: Toolset) -> HallucinatedToolError:
     available = ", ".join(repr(n) for n in toolset.names) or "none"
     return HallucinatedToolError(
         f"The model called a tool named {name!r}, which does not exist (available tools: {available}). "
@@ -475,7 +475,7 @@ def _hallucinated(name: str, toolset: Toolset) -> HallucinatedToolError:
     )
 
 
-async def _maybe_await(value: Any) -> Any:
+async def maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value

@@ -30,7 +30,7 @@ __all__ = [
     "watched_by_nobody",
 ]
 
-_NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
+NO_CONTEXT: Mapping[str, Any] = MappingProxyType({})
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 """The MCP (syslog) log levels a tool may log at."""
@@ -141,7 +141,7 @@ class ToolContext(msgspec.Struct, frozen=True):
 
     invocation_id: str
     memory_id: Any = None
-    context: Mapping[str, Any] = _NO_CONTEXT
+    context: Mapping[str, Any] = NO_CONTEXT
     request: ToolExecutionRequest | None = None
     round: int = 0
     deadline: float | None = None

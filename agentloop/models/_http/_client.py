@@ -52,7 +52,7 @@ from ._errors import (
     named_stream_error,
     request_id_of,
 )
-from ._stream import SSEStream, _close, _read_body
+from ._stream import SSEStream, close_response, read_body
 
 # -- retries ------------------------------------------------------------------------------------------------
 
@@ -296,7 +296,7 @@ class ProviderClient:
             try:
                 await self._check_status(response, tools)
                 try:
-                    body, whole = await _read_body(response, MAX_BODY_BYTES)
+                    body, whole = await read_body(response, MAX_BODY_BYTES)
                 except Exception as exc:
                     if _is_transport_error(exc):
                         # A dropped connection may be retried; a read timeout may not (see `_send`).
@@ -313,7 +313,7 @@ class ProviderClient:
                     raise self.error_from_payload(error, request_id=request_id_of(response.headers))
                 return body, request_id_of(response.headers)
             finally:
-                await _close(response)
+                await close_response(response)
 
         body, request_id = await self._within_total(lambda: self._with_retries(attempt))
         try:
@@ -352,7 +352,7 @@ class ProviderClient:
                 if first is not None:
                     await first(response)
             except BaseException:
-                await _close(response)
+                await close_response(response)
                 raise
             return response
 
@@ -360,7 +360,7 @@ class ProviderClient:
         try:
             yield response
         finally:
-            await _close(response)
+            await close_response(response)
 
     def open_sse(
         self,
@@ -384,7 +384,7 @@ class ProviderClient:
                 await self._check_status(response, tools)
                 content_type = response.headers.get("content-type", "")
                 if content_type.startswith("text/html"):  # a proxy's or portal's page, never an event stream
-                    body, _ = await _read_body(response, _MAX_ERROR_BODY)
+                    body, _ = await read_body(response, _MAX_ERROR_BODY)
                     page = body[:200].decode("utf-8", "replace")
                     raise self.bad_response(
                         f"expected an event stream, got an HTML page: {page!r}",
@@ -392,7 +392,7 @@ class ProviderClient:
                     )
                 if content_type.startswith("application/json"):
                     # Some servers answer a streaming request with one JSON body (often an error).
-                    body, _ = await _read_body(response, MAX_BODY_BYTES)
+                    body, _ = await read_body(response, MAX_BODY_BYTES)
                     error = error_payload(body)
                     if error is not None:
                         raise self.error_from_payload(error, request_id=request_id_of(response.headers))
@@ -407,7 +407,7 @@ class ProviderClient:
                     if error is not None:
                         raise self.error_from_payload(error, request_id=request_id_of(response.headers))
             except BaseException:
-                await _close(response)
+                await close_response(response)
                 raise
             return stream
 
@@ -485,7 +485,7 @@ class ProviderClient:
                 raise self.bad_response(f"unexpected redirect {status} to {location}; check base_url")
             return
         try:
-            body, _ = await _read_body(response, _MAX_ERROR_BODY)
+            body, _ = await read_body(response, _MAX_ERROR_BODY)
         except Exception as exc:
             if not _is_transport_error(exc):
                 raise

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._client import ProviderClient
 
 
-async def _read_body(response: Any, limit: int) -> tuple[bytes, bool]:
+async def read_body(response: Any, limit: int) -> tuple[bytes, bool]:
     """At most `limit` bytes of `response`'s body, and whether that was all of it."""
     parts: list[bytes] = []
     size = 0
@@ -34,7 +34,7 @@ async def _read_body(response: Any, limit: int) -> tuple[bytes, bool]:
     return b"".join(parts), True
 
 
-async def _close(response: Any) -> None:
+async def close_response(response: Any) -> None:
     """Closes `response` even inside a cancelled scope (the connection must not leak)."""
     _release(response)
     with anyio.CancelScope(shield=True):
