@@ -151,7 +151,7 @@ def documents() -> dict[str, bytes]:
     """What today's writer produces, by path under tests/golden/."""
     from agentloop._values._codec import encode_messages
     from agentloop._values._options import CallOptions
-    from agentloop._values._pending import _paused
+    from agentloop._values._pending import paused_round_record
     from agentloop.dbos import encode_decisions, encode_result
 
     spec = ToolSpecification(
@@ -173,7 +173,7 @@ def documents() -> dict[str, bytes]:
     options = CallOptions(Answer, (Audit(),))
     held = _HeldRound(calling, 1, tuple(finished), (asked,), asked, _Whose("inv-golden", "ann"), options)
     waiting = [ToolApprovalRequest("c_pay", "pay", calls[0].arguments, 0, 1, "ann")]
-    pending = _paused(held, waiting)
+    pending = paused_round_record(held, waiting)
     result = Result(
         content="done",
         tool_executions=executions(),

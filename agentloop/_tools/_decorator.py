@@ -13,19 +13,19 @@ from .._values._errors import IllegalConfigurationError
 from .._values._records import ReturnBehavior
 from .._values._spec import ToolSpecification, check_tool_name
 from ._schema import Signature, UnresolvedAnnotationError, compile_signature
-from ._threads import _qualname
+from ._threads import qualified_name
 from ._tool import (
-    _ATTR,
-    _C,
-    _F,
+    ATTR,
     ApprovalRule,
+    C,
+    F,
     Tool,
-    _check_converter,
-    _check_metadata,
-    _check_return_behavior,
     check_approval_rule,
     check_background,
+    check_converter,
+    check_metadata,
     check_result_limit,
+    check_return_behavior,
     check_timeout,
 )
 
@@ -73,9 +73,9 @@ class _ToolDecorator(Protocol):
     """What `@tool(...)` returns: applied to a function, method, staticmethod or classmethod."""
 
     @overload
-    def __call__(self, func: _F, /) -> _F: ...
+    def __call__(self, func: F, /) -> F: ...
     @overload
-    def __call__(self, func: _C, /) -> _C: ...
+    def __call__(self, func: C, /) -> C: ...
 
 
 @overload
@@ -109,7 +109,7 @@ def tool(
 
 @overload
 def tool(
-    func: _F,
+    func: F,
     /,
     *,
     name: str | None = None,
@@ -121,12 +121,12 @@ def tool(
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
     background: bool = False,
-) -> _F: ...
+) -> F: ...
 
 
 @overload
 def tool(
-    func: _C,
+    func: C,
     /,
     *,
     name: str | None = None,
@@ -138,7 +138,7 @@ def tool(
     requires_approval: ApprovalRule | bool = None,
     result_limit: int | None = None,
     background: bool = False,
-) -> _C: ...
+) -> C: ...
 
 
 def tool(
@@ -216,11 +216,11 @@ def _decorate(target: Any, definition: _ToolDefinition) -> Any:
     existing = definition_of(func)
     if existing is not None and existing.function is func:
         raise IllegalConfigurationError(
-            f"{_qualname(func)} is already the tool {existing.name!r}; a function can be one tool only "
+            f"{qualified_name(func)} is already the tool {existing.name!r}; a function can be one tool only "
             "(wrap it in another function, or build a Tool(specification, executor))"
         )
     try:
-        setattr(func, _ATTR, definition)
+        setattr(func, ATTR, definition)
     except (AttributeError, TypeError) as exc:
         raise IllegalConfigurationError(f"@tool cannot mark {func!r}: {exc}") from exc
     return target
@@ -246,7 +246,9 @@ def _definition(
         )
     if not callable(func):
         raise IllegalConfigurationError(f"@tool decorates functions and methods, not {type(func).__name__}")
-    tool_name = check_tool_name(name if name is not None else getattr(func, "__name__", ""), _qualname(func))
+    tool_name = check_tool_name(
+        name if name is not None else getattr(func, "__name__", ""), qualified_name(func)
+    )
     if inspect.isgeneratorfunction(func):
         raise IllegalConfigurationError(
             f"Tool {tool_name!r} is a sync generator; a tool returns its result. To stream values while it "
@@ -262,10 +264,10 @@ def _definition(
         function=func,
         name=tool_name,
         description=description,
-        return_behavior=_check_return_behavior(return_behavior, tool_name),
-        metadata=_check_metadata(metadata, tool_name),
+        return_behavior=check_return_behavior(return_behavior, tool_name),
+        metadata=check_metadata(metadata, tool_name),
         timeout=check_timeout(timeout, f"Tool {tool_name!r}: timeout"),
-        result_converter=_check_converter(result_converter, tool_name),
+        result_converter=check_converter(result_converter, tool_name),
         localns=localns,
         requires_approval=check_approval_rule(requires_approval, f"Tool {tool_name!r}"),
         result_limit=check_result_limit(result_limit, f"Tool {tool_name!r}"),
@@ -314,7 +316,7 @@ def definition_of(func: object) -> _ToolDefinition | None:
     """The `@tool` definition recorded on `func` (a function, staticmethod or classmethod), if any."""
     if isinstance(func, (staticmethod, classmethod)):
         func = func.__func__
-    found = getattr(func, _ATTR, None)
+    found = getattr(func, ATTR, None)
     return found if isinstance(found, _ToolDefinition) else None
 
 
@@ -345,18 +347,19 @@ def function_tool(func: Callable[..., Any]) -> Tool:
         func = func.__func__
     if isinstance(func, classmethod):
         raise IllegalConfigurationError(
-            f"{_qualname(func.__func__)} is a classmethod object; pass it through its class (MyClass.method)"
+            f"{qualified_name(func.__func__)} is a classmethod object; pass it through its class "
+            "(MyClass.method)"
         )
     if inspect.ismethod(func):
         definition = _definition_for_function(func.__func__)
-        return definition.bind(func, skip_first=True, source=f"method {_qualname(func.__func__)}")
+        return definition.bind(func, skip_first=True, source=f"method {qualified_name(func.__func__)}")
     definition = _definition_for_function(func)
     if _looks_like_method(func):
         raise IllegalConfigurationError(
-            f"{_qualname(func)} is an instance method taken from its class; pass an instance "
+            f"{qualified_name(func)} is an instance method taken from its class; pass an instance "
             "(MyClass().method, or the instance itself) so it has a `self`"
         )
-    return definition.bind(func, skip_first=False, source=f"function {_qualname(func)}")
+    return definition.bind(func, skip_first=False, source=f"function {qualified_name(func)}")
 
 
 _members_cache: weakref.WeakKeyDictionary[type, tuple[tuple[str, Any], ...]] = weakref.WeakKeyDictionary()

@@ -305,7 +305,7 @@ def _json_schema(model: type[pydantic.BaseModel], names: list[str], owner: str) 
         raise IllegalConfigurationError(
             f"Tool {owner}: a parameter type has no JSON schema to show the model: {exc}"
         ) from exc
-    cleaned = _strip_titles(raw)
+    cleaned = strip_titles(raw)
     schema: dict[str, Any] = {"type": "object", "properties": cleaned.pop("properties", {})}
     if "required" in cleaned:
         schema["required"] = cleaned.pop("required")
@@ -326,7 +326,7 @@ _SCHEMA_LIST_KEYS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _SCHEMA_MAP_KEYS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
 
-def _strip_titles(schema: Any) -> Any:
+def strip_titles(schema: Any) -> Any:
     """`schema` without pydantic's generated "title"s (noise for a model; descriptions stay)."""
     if not isinstance(schema, dict):
         return schema
@@ -335,11 +335,11 @@ def _strip_titles(schema: Any) -> Any:
         if key == "title" and isinstance(value, str):
             continue
         if key in _SCHEMA_KEYS:
-            out[key] = _strip_titles(value)
+            out[key] = strip_titles(value)
         elif key in _SCHEMA_LIST_KEYS and isinstance(value, list):
-            out[key] = [_strip_titles(v) for v in value]
+            out[key] = [strip_titles(v) for v in value]
         elif key in _SCHEMA_MAP_KEYS and isinstance(value, dict):
-            out[key] = {name: _strip_titles(v) for name, v in value.items()}
+            out[key] = {name: strip_titles(v) for name, v in value.items()}
         else:
             out[key] = value
     return out

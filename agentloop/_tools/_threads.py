@@ -84,7 +84,7 @@ async def run_sync_in_worker(func: Callable[..., Any], *args: Any, what: str = "
     """
     key = _worker_key(func)
     call = _WorkerCall(key)
-    await _take_slot(call, what or _qualname(func))
+    await _take_slot(call, what or qualified_name(func))
 
     def work() -> tuple[Any] | None:
         if not call.begin():  # the caller stopped waiting before the thread got to it: nothing to run
@@ -224,14 +224,14 @@ def _forget(key: int) -> None:
         del _abandoned[key]
 
 
-def _is_async_callable(func: object) -> bool:
+def is_async_callable(func: object) -> bool:
     """An `async def` function (bound, partial...) or an object whose class has an `async def __call__`."""
     if inspect.iscoroutinefunction(func):
         return True
     return inspect.iscoroutinefunction(getattr(type(func), "__call__", None))  # noqa: B004
 
 
-def _qualname(obj: object) -> str:
+def qualified_name(obj: object) -> str:
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
     return f"{module}.{qualname}" if module else qualname

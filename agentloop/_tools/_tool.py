@@ -18,17 +18,17 @@ from .._values._spec import ToolSpecification, check_tool_name
 from .._values._text import valid_text
 from ._arguments import validate_arguments
 from ._schema import Signature
-from ._threads import _is_async_callable, _qualname, run_sync_in_worker
+from ._threads import is_async_callable, qualified_name, run_sync_in_worker
 
 if TYPE_CHECKING:
     pass
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., Any])
 ApprovalRule = Union[Literal[True], Callable[..., Any], None]
 """A tool's `requires_approval` as stored: None (never), True (always), or a predicate `(request, ctx)`."""
-_C = TypeVar("_C", bound="classmethod[Any, Any, Any]")
-_ATTR = "__agentloop_tool__"
+C = TypeVar("C", bound="classmethod[Any, Any, Any]")
+ATTR = "__agentloop_tool__"
 
 
 class ToolExecutor(Protocol):
@@ -109,10 +109,10 @@ class Tool:
             specification,
             executor,
             None,
-            _check_return_behavior(return_behavior, specification.name),
+            check_return_behavior(return_behavior, specification.name),
             check_timeout(timeout, f"Tool {specification.name!r}: timeout"),
-            _check_converter(result_converter, specification.name),
-            source or f"programmatic tool {specification.name!r} ({_qualname(executor)})",
+            check_converter(result_converter, specification.name),
+            source or f"programmatic tool {specification.name!r} ({qualified_name(executor)})",
             check_approval_rule(requires_approval, f"Tool {specification.name!r}"),
             check_result_limit(result_limit, f"Tool {specification.name!r}"),
             check_background(background, f"Tool {specification.name!r}"),
@@ -167,7 +167,7 @@ class Tool:
         self._call = call
         self._signature = signature
         self._streams = inspect.isasyncgenfunction(call)
-        self._is_async = self._streams or _is_async_callable(call)
+        self._is_async = self._streams or is_async_callable(call)
 
     @property
     def is_async(self) -> bool:
@@ -264,7 +264,7 @@ class Tool:
         return f"Tool({self.name!r}, {kind}, return_behavior={behavior}, source={self.source!r})"
 
 
-def _check_return_behavior(value: ReturnBehavior | str, name: str) -> ReturnBehavior:
+def check_return_behavior(value: ReturnBehavior | str, name: str) -> ReturnBehavior:
     try:
         return ReturnBehavior(value)
     except ValueError:
@@ -294,7 +294,7 @@ def check_timeout(value: float | None, what: str) -> float | None:
     return float(value)
 
 
-def _check_converter(value: Callable[[Any], str] | None, name: str) -> Callable[[Any], str] | None:
+def check_converter(value: Callable[[Any], str] | None, name: str) -> Callable[[Any], str] | None:
     if value is not None and not callable(value):
         raise IllegalConfigurationError(
             f"Tool {name!r}: result_converter must be a callable `(result) -> str`, "
@@ -303,7 +303,7 @@ def _check_converter(value: Callable[[Any], str] | None, name: str) -> Callable[
     return value
 
 
-def _check_metadata(value: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+def check_metadata(value: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):

@@ -21,7 +21,7 @@ from .._values._errors import IllegalConfigurationError
 from .._values._messages import ChatMessage, UserMessage
 from .._values._spec import ToolSpecification
 from ._decorator import definition_of, function_tool, tool_members, tools_of
-from ._threads import _is_async_callable, run_sync_in_worker
+from ._threads import is_async_callable, run_sync_in_worker
 from ._tool import Tool
 
 __all__ = [
@@ -240,7 +240,7 @@ async def provide_tools(provider: object, request: ToolProviderRequest) -> Tools
             f"A tool provider must have a provide_tools(request) method or be callable, got "
             f"{type(provider).__name__}"
         )
-    if _is_async_callable(call):
+    if is_async_callable(call):
         result = await call(request)
     else:
         result = await run_sync_in_worker(call, request, what=f"tool provider {_name_of(provider)}")

@@ -43,7 +43,7 @@ class _Error(msgspec.Struct, frozen=True):
     message: str
 
 
-class _ToolExecution(msgspec.Struct, frozen=True, omit_defaults=True):
+class StoredToolExecution(msgspec.Struct, frozen=True, omit_defaults=True):
     """`ToolExecution` as stored: the error as its class name and message, `result_object` as JSON."""
 
     request: ToolExecutionRequest
@@ -59,9 +59,9 @@ class _ToolExecution(msgspec.Struct, frozen=True, omit_defaults=True):
     result_object: Any = None
 
 
-def _to_stored(execution: ToolExecution) -> _ToolExecution:
+def execution_to_stored(execution: ToolExecution) -> StoredToolExecution:
     error = execution.error
-    return _ToolExecution(
+    return StoredToolExecution(
         request=execution.request,
         result=execution.result,
         index=execution.index,
@@ -76,7 +76,7 @@ def _to_stored(execution: ToolExecution) -> _ToolExecution:
     )
 
 
-def _from_stored(stored: _ToolExecution) -> ToolExecution:
+def execution_from_stored(stored: StoredToolExecution) -> ToolExecution:
     from ._records import ReturnBehavior, ToolExecution
 
     error = stored.error
@@ -173,16 +173,18 @@ def _document(name: str, stored_type: Any) -> type:
 def _execution_kind() -> _Kind:
     from ._records import ToolExecution
 
-    return _Kind("tool_execution", ToolExecution, _ToolExecution, _to_stored, _from_stored)
+    return _Kind(
+        "tool_execution", ToolExecution, StoredToolExecution, execution_to_stored, execution_from_stored
+    )
 
 
 def _executions_kind() -> _Kind:
     return _Kind(
         "tool_executions",
         list,
-        list[_ToolExecution],
-        lambda v: [_to_stored(e) for e in v],
-        lambda v: [_from_stored(e) for e in v],
+        list[StoredToolExecution],
+        lambda v: [execution_to_stored(e) for e in v],
+        lambda v: [execution_from_stored(e) for e in v],
     )
 
 

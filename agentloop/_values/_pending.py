@@ -12,9 +12,9 @@ import msgspec
 from agentloop._values._approval import Decision, Denied, ToolApprovalRequest
 from agentloop._values._codec import (
     RecordedToolError,
-    _from_stored,
-    _to_stored,
-    _ToolExecution,
+    StoredToolExecution,
+    execution_from_stored,
+    execution_to_stored,
     stored_type_name,
 )
 from agentloop._values._errors import (
@@ -77,7 +77,7 @@ class _Waiting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     index: int
 
 
-class _Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Digests of a paused state: one per call (its name, arguments, result), one of the whole state."""
 
     calls: dict[str, str]
@@ -104,8 +104,8 @@ class _State(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """This invocation's messages before the response that are not in memory."""
     response: ChatResponse
     requests: list[_Waiting]
-    executions: list[_ToolExecution]
-    check: _Check | None = None
+    executions: list[StoredToolExecution]
+    check: Check | None = None
     options: _Options | None = None
 
 
@@ -135,13 +135,13 @@ def _calls(state: _State) -> list[tuple[ToolExecutionRequest, int, msgspec.Struc
     return found
 
 
-def _check_of(state: _State) -> _Check:
+def check_of(state: _State) -> Check:
     calls = {call.id or "": _digest(stored) for call, _, stored in _calls(state)}
     whole = msgspec.structs.asdict(state)  # shallow: the fields in their order, encoded as the struct is
     whole["check"] = None
     if state.options is None:
         del whole["options"]  # as format 1 digested a state: its rounds still resume
-    return _Check(calls, _digest(whole))
+    return Check(calls, _digest(whole))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -189,7 +189,7 @@ class PendingApproval:
         decision (`True`, `False` or `Denied(reason)`) per waiting call and none for another call. Raises
         `ApprovalError` naming what is wrong, so a process that forwards decisions (a queue, a durable
         workflow) refuses bad ones before sending them."""
-        return _decisions(self, decisions)
+        return decisions_of(self, decisions)
 
     def to_json(self) -> bytes:
         """The paused round as JSON, to store anywhere (a database row, a queue message)."""
@@ -256,10 +256,10 @@ class PendingApproval:
         )
 
 
-def _execution_of(stored: _ToolExecution) -> ToolExecution:
+def _execution_of(stored: StoredToolExecution) -> ToolExecution:
     """A finished call read back from JSON: as the storage format reads any execution, and a denial is a
     `ToolDeniedError` again."""
-    execution = _from_stored(stored)
+    execution = execution_from_stored(stored)
     error = execution.error
     if isinstance(error, RecordedToolError) and error.error_type in _DENIED:
         request = execution.request
@@ -268,7 +268,7 @@ def _execution_of(stored: _ToolExecution) -> ToolExecution:
     return execution
 
 
-def _paused(held: PausedRound, waiting: list[ToolApprovalRequest]) -> PendingApproval:
+def paused_round_record(held: PausedRound, waiting: list[ToolApprovalRequest]) -> PendingApproval:
     invocation_id, round, finished = held.context.invocation_id, held.round, held.finished
     state = _State(
         _pending_id(invocation_id, round),
@@ -279,13 +279,13 @@ def _paused(held: PausedRound, waiting: list[ToolApprovalRequest]) -> PendingApp
         list(held.messages),
         held.response,
         [_Waiting(r.call_id, r.tool_name, r.arguments, r.index) for r in sorted(waiting, key=_by_index)],
-        [_to_stored(e) for e in finished],
+        [execution_to_stored(e) for e in finished],
     )
     options = held.call_options
     if options.output_type is not None or options.middleware:
         output, middleware = options.labels()
         state = msgspec.structs.replace(state, options=_Options(output, list(middleware)))
-    state = msgspec.structs.replace(state, check=_check_of(state))
+    state = msgspec.structs.replace(state, check=check_of(state))
     return PendingApproval._from_state(state, tuple(finished), options)
 
 
@@ -315,7 +315,7 @@ def _altered(pending: PendingApproval, call_id: str | None, tool_name: str | Non
     )
 
 
-def _compare(pending: PendingApproval, expected: _Check, found: _Check | None) -> None:
+def compare_checks(pending: PendingApproval, expected: Check, found: Check | None) -> None:
     """Raises naming the first call whose digest differs, or the state when only it differs."""
     names = {call.id: call.name for call, _, _ in _calls(pending._state)}
     if found is None:
@@ -327,7 +327,7 @@ def _compare(pending: PendingApproval, expected: _Check, found: _Check | None) -
         raise _altered(pending, None, None)
 
 
-def _verify(pending: PendingApproval) -> None:
+def verify(pending: PendingApproval) -> None:
     """The state's own digests match its content, and its calls are exactly the response's calls."""
     state = pending._state
     calls = state.response.ai_message.tool_execution_requests
@@ -339,10 +339,10 @@ def _verify(pending: PendingApproval) -> None:
     for index, call in enumerate(calls):
         if index not in covered:
             raise _altered(pending, call.id, call.name)
-    _compare(pending, _check_of(state), state.check)
+    compare_checks(pending, check_of(state), state.check)
 
 
-def _decisions(pending: PendingApproval, decisions: Any) -> dict[str, Decision]:
+def decisions_of(pending: PendingApproval, decisions: Any) -> dict[str, Decision]:
     if not isinstance(decisions, Mapping):
         raise ApprovalError(
             "Give the decisions as a dict {call_id: True | False | Denied(reason)}, got "

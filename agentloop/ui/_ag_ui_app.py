@@ -35,7 +35,7 @@ from ._history import (
     user_message,
 )
 from ._runs import InMemoryPausedRuns, PausedRuns
-from ._vercel_app import _ANYONE, PerRequest, check_options, resolve_decisions, ui_request
+from ._vercel_app import ANYONE, PerRequest, check_options, resolve_decisions, ui_request
 
 __all__ = ["ag_ui_app", "read_run_input"]
 
@@ -209,7 +209,7 @@ def ag_ui_app(
         info = ui_request(scope, body, "threadId")
         extra: Mapping[str, Any] | None = context(info) if context is not None else None
         if resume:
-            owner = memory_id(info) if memory_id is not None else _ANYONE
+            owner = memory_id(info) if memory_id is not None else ANYONE
             token, record, decisions = await resolve_decisions(paused, _answers(resume), owner)
             try:
                 stream = resume_stream(agent, record.pending, decisions, context=extra)

@@ -16,7 +16,7 @@ from ._vercel_request import Answer, BadRequest, read_chat_request
 __all__ = ["resolve_decisions", "vercel_ai_app"]
 
 PerRequest = Callable[[UIRequest], Any]
-_ANYONE = object()
+ANYONE = object()
 
 
 def check_options(agent: Agent[Any], memory_id: PerRequest | None, context: PerRequest | None) -> None:
@@ -49,7 +49,7 @@ def ui_request(scope: Scope, body: Any, thread_key: str) -> UIRequest:
 
 
 async def resolve_decisions(
-    runs: PausedRuns, answers: list[tuple[str, bool, str | None]], owner: Any = _ANYONE
+    runs: PausedRuns, answers: list[tuple[str, bool, str | None]], owner: Any = ANYONE
 ) -> tuple[str, PausedRecord, dict[str, bool | Denied]]:
     """The paused run the answers are for (its token and record) and the decisions by call id. `owner`: the
     memory id of the request, when the app knows whose conversation it is; another's run is refused.
@@ -73,7 +73,7 @@ async def resolve_decisions(
             "No run waits for these decisions (answered already, unknown or forgotten); nothing ran",
         )
     record = decode_record(stored)
-    if owner is not _ANYONE and PendingApproval.from_json(record.pending).memory_id != owner:
+    if owner is not ANYONE and PendingApproval.from_json(record.pending).memory_id != owner:
         raise HTTPError(403, "Forbidden", "This paused run belongs to another conversation; nothing ran")
     decisions: dict[str, bool | Denied] = {}
     for position, approved, reason in positions:
@@ -118,7 +118,7 @@ def vercel_ai_app(
         info = ui_request(scope, body, "id")
         extra: Mapping[str, Any] | None = context(info) if context is not None else None
         if isinstance(request, Answer):
-            owner = memory_id(info) if memory_id is not None else _ANYONE
+            owner = memory_id(info) if memory_id is not None else ANYONE
             token, record, decisions = await resolve_decisions(paused, request.decisions, owner)
             try:
                 # Checks the state and that every waiting call has a decision; runs nothing yet.

@@ -289,6 +289,46 @@ def test_the_private_import_check_sees_private_imports() -> None:
     assert "agentloop._public" not in private_imports("dbos")  # the publishing machinery is allowed
 
 
+def underscore_names_imported() -> list[str]:
+    """Every `from <agentloop module> import _name` where `_name` is a name, not a module (file:line)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        here = list(path.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                continue
+            start = here[: len(here) - node.level] if node.level else []
+            module = ".".join([*start, *([node.module] if node.module else [])])
+            if not module.startswith("agentloop"):
+                continue
+            folder = ROOT.joinpath(*module.split("."))
+            for alias in node.names:
+                is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+                if alias.name.startswith("_") and not alias.name.startswith("__") and not is_module:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {alias.name} from {module}")
+    return found
+
+
+def test_no_underscore_name_is_imported_across_modules() -> None:
+    """A name with a leading underscore stays in its module: what another module needs is named without
+    one (the module is private already). Importing a private module itself is how the layers work."""
+    found = underscore_names_imported()
+    assert not found, f"underscore names imported across modules (drop the underscore): {found}"
+
+
+def test_the_underscore_check_sees_an_underscore_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above is not vacuous: a module importing another's `_name` is found."""
+    package = tmp_path / "agentloop"
+    package.mkdir()
+    (package / "_a.py").write_text("_hidden = 1\n")
+    (package / "_b.py").write_text("from ._a import _hidden\nfrom . import _a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    assert underscore_names_imported() == ["agentloop/_b.py:1 _hidden from agentloop._a"]
+
+
 def test_the_architecture_page_names_every_module() -> None:
     """docs/architecture.md says what every module is for: each is named there, by its name in backticks
     (`_loop`, `pricing`) or by its path (`agentloop/abc.py`, `_api/_agent_tool.py`)."""

@@ -21,7 +21,7 @@ from agentloop import (
     tool,
 )
 from agentloop._values._codec import RecordedToolError
-from agentloop._values._pending import _check_of, _decoder, _encoder, _pending_id
+from agentloop._values._pending import _decoder, _encoder, _pending_id, check_of
 from agentloop.testing import ScriptedChatModel
 from agentloop.testing._fake_server import FakeServer
 from tests.runtime_helpers import calls
@@ -63,7 +63,7 @@ def forged(data: bytes) -> bytes:
     state["response"]["ai_message"]["tool_execution_requests"][0]["arguments"] = arguments
     state["check"] = None
     decoded = _decoder.decode(json.dumps(document)).data
-    state["check"] = json.loads(_encoder.encode(_check_of(decoded)))
+    state["check"] = json.loads(_encoder.encode(check_of(decoded)))
     return json.dumps(document).encode()
 
 

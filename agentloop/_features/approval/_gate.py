@@ -11,7 +11,7 @@ import msgspec
 
 from agentloop._runtime._hooks import DEFERRED
 from agentloop._runtime._seam import CallContext, HeldRound, Middleware, NextToolCall, ToolCall
-from agentloop._tools._threads import _is_async_callable, run_sync_in_worker
+from agentloop._tools._threads import is_async_callable, run_sync_in_worker
 from agentloop._tools._tool import Tool
 from agentloop._tools._toolset import Toolset
 from agentloop._values._context import ToolContext
@@ -26,9 +26,9 @@ from agentloop._values._records import ReturnBehavior, ToolExecution
 
 if TYPE_CHECKING:
     pass
-from agentloop._features.approval._records import _claim, _record
+from agentloop._features.approval._records import claim_pending, record_pending
 from agentloop._values._approval import ApprovalRules, Defer, Denied, ToolApprovalRequest
-from agentloop._values._pending import PendingApproval, _decisions, _paused, _verify
+from agentloop._values._pending import PendingApproval, decisions_of, paused_round_record, verify
 
 # -- the gate each invocation's calls pass ----------------------------------------------------------------
 
@@ -46,9 +46,9 @@ class Resume:
                 "resume() takes the PendingApproval of a paused result (result.pending) or its to_json() "
                 f"bytes, got {type(pending).__name__}"
             )
-        _verify(pending)
+        verify(pending)
         self.pending = pending
-        self.decisions = _decisions(pending, decisions)
+        self.decisions = decisions_of(pending, decisions)
         self._waiting = {r.index: r for r in pending.requests}
 
     def settle(self, index: int, tool: Tool | None, clock: Callable[[], datetime]) -> ToolExecution | None:
@@ -144,7 +144,7 @@ class ApprovalGate(Middleware):
         handler = self._rules.handler
         if handler is None:
             return Defer
-        if _is_async_callable(handler):
+        if is_async_callable(handler):
             answer = await handler(request)
         else:  # a sync handler may block (a console prompt): the other calls go on meanwhile
             answer = await run_sync_in_worker(handler, request)
@@ -163,9 +163,9 @@ class ApprovalGate(Middleware):
         """The held round's state, recorded where a resume will claim it, and announced to listeners."""
         if not self._waiting:
             return None  # no call of this round waits for approval
-        pending = _paused(held, self._waiting)
+        pending = paused_round_record(held, self._waiting)
         self._waiting = []
-        await _record(held.memory, pending)
+        await record_pending(held.memory, pending)
         if held.announce is not None:
             from agentloop._values._events import (
                 ApprovalRequired,  # here: _events imports this package (annotations)
@@ -204,7 +204,7 @@ class _Resuming:
                     call_id=request.call_id,
                     pending_id=pending.id,
                 )
-        await _claim(memory, pending)
+        await claim_pending(memory, pending)
         return msgspec.structs.replace(pending.response, token_usage=None)
 
 

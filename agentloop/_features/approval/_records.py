@@ -14,7 +14,7 @@ from agentloop._memory._chat import ChatMemory, PendingApprovalStore
 from agentloop._values._errors import (
     ApprovalError,
 )
-from agentloop._values._pending import PendingApproval, _Check, _check_of, _compare
+from agentloop._values._pending import Check, PendingApproval, check_of, compare_checks
 
 # -- where paused rounds are recorded ----------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ def _store_of(memory: object) -> tuple[PendingApprovalStore | None, Any]:
     return store, memory.id if conforms(memory, ChatMemory) else None
 
 
-async def _record(memory: object, pending: PendingApproval) -> None:
+async def record_pending(memory: object, pending: PendingApproval) -> None:
     store, key = _store_of(memory)
     if store is None:
         _process_records.save(pending.id, pending.record)
@@ -91,7 +91,7 @@ async def _record(memory: object, pending: PendingApproval) -> None:
         )
 
 
-async def _claim(memory: object, pending: PendingApproval) -> None:
+async def claim_pending(memory: object, pending: PendingApproval) -> None:
     """Takes the paused round, once; raises when it was taken before or its record differs."""
     record = pending.record
     store, key = _store_of(memory)
@@ -126,11 +126,11 @@ async def _claim(memory: object, pending: PendingApproval) -> None:
         where = "the memory store"
     if stored is not None and stored != record:
         try:
-            found: _Check | None = msgspec.json.decode(stored, type=_Check)
+            found: Check | None = msgspec.json.decode(stored, type=Check)
         except msgspec.DecodeError:
             found = None
         try:
-            _compare(pending, pending._state.check or _check_of(pending._state), found)
+            compare_checks(pending, pending._state.check or check_of(pending._state), found)
         except ApprovalError as error:
             raise ApprovalError(
                 f"{error.message} (checked against the record in {where})",

@@ -13,18 +13,18 @@ from typing import (
 
 import msgspec
 
-from agentloop._features.output._streaming import _Watch
+from agentloop._features.output._streaming import Watch
 from agentloop._features.output._types import (
-    _FENCE,
-    _MAX_INPUT_REPR,
-    _MAX_LISTED_ERRORS,
-    _MODES,
+    FENCE,
+    MAX_INPUT_REPR,
+    MAX_LISTED_ERRORS,
+    MODES,
     PROCESSED,
+    InvalidOutput,
     OutputMember,
     OutputMode,
     OutputSchema,
     OutputValidator,
-    _InvalidOutput,
     output_schema,
 )
 from agentloop._runtime._hooks import CORRECTING, NOT_FOUND
@@ -138,7 +138,7 @@ class OutputRun(Middleware):
         text = _json_text(message.text or "")
         try:
             return await self._judge(self.schema.whole, text, context, "answer again with the JSON only")
-        except _InvalidOutput as invalid:
+        except InvalidOutput as invalid:
             self._failed(invalid.message, message.text, invalid.errors)
 
     async def _check_text(self, message: AiMessage, context: ToolContext) -> Any:
@@ -187,7 +187,7 @@ class OutputRun(Middleware):
             self._failures += 1
             if self._failures > self.retries:
                 error = failed.error
-                if isinstance(error, _InvalidOutput):
+                if isinstance(error, InvalidOutput):
                     raise _exhausted(self.retries, error.output, error.errors)
                 kind = "model_retry" if isinstance(error, ModelRetry) else type(error).__name__
                 raise _exhausted(
@@ -196,7 +196,7 @@ class OutputRun(Middleware):
         return CORRECTING if self.retrying else NOT_FOUND
 
     async def _judge(self, member: OutputMember, text: str, context: ToolContext, how: str) -> Any:
-        """The validated (and user-checked) value of `text`, or `_InvalidOutput` with the correction."""
+        """The validated (and user-checked) value of `text`, or `InvalidOutput` with the correction."""
         import pydantic
 
         try:
@@ -205,20 +205,20 @@ class OutputRun(Middleware):
             value = self._nulls_as_absent(member, text)
             if value is NOT_FOUND:
                 errors = [dict(e) for e in exc.errors(include_url=False)]
-                raise _InvalidOutput(_correction(errors, how), output=text, errors=errors) from None
+                raise InvalidOutput(_correction(errors, how), output=text, errors=errors) from None
         if self.validator is not None:
             try:
                 value = self.validator(value, context)
                 if inspect.isawaitable(value):
                     value = await value
             except ModelRetry as retry:
-                raise _InvalidOutput(
+                raise InvalidOutput(
                     f"{retry.message}\nFix this and {how}.", output=text, errors=[_retry_error(retry)]
                 ) from None
             except Exception as exc:  # a failing validator is a failed output, whatever the mode
                 message = str(exc) or type(exc).__name__
                 error = {"loc": (), "msg": message, "type": type(exc).__name__}
-                raise _InvalidOutput(f"{message}\nFix this and {how}.", output=text, errors=[error]) from exc
+                raise InvalidOutput(f"{message}\nFix this and {how}.", output=text, errors=[error]) from exc
         return value
 
     def _nulls_as_absent(self, member: OutputMember, text: str) -> Any:
@@ -239,7 +239,7 @@ class OutputRun(Middleware):
     def wrap_stream(self, events: AsyncIterator[ModelEvent], call: StreamCall) -> AsyncIterator[ModelEvent]:
         """`events` with partial outputs announced as they stream; in the native and prompted modes the
         answer text is the output, so it is not passed on as text."""
-        return _Watch(events, self, call.round, call.announce, self.attempt)
+        return Watch(events, self, call.round, call.announce, self.attempt)
 
 
 class ShapingOutputRun(OutputRun):
@@ -287,7 +287,7 @@ def structured_output(agent: Any, output_type: Any) -> OutputRun | None:
 
 
 def check_mode(mode: str) -> OutputMode:
-    if mode not in _MODES:
+    if mode not in MODES:
         raise IllegalConfigurationError(f"output_mode must be 'tool', 'native' or 'prompted', got {mode!r}")
     return mode  # type: ignore[return-value]
 
@@ -319,7 +319,7 @@ def _json_text(text: str) -> str:
     """The JSON in an answer: a code fence's content, or the first whole JSON object in the text (prose
     before and after it, a `{` in the prose before it, are passed over); failing that, the text from the
     first `{` to the last `}`, so the correction names what is wrong with it."""
-    fenced = _FENCE.match(text)
+    fenced = FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     start, end = text.find("{"), text.rfind("}")
@@ -348,17 +348,17 @@ def _format_name(output_type: Any) -> str:
 def _correction(errors: list[dict[str, Any]], how: str) -> str:
     """The retry request for a failed validation: one line per error, naming the field and what it needs."""
     lines = ["The output is not valid:"]
-    for error in errors[:_MAX_LISTED_ERRORS]:
+    for error in errors[:MAX_LISTED_ERRORS]:
         where = _where(error.get("loc", ())) or "(the whole output)"
         line = f"- {where}: {error.get('msg')}"
         if error.get("type") not in ("missing", "json_invalid") and "input" in error:
             shown = repr(error["input"])
-            if len(shown) > _MAX_INPUT_REPR:
-                shown = shown[: _MAX_INPUT_REPR - 3] + "..."
+            if len(shown) > MAX_INPUT_REPR:
+                shown = shown[: MAX_INPUT_REPR - 3] + "..."
             line += f" (got {shown})"
         lines.append(line)
-    if len(errors) > _MAX_LISTED_ERRORS:
-        lines.append(f"- ... and {len(errors) - _MAX_LISTED_ERRORS} more")
+    if len(errors) > MAX_LISTED_ERRORS:
+        lines.append(f"- ... and {len(errors) - MAX_LISTED_ERRORS} more")
     lines.append(f"Fix these errors and {how}.")
     return "\n".join(lines)
 

@@ -39,7 +39,7 @@ INTERVAL = 0.05
 """... or once this many seconds went by since then (a slow stream still shows its progress)."""
 
 
-class _Watch:
+class Watch:
     """Model events passing by; the output's JSON (a tool call's arguments, or the text) is parsed as it
     streams and every partial value that grew is sent as a `PartialOutput`."""
 
@@ -87,7 +87,7 @@ class _Watch:
         self._grown = 0  # ... of which arrived since the last partial was built
         self._built_at = 0.0  # when (time.monotonic()) it was built
 
-    def __aiter__(self) -> _Watch:
+    def __aiter__(self) -> Watch:
         return self
 
     async def __anext__(self) -> ModelEvent:

@@ -22,7 +22,7 @@ import msgspec
 from typing_extensions import TypedDict, is_typeddict
 
 from agentloop._features.output._partial import list_item_adapter
-from agentloop._tools._schema import _strip_titles
+from agentloop._tools._schema import strip_titles
 from agentloop._values._context import ToolContext
 from agentloop._values._errors import IllegalConfigurationError, ModelRetry
 from agentloop.models._strict import has_maps, restore_maps
@@ -39,14 +39,14 @@ DEFAULT_OUTPUT_TOOL_NAME = "final_result"
 PROCESSED = "Final result processed."
 NOT_USED = "Output tool not used: a final result was already processed."
 
-_MODES = ("tool", "native", "prompted")
+MODES = ("tool", "native", "prompted")
 _UNION_TYPES: tuple[Any, ...] = (Union, types.UnionType)
-_MAX_LISTED_ERRORS = 10
-_MAX_INPUT_REPR = 80
-_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+MAX_LISTED_ERRORS = 10
+MAX_INPUT_REPR = 80
+FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
-class _InvalidOutput(ModelRetry):
+class InvalidOutput(ModelRetry):
     """An output call that did not validate: `message` is the correction, `output`/`errors` for the record."""
 
     def __init__(self, message: str, *, output: str | None, errors: list[dict[str, Any]]) -> None:
@@ -226,7 +226,7 @@ def _member(output_type: Any, tool_name: str) -> OutputMember:
         raise IllegalConfigurationError(
             f"output_type {output_type!r} cannot be validated or described as JSON: {exc}"
         ) from exc
-    schema: dict[str, Any] = _root_inlined(_strip_titles(raw))
+    schema: dict[str, Any] = _root_inlined(strip_titles(raw))
     description = schema.get("description") if _is_object_type(output_type) else None
     wrapped = not (_is_object_type(output_type) and schema.get("type") == "object")
     fields: Mapping[str, _Field] | None = None

@@ -28,28 +28,28 @@ from agentloop.models._retries import retry_listener
 
 from .._secrets import check_header_values, scrub, scrub_exception, secret_forms, watch_http_logs
 from ._config import (
-    _AUTH_HEADERS,
-    _MAX_CACHED_URLS,
-    _MAX_ERROR_BODY,
-    _SECRET_QUERY,
-    _USER_AGENT,
+    AUTH_HEADERS,
     MAX_BODY_BYTES,
+    MAX_CACHED_URLS,
+    MAX_ERROR_BODY,
+    SECRET_QUERY,
+    USER_AGENT,
     RetryPolicy,
     T,
     Timeouts,
-    _encode,
+    encode_json_bytes,
     logger,
 )
 from ._errors import (
-    _httpx_names,
-    _is_transport_error,
-    _payload_error,
-    _Retryable,
+    Retryable,
     broken_stream_error,
     error_from_response,
     error_payload,
+    httpx_names,
+    is_transport_error,
     model_error_from_exception,
     named_stream_error,
+    payload_error,
     request_id_of,
 )
 from ._stream import SSEStream, close_response, read_body
@@ -116,15 +116,15 @@ class ProviderClient:
         self._query: dict[str, str] = dict(parse_qsl(query_string, keep_blank_values=True))
         self._query.update(query or {})
         # Our user agent only on our own client: a user-supplied client keeps its own.
-        self._headers: dict[str, str] = {"user-agent": _USER_AGENT} if client is None else {}
+        self._headers: dict[str, str] = {"user-agent": USER_AGENT} if client is None else {}
         self._headers.update({k.lower(): v for k, v in (headers or {}).items()})
         check_header_values(self._headers, owner=provider)
         self._urls: dict[str, httpx2.URL] = {}
         self._merged_headers: dict[str, dict[str, str]] = {}
         found = [s for s in secrets if s]
-        found.extend(v for k, v in self._query.items() if v and k.lower() in _SECRET_QUERY)
+        found.extend(v for k, v in self._query.items() if v and k.lower() in SECRET_QUERY)
         for name, value in self._headers.items():
-            if name in _AUTH_HEADERS and value:
+            if name in AUTH_HEADERS and value:
                 found.append(value)
                 scheme, _, token = value.partition(" ")
                 if token and scheme.lower() in ("bearer", "basic", "token"):
@@ -224,7 +224,7 @@ class ProviderClient:
 
     def error_from_payload(self, payload: bytes | str | Any, *, request_id: str | None = None) -> ModelError:
         """The `ModelError` for an error the provider reported inside a 2xx body or an event stream."""
-        return _payload_error(payload, provider=self.provider, secrets=self._secrets, request_id=request_id)
+        return payload_error(payload, provider=self.provider, secrets=self._secrets, request_id=request_id)
 
     def error_from_stream_exception(
         self,
@@ -249,7 +249,7 @@ class ProviderClient:
         """`payload` as a JSON body: lone surrogates in its strings repaired (see `agentloop._values._text`),
         values JSON cannot carry reported as an `IllegalConfigurationError`."""
         try:
-            return encode_json(payload, _encode)
+            return encode_json(payload, encode_json_bytes)
         except (TypeError, ValueError, OverflowError) as exc:  # msgspec.EncodeError is a ValueError
             raise IllegalConfigurationError(
                 self.scrub(
@@ -298,9 +298,9 @@ class ProviderClient:
                 try:
                     body, whole = await read_body(response, MAX_BODY_BYTES)
                 except Exception as exc:
-                    if _is_transport_error(exc):
+                    if is_transport_error(exc):
                         # A dropped connection may be retried; a read timeout may not (see `_send`).
-                        timeout = "TimeoutException" in _httpx_names(exc)
+                        timeout = "TimeoutException" in httpx_names(exc)
                         raise self._transport_error(exc, retryable=not timeout) from exc
                     raise
                 if not whole:
@@ -384,7 +384,7 @@ class ProviderClient:
                 await self._check_status(response, tools)
                 content_type = response.headers.get("content-type", "")
                 if content_type.startswith("text/html"):  # a proxy's or portal's page, never an event stream
-                    body, _ = await read_body(response, _MAX_ERROR_BODY)
+                    body, _ = await read_body(response, MAX_ERROR_BODY)
                     page = body[:200].decode("utf-8", "replace")
                     raise self.bad_response(
                         f"expected an event stream, got an HTML page: {page!r}",
@@ -439,7 +439,7 @@ class ProviderClient:
             url = httpx2.URL(self.url(path))
             if self._query:  # merged into a query the path may carry, as build_request(params=) does
                 url = url.copy_merge_params(self._query)
-            if len(self._urls) >= _MAX_CACHED_URLS:  # paths with ids in them: keep the cache bounded
+            if len(self._urls) >= MAX_CACHED_URLS:  # paths with ids in them: keep the cache bounded
                 self._urls.clear()
             self._urls[path] = url
         return url
@@ -458,9 +458,9 @@ class ProviderClient:
             response = cast(httpx2.Response, await shard.client.send(request, stream=True))
         except BaseException as exc:
             shard.in_flight -= 1
-            if not isinstance(exc, Exception) or not _is_transport_error(exc):
+            if not isinstance(exc, Exception) or not is_transport_error(exc):
                 raise
-            names = _httpx_names(exc)
+            names = httpx_names(exc)
             # Nothing reached the server, or it dropped the connection without answering: safe to retry.
             # Read/write/pool timeouts are not retried: the server may be working on it, or is swamped.
             retryable = "TimeoutException" not in names or "ConnectTimeout" in names
@@ -474,7 +474,7 @@ class ProviderClient:
         )
         error.__cause__ = exc  # kept through the retry loop, which re-raises the error itself
         if retryable and not isinstance(error, BadResponseError):
-            return _Retryable(error)
+            return Retryable(error)
         return error
 
     async def _check_status(self, response: httpx2.Response, tools: bool) -> None:
@@ -485,9 +485,9 @@ class ProviderClient:
                 raise self.bad_response(f"unexpected redirect {status} to {location}; check base_url")
             return
         try:
-            body, _ = await read_body(response, _MAX_ERROR_BODY)
+            body, _ = await read_body(response, MAX_ERROR_BODY)
         except Exception as exc:
-            if not _is_transport_error(exc):
+            if not is_transport_error(exc):
                 raise
             body = b""
         error = error_from_response(
@@ -505,12 +505,12 @@ class ProviderClient:
             retryable = should_retry == "true"
         if retryable and error.retry_after is not None and error.retry_after > self.retry.max_retry_after:
             retryable = False
-        raise _Retryable(error) if retryable else error
+        raise Retryable(error) if retryable else error
 
     def _wait(self, state: RetryCallState) -> float:
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, _Retryable) and exc.error.retry_after is not None:
+        if isinstance(exc, Retryable) and exc.error.retry_after is not None:
             return exc.error.retry_after
         return self.retry.backoff(state.attempt_number)
 
@@ -524,19 +524,19 @@ class ProviderClient:
             wait,
             state.attempt_number,
             self.retry.max_retries + 1,
-            exc.error.message if isinstance(exc, _Retryable) else exc,
+            exc.error.message if isinstance(exc, Retryable) else exc,
         )
         listener = retry_listener.get()
         if listener is not None and exc is not None:
-            listener(state.attempt_number, wait, exc.error if isinstance(exc, _Retryable) else exc)
+            listener(state.attempt_number, wait, exc.error if isinstance(exc, Retryable) else exc)
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         try:  # the first try needs no retry machinery (most requests succeed at once)
             return await attempt()
-        except _Retryable as exc:
+        except Retryable as exc:
             if self.retry.max_retries < 1:
                 raise exc.error from exc.error.__cause__
-            first: list[_Retryable] = [exc]
+            first: list[Retryable] = [exc]
 
         async def again() -> T:
             if first:  # tenacity's attempt 1 is the one that already failed: its outcome decides the wait
@@ -550,7 +550,7 @@ class ProviderClient:
             sleep=anyio.sleep,
             stop=stop_after_attempt(self.retry.max_retries + 1),
             wait=self._wait,
-            retry=retry_if_exception_type(_Retryable),
+            retry=retry_if_exception_type(Retryable),
             before_sleep=self._before_sleep,
             reraise=True,
         )
@@ -558,7 +558,7 @@ class ProviderClient:
             async for try_ in retrying:
                 with try_:
                     return await again()
-        except _Retryable as exc:
+        except Retryable as exc:
             raise exc.error from exc.error.__cause__
         raise AssertionError("unreachable: the retry loop either returns or raises")  # pragma: no cover
 

@@ -12,17 +12,17 @@ import msgspec
 logger = logging.getLogger("agentloop.models")
 
 T = TypeVar("T")
-_encode = msgspec.json.Encoder().encode
+encode_json_bytes = msgspec.json.Encoder().encode
 
-_USER_AGENT = "agentloop/0.1.0"
-_AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization", "x-goog-api-key"})
-_SECRET_QUERY = frozenset({"key", "api-key", "api_key", "apikey", "token", "access_token", "sig"})
-_MAX_ERROR_TEXT = 500
+USER_AGENT = "agentloop/0.1.0"
+AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization", "x-goog-api-key"})
+SECRET_QUERY = frozenset({"key", "api-key", "api_key", "apikey", "token", "access_token", "sig"})
+MAX_ERROR_TEXT = 500
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """The largest response body read whole (a 2xx JSON answer; one event of a stream has the same limit): a
 bigger one is a `BadResponseError`, so a broken or hostile server cannot make the client buffer gigabytes."""
-_MAX_ERROR_BODY = 64 * 1024  # of an error answer only the start is read: its message is all that is used
-_MAX_CACHED_URLS = 256  # parsed request URLs kept per client
+MAX_ERROR_BODY = 64 * 1024  # of an error answer only the start is read: its message is all that is used
+MAX_CACHED_URLS = 256  # parsed request URLs kept per client
 
 # -- configuration ------------------------------------------------------------------------------------------
 

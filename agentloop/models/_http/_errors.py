@@ -26,7 +26,7 @@ from agentloop._values._errors import (
 from agentloop._values._text import whole_number
 
 from .._secrets import scrub, scrub_exception
-from ._config import _MAX_ERROR_TEXT
+from ._config import MAX_ERROR_TEXT
 
 # -- reading error answers ----------------------------------------------------------------------------------
 
@@ -63,8 +63,8 @@ def extract_provider_error(body: bytes | str | Any) -> ProviderError:
             if framed is not None:
                 return extract_provider_error(framed)
             text = raw.decode("utf-8", "replace").strip()
-            if len(text) > _MAX_ERROR_TEXT:
-                text = text[:_MAX_ERROR_TEXT] + "..."
+            if len(text) > MAX_ERROR_TEXT:
+                text = text[:MAX_ERROR_TEXT] + "..."
             return ProviderError(message=text or None)
     else:
         parsed = body
@@ -276,7 +276,7 @@ _TYPE_CLASSES: tuple[tuple[str, type[ModelError]], ...] = (
 )
 
 
-def _payload_error(
+def payload_error(
     payload: bytes | str | Any, *, provider: str, secrets: Iterable[str], request_id: str | None
 ) -> ModelError:
     secrets = tuple(secrets)
@@ -387,7 +387,7 @@ def broken_stream_error(
     return error
 
 
-def _httpx_names(exc: BaseException) -> set[str]:
+def httpx_names(exc: BaseException) -> set[str]:
     """Class names of `exc`'s httpx / httpx2 exception ancestry (for both libraries, httpx never imported)."""
     return {
         cls.__name__
@@ -435,7 +435,7 @@ def model_error_from_exception(
     """
     secrets = tuple(secrets)
     scrub_exception(exc, secrets)
-    names = _httpx_names(exc)
+    names = httpx_names(exc)
     detail = scrub(str(exc) or type(exc).__name__, secrets)
     where = f" {describe_server(provider, url)}" if url else ""
     if "TimeoutException" in names:
@@ -467,11 +467,11 @@ def model_error_from_exception(
     )
 
 
-def _is_transport_error(exc: BaseException) -> bool:
-    return "TransportError" in _httpx_names(exc) or "DecodingError" in _httpx_names(exc)
+def is_transport_error(exc: BaseException) -> bool:
+    return "TransportError" in httpx_names(exc) or "DecodingError" in httpx_names(exc)
 
 
-class _Retryable(Exception):
+class Retryable(Exception):
     """Carries a `ModelError` that may be retried (internal to the retry loop, never escapes it)."""
 
     def __init__(self, error: ModelError) -> None:
@@ -482,4 +482,4 @@ class _Retryable(Exception):
 def retryable(error: ModelError) -> Exception:
     """`error` marked as one the retry loop may retry: what a `ProviderClient.open_stream(first=...)`
     callback raises for a connection that broke before the stream gave anything to its consumer."""
-    return _Retryable(error)
+    return Retryable(error)

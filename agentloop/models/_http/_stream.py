@@ -14,8 +14,8 @@ from agentloop._values._errors import (
     ModelTimeoutError,
 )
 
-from ._config import _MAX_ERROR_BODY
-from ._errors import _is_transport_error, _Retryable, request_id_of
+from ._config import MAX_ERROR_BODY
+from ._errors import Retryable, is_transport_error, request_id_of
 from ._sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -178,10 +178,10 @@ class SSEStream:
                 self._done = True
             else:
                 self._pending = self._decoder.feed(chunk)
-                if size < _MAX_ERROR_BODY:
+                if size < MAX_ERROR_BODY:
                     head.append(chunk)
                     size += len(chunk)
-        return None if self._pending else b"".join(head)[:_MAX_ERROR_BODY]
+        return None if self._pending else b"".join(head)[:MAX_ERROR_BODY]
 
     async def _read(self, retryable: bool) -> bytes | None:
         try:
@@ -206,9 +206,9 @@ class SSEStream:
         from ._pool import httpx_error
 
         exc = httpx_error(exc)
-        if not _is_transport_error(exc):
+        if not is_transport_error(exc):
             raise exc
         error = self._client.broken_stream(exc, request_id=self.request_id)
         if retryable and isinstance(error, ModelConnectionError):
-            raise _Retryable(error) from exc
+            raise Retryable(error) from exc
         raise error from exc

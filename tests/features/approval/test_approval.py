@@ -654,13 +654,13 @@ async def test_altered_state_is_refused_naming_the_call(edit: Any, call_id: str,
 
 def recompute_check(document: dict[str, Any]) -> None:
     """What a deliberate forger does: edit, then recompute every digest (no secret protects them)."""
-    from agentloop._values._pending import _check_of, _decoder, _encoder
+    from agentloop._values._pending import _decoder, _encoder, check_of
 
     set_amount(document)
     calls = document["response"]["ai_message"]["tool_execution_requests"]
     calls[0]["arguments"] = document["requests"][0]["arguments"]
     state = _decoder.decode(json.dumps({"format": 1, "kind": "pending_approval", "data": document})).data
-    document["check"] = json.loads(_encoder.encode(_check_of(state)))
+    document["check"] = json.loads(_encoder.encode(check_of(state)))
 
 
 async def test_a_recomputed_forgery_is_refused_by_the_memory_store() -> None:
