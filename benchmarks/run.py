@@ -34,6 +34,7 @@ CONTENDERS: dict[str, str | None] = {
     "floor": None,
     "agentloop": None,
     "agentloop_features": None,
+    "floor_features": None,  # a reference, not a target: what the features' libraries cost by themselves
     **{module: peer for peer, module in peers.PEERS.items()},
 }
 
@@ -424,6 +425,19 @@ def features_targets(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any
                 "target": f"features on: {what} <= {FEATURES_RATIO_TARGET}x floor",
                 "status": "SKIP" if ratio is None else ("PASS" if ratio <= FEATURES_RATIO_TARGET else "FAIL"),
                 "detail": "not measured" if ratio is None else f"{ratio:.2f}x (median of per-round ratios)",
+            }
+        )
+    reference = summaries.get("floor_features")
+    if reference is not None and reference.get("cpu_ratio") and features.get("cpu_ratio"):
+        # Not a target: how much of "features on" is the libraries' own work (a hand-written client doing it).
+        results.append(
+            {
+                "target": "features on, for reference: the hand-written client with the same features",
+                "status": "INFO",
+                "detail": f"{reference['cpu_ratio']:.2f}x floor CPU sequential, "
+                f"{_fmt(reference.get('concurrent_cpu_ratio'), 2, 'x')} at 50 in flight "
+                f"(agentloop features on: {features['cpu_ratio']:.2f}x and "
+                f"{_fmt(features.get('concurrent_cpu_ratio'), 2, 'x')})",
             }
         )
     return results

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import contenders.floor as floor
+import contenders.floor_features as floor_features
 import httpx2
 import pytest
 from _driver import Bench
@@ -165,6 +166,45 @@ def test_the_floor_passes_every_check(port: int) -> None:
     run(sessions())
     assert bench.checker.failures == 0, bench.checker.messages
     assert bench.checker.usage_reported
+
+
+class ForgetsTheAnswer(floor_features.Contender):
+    """Stores the tool round but not the answer."""
+
+    def _append(self, conversation: str, seq: int, messages: list[object]) -> None:
+        if len(messages) > 1:  # the answer is appended alone
+            super()._append(conversation, seq, messages)
+
+
+def test_the_floor_with_the_features_passes_every_check_and_stores_each_conversation(port: int) -> None:
+    bench = bench_for(floor_features.Contender, port)
+
+    async def sessions() -> int:
+        contender = bench.contender(Scenario())
+        try:
+            for _ in range(3):
+                await bench.session(contender, Scenario())
+        finally:
+            await contender.aclose()  # checks each conversation's rows, and flushes the spans
+        return contender._exporter.spans  # type: ignore[no-any-return]
+
+    spans = run(sessions())
+    assert bench.checker.failures == 0, bench.checker.messages
+    assert spans == 3 * 6  # invoke_agent, two chat spans, three execute_tool spans a session
+
+
+def test_the_floor_with_the_features_fails_when_an_answer_is_not_stored(port: int) -> None:
+    bench = bench_for(ForgetsTheAnswer, port)
+
+    async def one() -> None:
+        contender = bench.contender(Scenario())
+        try:
+            await bench.session(contender, Scenario())
+        finally:
+            await contender.aclose()
+
+    with pytest.raises(AssertionError, match="conversation s1 stored"):
+        run(one())
 
 
 def test_a_buffering_contender_fails_the_streaming_probe(port: int) -> None:

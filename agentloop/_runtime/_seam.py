@@ -385,19 +385,28 @@ class _Chain(Generic[_C, _R]):
         self.hooks = tuple(hooks)
 
     def __call__(self, call: _C, innermost: Callable[[_C], Awaitable[_R]]) -> Awaitable[_R]:
-        step = innermost
+        step: Callable[[_C], Awaitable[_R]] = innermost
         for hook in reversed(self.hooks):
-            step = _bind(hook, step)
+            step = _Step(hook, step)
         return step(call)
 
 
-def _bind(
-    hook: Callable[[_C, Callable[[_C], Awaitable[_R]]], Awaitable[_R]], then: Callable[[_C], Awaitable[_R]]
-) -> Callable[[_C], Awaitable[_R]]:
-    async def step(call: _C) -> _R:
-        return await hook(call, then)
+class _Step(Generic[_C, _R]):
+    """A hook with the rest of the chain as its `call_next`. Calling it calls the hook and hands back the
+    hook's own awaitable: no coroutine of the chain's own between two middlewares."""
 
-    return step
+    __slots__ = ("hook", "then")
+
+    def __init__(
+        self,
+        hook: Callable[[_C, Callable[[_C], Awaitable[_R]]], Awaitable[_R]],
+        then: Callable[[_C], Awaitable[_R]],
+    ) -> None:
+        self.hook = hook
+        self.then = then
+
+    def __call__(self, call: _C) -> Awaitable[_R]:
+        return self.hook(call, self.then)
 
 
 @dataclass(frozen=True, slots=True)
