@@ -9,7 +9,7 @@ from agentloop.models import OpenAIChatModel
 from contenders import Outcome
 
 LABEL = "agentloop"
-PACKAGES = ("agentloop", "httpx2", "msgspec", "pydantic", "anyio")
+PACKAGES = ("agentloop-runtime", "httpx2", "msgspec", "pydantic", "anyio")
 
 
 _tools: dict[object, object] = {}  # a function becomes a tool once; every Contender of this process shares it

@@ -41,7 +41,7 @@ from contenders.agentloop import _tools
 from contenders.agentloop_passthrough import Passthrough
 
 LABEL = "agentloop, features on"
-PACKAGES = ("agentloop", "httpx2", "msgspec", "pydantic", "anyio", "opentelemetry-sdk")
+PACKAGES = ("agentloop-runtime", "httpx2", "msgspec", "pydantic", "anyio", "opentelemetry-sdk")
 
 
 class _Drop(SpanExporter):
