@@ -177,6 +177,23 @@ def discover(only: set[str] | None) -> list[Contender]:
     return found
 
 
+PAIRED = ("floor", "agentloop", "agentloop_features", "floor_features")
+"""The contenders whose ratios to the floor are targets (or their reference): run back to back in a round."""
+
+
+def round_order(runnable: list[Contender], index: int) -> list[Contender]:
+    """One round's order: the floor and agentloop's contenders back to back (shuffled among themselves),
+    before or after the peers (shuffled) in alternate rounds. A ratio pairs two processes of one round; run
+    minutes apart, a slow spell of the machine (its rounds of one contender spread by 10-30%) would hit one
+    side only."""
+    shuffle = random.Random(index).shuffle
+    paired = [c for c in runnable if c.name in PAIRED]
+    others = [c for c in runnable if c.name not in PAIRED]
+    shuffle(paired)
+    shuffle(others)
+    return paired + others if index % 2 == 0 else others + paired
+
+
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -660,8 +677,7 @@ def main() -> int:
     server = FakeServer()
     try:
         for index in range(rounds):
-            order = runnable[:]
-            random.Random(index).shuffle(order)
+            order = round_order(runnable, index)
             for contender in order:
                 before = server.stats()
                 wall = time.perf_counter()
