@@ -307,7 +307,7 @@ async def _model_call(
         if emit is None:
             return await inv.model.chat(request)
         return await _stream_model(inv, inv.model, request, round, emit, typed, calls)
-    if calls.eager and emit is not None:  # calls start in the chain: their task group opens outside it
+    if calls.eager and emit is not None and not inv.seam.scope_free_model:  # the group opens outside a scope
         await calls.open()
     streamed = False
 

@@ -310,6 +310,13 @@ class Middleware:
     instance, so a middleware may decide by its configuration (a property). Without a `wrap_model_call` of
     its own it does not matter."""
 
+    holds_no_scope: bool = False
+    """True: this `wrap_model_call` keeps no cancel scope open around `call_next` (no `fail_after`, no
+    `move_on_after`, no task group), so a streamed round may open its task group inside the call, when its
+    first tool call starts: a text answer then runs without one. False (the default): the round opens its
+    task group before the call, also for a text answer (a group opened inside your scope could not be left
+    outside it). Without a `wrap_model_call` of its own it does not matter."""
+
     clock: Callable[[], datetime] | None = None
     """Where the invocation's records take their times (`ToolExecution.started_at` / `finished_at`, approval
     decisions), instead of the agent's `clock` (the system clock, UTC): a durable engine's deterministic
@@ -422,6 +429,9 @@ class Seam:
     eager_tools: bool = True
     """False when a `wrap_model_call` in the model chain may reject or replace a response (it does not
     declare `allows_eager_tools`): its tool calls then start only once the whole chain returned it."""
+    scope_free_model: bool = True
+    """True when every `wrap_model_call` in the model chain declares `holds_no_scope`: a streamed round then
+    opens its task group inside the chain, only when a tool call starts."""
     answer: tuple[Callable[[Answer], Awaitable[Any]], ...] = ()
     """The `on_answer` hooks, in order: each gets the output the one before returned."""
     hold: tuple[Callable[[HeldRound], Awaitable[Any]], ...] = ()
@@ -463,6 +473,7 @@ class Seam:
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             _Chain(invocation) if invocation else None,
             eager_tools=all(m.allows_eager_tools for m in modelling),
+            scope_free_model=all(m.holds_no_scope for m in modelling),
             answer=_answer_hooks(middleware),
             hold=_hooks(middleware, "on_hold"),
             resume=_hooks(middleware, "on_resume"),
@@ -500,6 +511,7 @@ class Seam:
             self.invocation,
             _Chain([m.wrap_tool_call for m in tooling]) if tooling else None,
             eager_tools=self.eager_tools and all(m.allows_eager_tools for m in modelling),
+            scope_free_model=self.scope_free_model and all(m.holds_no_scope for m in modelling),
             answer=(*_answer_hooks(features), *self.answer),
             hold=(*_hooks(features, "on_hold"), *self.hold),
             resume=(*_hooks(features, "on_resume"), *self.resume),

@@ -93,6 +93,10 @@ class Instrumentation(Observer):
     and results on the spans (default: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, else off).
     """
 
+    holds_no_scope = True
+    """Its `wrap_model_call` keeps no cancel scope around `call_next`: a traced text answer runs without a
+    task group, as an untraced one does."""
+
     def __init__(
         self,
         tracer_provider: trace.TracerProvider | None = None,

@@ -5,7 +5,8 @@ checkpoint for text alone. A call that becomes whole while the model streams ope
 tools), so the group can open in the middle of a stream; these tests hold that to every guarantee the
 up-front group gave: the calls still start before the response ends, also inside a `wrap_model_call` that
 holds a cancel scope, a failing call ends the round with its own error and closes the model's stream,
-cancelling mid-stream leaves no task, and `execute_tool_calls` is unchanged.
+cancelling mid-stream leaves no task, and `execute_tool_calls` is unchanged. A `wrap_model_call` that declares
+`holds_no_scope` (tracing does) lets the group open inside it, so a traced text answer runs without one too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from typing import Any
 
 import anyio
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentloop import (
     Agent,
@@ -32,6 +38,7 @@ from agentloop import (
     tool,
 )
 from agentloop.models import ModelEvent, OpenAIChatModel, ResponseComplete, TextDelta, ToolCallComplete
+from agentloop.otel import Instrumentation
 from agentloop.testing import FakeOpenAIServer, ScriptedChatModel
 from tests.reliability._support import running_tasks
 from tests.runtime_helpers import assert_valid_for_provider, calls
@@ -92,6 +99,67 @@ async def test_a_tool_round_opens_exactly_one(groups: list[object]) -> None:
         del groups[:]
         assert await _texts(Agent(model, tools=[ping]), "go") == "done"
     assert len(groups) == baseline + 1
+
+
+class Counts(Middleware):
+    """A `wrap_model_call` that keeps no scope around `call_next` and says so (`holds_no_scope`)."""
+
+    allows_eager_tools = True
+    holds_no_scope = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def wrap_model_call(self, call: ModelCall, call_next: Any) -> ChatResponse:
+        self.calls += 1
+        response: ChatResponse = await call_next(call)
+        return response
+
+
+class Undeclared(Counts):
+    holds_no_scope = False
+
+
+def traced() -> tuple[Instrumentation, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Instrumentation(provider, MeterProvider(metric_readers=[InMemoryMetricReader()])), exporter
+
+
+async def test_a_text_answer_under_a_declared_model_middleware_or_tracing_opens_no_task_group(
+    groups: list[object],
+) -> None:
+    script = [calls(("ping", {}), ("ping", {})), "done"]
+    async with FakeOpenAIServer(["x", *script] * 4) as server, openai(server) as model:
+        assert await _texts(Agent(model), "hi") == "x"
+        baseline = len(groups)  # the stream's own machinery
+        del groups[:]
+        assert await _texts(Agent(model, tools=[ping]), "go") == "done"
+        assert len(groups) == 2 * baseline + 1  # two model calls; the tool round's group only
+        bare = len(groups)
+
+        counting = Counts()
+        del groups[:]
+        assert await _texts(Agent(model, tools=[ping], middleware=[counting]), "hi") == "x"
+        assert len(groups) == baseline  # a text answer: no group
+        del groups[:]
+        assert await _texts(Agent(model, tools=[ping], middleware=[counting]), "go") == "done"
+        assert len(groups) == bare and counting.calls == 3
+
+        instrumentation, exporter = traced()
+        del groups[:]
+        assert await _texts(Agent(model, tools=[ping], instrument=instrumentation), "hi") == "x"
+        assert len(groups) == baseline
+        del groups[:]
+        assert await _texts(Agent(model, tools=[ping], instrument=instrumentation), "go") == "done"
+        assert len(groups) == bare
+        names = sorted(span.name for span in exporter.get_finished_spans())
+        assert names.count("execute_tool ping") == 2 and names.count("chat gpt-4o-mini") == 3
+
+        del groups[:]  # undeclared: the round opens its group before the call, text answers too
+        assert await _texts(Agent(model, tools=[ping], middleware=[Undeclared()]), "hi") == "x"
+        assert len(groups) == baseline + 1
 
 
 class StartsThenWaits:
@@ -178,7 +246,9 @@ class HoldsAScope(Middleware):
         return response
 
 
-@pytest.mark.parametrize("middleware", [[], [HoldsAScope()]], ids=["bare", "scoped-middleware"])
+@pytest.mark.parametrize(
+    "middleware", [[], [HoldsAScope()], [Counts()]], ids=["bare", "scoped-middleware", "declared-middleware"]
+)
 async def test_a_call_starts_while_the_model_streams(middleware: list[Middleware]) -> None:
     model = StartsThenWaits("begin")
 
@@ -230,7 +300,10 @@ async def test_a_call_failing_mid_stream_ends_the_round_with_its_error_and_close
     assert running_tasks() <= before
 
 
-async def test_cancelling_while_a_call_runs_mid_stream_leaves_nothing_running() -> None:
+@pytest.mark.parametrize("middleware", [[], [Counts()]], ids=["bare", "declared-middleware"])
+async def test_cancelling_while_a_call_runs_mid_stream_leaves_nothing_running(
+    middleware: list[Middleware],
+) -> None:
     model = StartsThenWaits("begin")
     cleaned: list[str] = []
 
@@ -245,7 +318,7 @@ async def test_cancelling_while_a_call_runs_mid_stream_leaves_nothing_running() 
         return "never"
 
     memory = MessageWindowChatMemory(max_messages=20)
-    agent = Agent(model, tools=[begin], memory=memory)
+    agent = Agent(model, tools=[begin], memory=memory, middleware=middleware)
     before = running_tasks()
     async with agent.stream("go", memory_id="m") as stream:
         async for piece in stream:
