@@ -313,9 +313,10 @@ class Middleware:
     holds_no_scope: bool = False
     """True: this `wrap_model_call` keeps no cancel scope open around `call_next` (no `fail_after`, no
     `move_on_after`, no task group), so a streamed round may open its task group inside the call, when its
-    first tool call starts: a text answer then runs without one. False (the default): the round opens its
-    task group before the call, also for a text answer (a group opened inside your scope could not be left
-    outside it). Without a `wrap_model_call` of its own it does not matter."""
+    first tool call starts: a text answer then runs without one. False (the default): while tool calls may
+    start during the stream (every model hook allows eager tools), the round opens its task group before the
+    call, also for a text answer (a group opened inside your scope could not be left outside it). Without a
+    `wrap_model_call` of its own it does not matter."""
 
     clock: Callable[[], datetime] | None = None
     """Where the invocation's records take their times (`ToolExecution.started_at` / `finished_at`, approval
