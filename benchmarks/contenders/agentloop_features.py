@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from agentloop import (
     Agent,
@@ -39,20 +39,10 @@ from agentloop.stores import SQLiteChatMemoryStore
 from contenders import Outcome
 from contenders.agentloop import _tools
 from contenders.agentloop_passthrough import Passthrough
+from contenders.dropped_spans import DroppedSpans
 
 LABEL = "agentloop, features on"
 PACKAGES = ("agentloop-runtime", "httpx2", "msgspec", "pydantic", "anyio", "opentelemetry-sdk")
-
-
-class _Drop(SpanExporter):
-    """An exporter that sends nothing anywhere (what is measured is instrumentation's own cost)."""
-
-    def __init__(self) -> None:
-        self.spans = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans += len(spans)
-        return SpanExportResult.SUCCESS
 
 
 class Contender:
@@ -71,7 +61,7 @@ class Contender:
             if self.in_process
             else SQLiteChatMemoryStore(Path(self._directory) / "memory.db")
         )
-        self._exporter = _Drop()
+        self._exporter = DroppedSpans()
         self._tracer_provider = TracerProvider()
         self._tracer_provider.add_span_processor(BatchSpanProcessor(self._exporter))
         self._metrics = InMemoryMetricReader()

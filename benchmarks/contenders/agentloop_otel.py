@@ -7,28 +7,22 @@ cost: spans, attributes, histogram samples. For `benchmarks/cpu_ab.py` only (not
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from agentloop import Agent
 from agentloop.models import OpenAIChatModel
 from agentloop.otel import Instrumentation
 from contenders.agentloop import PACKAGES, _tools, tool
 from contenders.agentloop import Contender as _Plain
+from contenders.dropped_spans import DroppedSpans
 
 LABEL = "agentloop (OpenTelemetry SDK on)"
 __all__ = ["LABEL", "PACKAGES", "Contender"]
-
-
-class _Drop(SpanExporter):
-    """An exporter that sends nothing anywhere."""
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
 
 
 class Contender(_Plain):
@@ -36,7 +30,7 @@ class Contender(_Plain):
         if get_value not in _tools:
             _tools[get_value] = tool(get_value)
         self._tracer_provider = TracerProvider()
-        self._tracer_provider.add_span_processor(BatchSpanProcessor(_Drop()))
+        self._tracer_provider.add_span_processor(BatchSpanProcessor(DroppedSpans()))
         self._meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
         instrumentation = Instrumentation(self._tracer_provider, self._meter_provider)
         self._model = OpenAIChatModel(model="gpt-4o-mini", base_url=base_url, api_key="bench")

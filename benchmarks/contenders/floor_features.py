@@ -21,7 +21,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx2
@@ -29,11 +29,12 @@ import msgspec
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
 from contenders import Outcome
+from contenders.dropped_spans import DroppedSpans
 from contenders.floor import _HEADERS, _TOOLS, _decode_arguments, _decode_chunk, _encode, _Session
 from contenders.floor import Contender as _Floor
 
@@ -49,17 +50,6 @@ _SCHEMA = (
 )
 
 
-class _Drop(SpanExporter):
-    """As `agentloop_features.py`'s (not imported from there: that would import agentloop here)."""
-
-    def __init__(self) -> None:
-        self.spans = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans += len(spans)
-        return SpanExportResult.SUCCESS
-
-
 class Contender(_Floor):
     # Which features are on (off: the API's no-op tracer and meter; no SQL), for a breakdown.
     tracing = True
@@ -67,7 +57,7 @@ class Contender(_Floor):
 
     def __init__(self, base_url: str, tool: Callable[[str], Awaitable[str]]) -> None:
         super().__init__(base_url, tool)
-        self._exporter = _Drop()
+        self._exporter = DroppedSpans()
         self._tracer_provider = TracerProvider()
         self._tracer_provider.add_span_processor(BatchSpanProcessor(self._exporter))
         self._metrics = InMemoryMetricReader()
