@@ -243,19 +243,23 @@ def _is_private(module: str) -> bool:
     return any(part.startswith("_") and not part.startswith("__") for part in module.split("."))
 
 
+def source_module(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute name of the module that `from ... import` in agentloop's file `path` reads from."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)  # ["agentloop", ..., module]
+    start = parts[: len(parts) - node.level] if node.level else []  # a relative import: from its package
+    return ".".join([*start, *([node.module] if node.module else [])])
+
+
 def private_imports(package: str) -> set[str]:
     """The private modules (agentloop's outside `package`, or another project's) that the modules of
     `agentloop.<package>` import, read from their source (`from x import _y` counts `x._y`)."""
     found: set[str] = set()
     for path in (PACKAGE / package).rglob("*.py"):
-        parts = ["agentloop", *path.relative_to(PACKAGE).with_suffix("").parts]
-        here = parts[:-1]  # the package a relative import starts from
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                start = here[: len(here) - node.level + 1] if node.level else []
-                module = ".".join([*start, *([node.module] if node.module else [])])
+                module = source_module(path, node)
                 modules = [module, *(f"{module}.{a.name}" for a in node.names if a.name.startswith("_"))]
             else:
                 continue
@@ -293,12 +297,10 @@ def underscore_names_imported() -> list[str]:
     """Every `from <agentloop module> import _name` where `_name` is a name, not a module (file:line)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        here = list(path.relative_to(ROOT).with_suffix("").parts)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
                 continue
-            start = here[: len(here) - node.level] if node.level else []
-            module = ".".join([*start, *([node.module] if node.module else [])])
+            module = source_module(path, node)
             if not module.startswith("agentloop"):
                 continue
             folder = ROOT.joinpath(*module.split("."))
