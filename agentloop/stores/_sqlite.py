@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS agentloop_memory (
     system_format INTEGER,
     system BLOB,
     updated_at REAL NOT NULL
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agentloop_round (
     memory_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS agentloop_lease (
     expires_at REAL NOT NULL DEFAULT 0,
     next_token TEXT,
     next_expires_at REAL NOT NULL DEFAULT 0
-);
+) WITHOUT ROWID;
 """
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import re
 import socket
 import time
 from contextlib import aclosing
@@ -313,6 +314,31 @@ async def test_fixture_parallel_calls_with_usage_chunk_and_crlf() -> None:
     assert response.token_usage == TokenUsage(82, 47, 129, cache_read_tokens=0, reasoning_tokens=0)
     assert response.model == "gpt-4o-mini-2024-07-18"
     assert response.ai_message.tool_execution_requests == (paris, bogota)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "chat_streaming_text.sse",
+        "function_calling_streaming.sse",
+        "parallel_tool_calls_usage.sse",
+        "deepseek_reasoning.sse",
+    ],
+)
+async def test_a_stream_reads_the_same_however_its_events_arrive(name: str) -> None:
+    """An event per network read (the reader takes its JSON's bytes as they are), the whole body in one read,
+    and pieces cut anywhere (events made by the general parser) give the same model events."""
+    data = (FIXTURES / name).read_bytes()
+    one_per_read = [event for event in re.split(rb"(?<=\n\n)|(?<=\r\n\r\n)", data) if event]
+    assert len(one_per_read) > 3
+    shapes = [one_per_read, [data], [data[i : i + 7] for i in range(0, len(data), 7)]]
+    outcomes = []
+    for chunks in shapes:
+        reply = Reply.stream(chunks, content_type="text/event-stream")
+        async with FakeOpenAIServer([reply]) as server, model_for(server) as model:
+            outcomes.append(await collect(model, ChatRequest([UserMessage("hi")], [WEATHER])))
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    assert final(outcomes[0]).finish_reason is not None
 
 
 async def test_fixture_deepseek_reasoning_stream() -> None:

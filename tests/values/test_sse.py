@@ -242,3 +242,60 @@ def test_a_whole_crlf_data_chunk_parses_as_the_general_path_does(
         except BadResponseError:
             outcomes.append("error")
     assert outcomes[0] == outcomes[1]
+
+
+def _payload_events(data: bytes, cuts: list[int], max_line: int) -> list[ServerSentEvent] | str:
+    """`feed_payloads` over `data` cut at `cuts`, each payload read back as the event it stands for (a
+    `message` event of that data, carrying the last id); "error" for a `BadResponseError`."""
+    decoder = SSEDecoder(max_line_bytes=max_line)
+    events: list[ServerSentEvent] = []
+    last_id = None
+    start = 0
+    try:
+        for end in [*sorted(cuts), len(data)]:
+            for item in decoder.feed_payloads(data[start:end]):
+                if isinstance(item, bytes):
+                    events.append(ServerSentEvent(data=item.decode("utf-8"), id=last_id))
+                else:
+                    last_id = item.id
+                    events.append(item)
+            start = end
+        decoder.close()
+    except (BadResponseError, UnicodeDecodeError):
+        return "error"
+    return events
+
+
+@given(event_streams(), st.lists(st.integers(0, 400), max_size=30))
+@settings(max_examples=300)
+def test_feed_payloads_gives_the_events_feed_gives(
+    stream: tuple[bytes, list[ServerSentEvent]], cuts: list[int]
+) -> None:
+    """A payload is exactly the data of the one-line `data:` event its chunk held; anything else comes as
+    the same events `feed` makes (the OpenAI reader's path: no text decoded, no event object per token)."""
+    data, expected = stream
+    assert _payload_events(data, [], 1 << 24) == expected
+    assert _payload_events(data, [c for c in cuts if c <= len(data)], 1 << 24) == expected
+
+
+def test_feed_payloads_hands_a_one_line_data_chunk_over_as_its_bytes() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed_payloads(b'data: {"a":1}\n\n') == [b'{"a":1}']
+    assert decoder.feed_payloads(b"data: \xff\n\n") == [b"\xff"]  # the JSON decoder checks UTF-8
+    assert decoder.feed_payloads(b"data: a\ndata: b\n\n") == [ServerSentEvent(data="a\nb")]
+    assert decoder.feed_payloads(b"event: e\ndata: x\n\n") == [ServerSentEvent(event="e", data="x")]
+    assert decoder.feed_payloads(b"data: a") == []  # a line under way: the next chunk is no whole event
+    assert decoder.feed_payloads(b"b\n\n") == [ServerSentEvent(data="ab")]
+
+
+@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=20), st.integers(4, 64))
+@settings(max_examples=300)
+def test_feed_payloads_on_arbitrary_bytes_agrees_with_feed(
+    data: bytes, cuts: list[int], max_line: int
+) -> None:
+    split = [c for c in cuts if c <= len(data)]
+    try:
+        expected: list[ServerSentEvent] | str = parse_split(data, split, max_line_bytes=max_line)
+    except BadResponseError:
+        expected = "error"
+    assert _payload_events(data, split, max_line) == expected

@@ -10,8 +10,9 @@ API (stable, shared by every HTTP provider):
 
 - `ServerSentEvent(event="message", data="", id=None, retry=None)`: one dispatched event (frozen Struct).
 - `SSEDecoder(*, max_line_bytes=16 MiB, provider=None)`: `feed(chunk: bytes) -> list[ServerSentEvent]`
-  for the events completed by `chunk`; `close() -> None` at the end of the stream (an unterminated event is
-  discarded, as the standard says).
+  for the events completed by `chunk`; `feed_payloads(chunk)` the same, but a chunk that is one whole
+  one-line `data:` event gives its data as undecoded bytes; `close() -> None` at the end of the stream (an
+  unterminated event is discarded, as the standard says).
 - `iter_sse(chunks: AsyncIterable[bytes], ...) -> AsyncIterator[ServerSentEvent]`: the same as an async
   generator, for `async for event in iter_sse(response.aiter_bytes())`.
 """
@@ -76,7 +77,9 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """The events that `chunk` completes (often none, sometimes several)."""
-        if self._clean and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
+        # `find` rather than `in`: `b"\r" in chunk` first tries `b"\r"` as an integer, and the TypeError it
+        # makes and discards costs more than the search (~2,000 instructions a chunk, 1.4% of a session).
+        if self._clean and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and chunk.find(b"\r") < 0:
             # What providers send token by token: whole one-line `data:` events, most often one.
             end = len(chunk) - 2
             if chunk.find(b"\n", 6) == end and end <= self._max_line:
@@ -102,7 +105,7 @@ class SSEDecoder:
                 else:
                     self._first_line = False
                     return [ServerSentEvent("message", data, self._last_id, None)]
-        elif self._clean and chunk[:7] == b"event: " and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
+        elif self._clean and chunk[:7] == b"event: " and chunk[-2:] == b"\n\n" and chunk.find(b"\r") < 0:
             # One `event:` line and one `data:` line: what OpenAI Responses and Anthropic send per token.
             named = self._named(chunk)
             if named is not None:
@@ -118,6 +121,17 @@ class SSEDecoder:
         )
         return events
 
+    def feed_payloads(self, chunk: bytes) -> list[ServerSentEvent | bytes]:
+        """`feed`, except that a chunk that is exactly one whole one-line `data:` event (what
+        OpenAI-compatible servers send per token) gives that event's data as undecoded bytes, with no event
+        object: the caller's JSON decoder reads them as they are and checks their UTF-8 itself."""
+        if self._clean and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and chunk.find(b"\r") < 0:
+            end = len(chunk) - 2
+            if chunk.find(b"\n", 6) == end and end <= self._max_line:
+                self._first_line = False
+                return [chunk[6:end]]
+        return self.feed(chunk)  # type: ignore[return-value]  # (list is invariant; every item is an event)
+
     def _general(self, chunk: bytes) -> list[ServerSentEvent]:
         if not chunk:  # before the CR check: an empty read between a CR and its LF changes nothing
             return []
@@ -127,7 +141,7 @@ class SSEDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        if b"\n" not in chunk and b"\r" not in chunk:
+        if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
             # The current line goes on. Keep the piece: joining the line on every piece would copy a long
             # line again and again (quadratic time for a line sent in many small reads).
             self._buffer.append(chunk)
@@ -185,7 +199,7 @@ class SSEDecoder:
             return None
         events = []
         for part in chunk[:-2].split(b"\n\n"):
-            if part[:6] != b"data: " or b"\n" in part:
+            if part[:6] != b"data: " or part.find(b"\n") >= 0:
                 return None
             try:
                 data = part[6:].decode("utf-8")

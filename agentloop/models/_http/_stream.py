@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import anyio
@@ -58,6 +59,7 @@ class SSEStream:
         "_deadline",
         "_decoder",
         "_done",
+        "_feed",
         "_next_chunk",
         "_pending",
         "_position",
@@ -69,6 +71,8 @@ class SSEStream:
         self.response = response
         self._deadline = deadline
         self._decoder = SSEDecoder(provider=client.provider)
+        # `feed_payloads` after `take_payloads()` (typed as `feed`: `payload_batch()` says what comes out)
+        self._feed: Callable[[bytes], list[ServerSentEvent]] = self._decoder.feed
         from ._pool import raw_chunks  # loaded with the first client (httpcore2 loads trio at import)
 
         raw = raw_chunks(response)  # our pool's body when it can be read as it is: the hot path
@@ -105,7 +109,7 @@ class SSEStream:
             events = self._pending[self._position :]
             self._pending, self._position = [], 0
             return events
-        feed = self._decoder.feed
+        feed = self._feed
         while not self._done:
             if self._deadline is None:
                 try:
@@ -124,6 +128,22 @@ class SSEStream:
             if events:
                 return events
         return []
+
+    if TYPE_CHECKING:
+
+        async def payload_batch(self) -> list[ServerSentEvent | bytes]:
+            """`batch()` after `take_payloads()`: a one-line `data:` event read alone comes as its bytes."""
+            ...
+
+    else:
+        payload_batch = batch  # the same code: `take_payloads()` changed what it feeds the decoder
+
+    def take_payloads(self) -> None:
+        """From now on, an event that a network read brings alone, as one `data:` line, comes out of
+        `payload_batch()` as its data's undecoded bytes (the decoder's `feed_payloads`): a provider whose
+        events are JSON in `data:` lines decodes them from there, with no text decoded and no event object
+        made per token. Read the stream with `payload_batch()` from then on."""
+        self._feed = self._decoder.feed_payloads  # type: ignore[assignment]
 
     async def aclose(self) -> None:
         """Closes the response (idempotent; safe in a cancelled scope)."""

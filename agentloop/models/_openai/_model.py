@@ -34,7 +34,7 @@ from ._stream import StreamState
 __all__ = ["OpenAIChatModel"]
 
 
-_NO_EVENTS: list[ServerSentEvent] = []  # never appended to
+_NO_EVENTS: list[ServerSentEvent | bytes] = []  # never appended to
 _IDLE_EVENT = ServerSentEvent()
 
 
@@ -241,14 +241,21 @@ class OpenAIChatModel(HTTPChatModel):
             done = False
             text = state.text
             fast = False  # the short way is open once the first chunks set the response's id and model
-            while not done and (batch := await events.batch()):
+            events.take_payloads()  # a chunk read alone comes as its JSON's bytes, decoded once below
+            while not done and (batch := await events.payload_batch()):
                 for event in batch:
-                    data = event.data
-                    if data == "[DONE]":
-                        done = True
-                        break
-                    if event.event == "error":
-                        raise self._http.error_from_payload(data, request_id=events.request_id)
+                    if isinstance(event, bytes):
+                        data: str | bytes = event
+                        if event == b"[DONE]":
+                            done = True
+                            break
+                    else:
+                        data = event.data
+                        if data == "[DONE]":
+                            done = True
+                            break
+                        if event.event == "error":
+                            raise self._http.error_from_payload(data, request_id=events.request_id)
                     try:
                         chunk = CHUNK.decode(data)
                     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
