@@ -299,3 +299,15 @@ def test_feed_payloads_on_arbitrary_bytes_agrees_with_feed(
     except BadResponseError:
         expected = "error"
     assert _payload_events(data, split, max_line) == expected
+
+
+def test_a_payload_that_is_not_utf8_gets_the_general_paths_error() -> None:
+    """The payload's reader asks `check_payload` when its JSON decoder rejects a payload: the error names
+    the bad UTF-8 exactly as the general path does for the same line."""
+    with pytest.raises(BadResponseError) as general:
+        parse(b"data: ok\xff\xfe\n\n")
+    with pytest.raises(BadResponseError) as payload:
+        SSEDecoder().check_payload(b"ok\xff\xfe")
+    assert "not valid UTF-8" in str(general.value)
+    assert str(payload.value) == str(general.value)
+    SSEDecoder().check_payload(b'{"a": "\xc3\xa9"}')  # valid UTF-8: nothing raised

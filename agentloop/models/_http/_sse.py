@@ -132,6 +132,18 @@ class SSEDecoder:
                 return [chunk[6:end]]
         return self.feed(chunk)  # type: ignore[return-value]  # (list is invariant; every item is an event)
 
+    def check_payload(self, payload: bytes) -> None:
+        """Raises the `BadResponseError` the general path raises for a `data:` line whose data is `payload`,
+        if it is not valid UTF-8: a payload's reader calls it when its JSON decoder rejected the payload,
+        so that the error names the problem as it always did."""
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadResponseError(
+                f"event stream is not valid UTF-8 ({exc.reason} at byte {exc.start + 6} of a line)",
+                provider=self._provider,
+            ) from None
+
     def _general(self, chunk: bytes) -> list[ServerSentEvent]:
         if not chunk:  # before the CR check: an empty read between a CR and its LF changes nothing
             return []

@@ -145,6 +145,10 @@ class SSEStream:
         made per token. Read the stream with `payload_batch()` from then on."""
         self._feed = self._decoder.feed_payloads  # type: ignore[assignment]
 
+    def check_payload(self, payload: bytes) -> None:
+        """The decoder's `check_payload`: the error for a payload that is not UTF-8, as for an event."""
+        self._decoder.check_payload(payload)
+
     async def aclose(self) -> None:
         """Closes the response (idempotent; safe in a cancelled scope)."""
         if self._closed:

@@ -259,6 +259,8 @@ class OpenAIChatModel(HTTPChatModel):
                     try:
                         chunk = CHUNK.decode(data)
                     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
+                        if isinstance(data, bytes):
+                            events.check_payload(data)  # not UTF-8: named as the event parser names it
                         raise self._http.bad_response(
                             f"unreadable stream chunk ({exc}): {data[:200]!r}", request_id=events.request_id
                         ) from None
