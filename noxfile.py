@@ -126,7 +126,8 @@ def examples(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks against the peers (each in its own virtualenv); writes benchmarks/results.json.
 
-    `nox -s bench` (full, ~14 min), `nox -s bench -- --quick` (~3 min), `-- --check` fails on a missed target.
+    `nox -s bench` (full, 14-24 min by the machine), `nox -s bench -- --quick` (~3 min), `-- --check` fails on
+    a missed target.
     """
     session.install("-e", ".[test,bench]")
     # One virtualenv per peer under benchmarks/.venvs/ (git-ignored), pinned by benchmarks/requirements/;
