@@ -125,6 +125,7 @@ class SSEDecoder:
         """`feed`, except that a chunk that is exactly one whole one-line `data:` event (what
         OpenAI-compatible servers send per token) gives that event's data as undecoded bytes, with no event
         object: the caller's JSON decoder reads them as they are and checks their UTF-8 itself."""
+        # `feed`'s first test, repeated here rather than shared: this runs once a token, and a call costs.
         if self._clean and chunk[:6] == b"data: " and chunk[-2:] == b"\n\n" and chunk.find(b"\r") < 0:
             end = len(chunk) - 2
             if chunk.find(b"\n", 6) == end and end <= self._max_line:
