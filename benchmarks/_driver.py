@@ -3,10 +3,12 @@
     python benchmarks/_driver.py CONTENDER PHASE --port N --out FILE [--config JSON]
 
 Phases: `versions` (import only), `main` (import time, streaming probe, CPU per session and per token,
-sequential and 50-in-flight throughput, parallel-tools latency, peak RSS) and `hold` (N idle streaming
-sessions held open at once, RSS per session). Standard library only, so it runs in the peers' virtualenvs.
-Every session is checked (exact text, one delta per token, K tool executions, usage); a failed check is
-counted and reported, never silently dropped.
+sequential and 50-in-flight throughput, parallel-tools latency, peak RSS), `hold` (N idle streaming
+sessions held open at once, RSS per session) and `interleaved` (sequential sessions in blocks on command:
+each line `N` on stdin runs N sessions and answers one JSON line on stdout with their CPU, so `run.py` can
+alternate several contenders' blocks within the same second). Standard library only, so it runs in the
+peers' virtualenvs. Every session is checked (exact text, one delta per token, K tool executions, usage);
+a failed check is counted and reported, never silently dropped.
 """
 
 from __future__ import annotations
@@ -252,6 +254,33 @@ async def phase_main(bench: Bench, config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+async def phase_interleaved(bench: Bench, config: dict[str, Any]) -> dict[str, Any]:
+    """Sequential sessions in blocks `run.py` asks for one at a time (a line `N` on stdin; `end` stops),
+    each answered with its CPU and wall time as one JSON line on stdout. Between blocks the process blocks
+    on stdin, its event loop with it (nothing of the contender runs) while the others run theirs."""
+    scenario = Scenario(tools=3, tokens=config["tokens"])
+    blocks: list[dict[str, float]] = []
+    contender = bench.contender(scenario)
+    try:
+        for _ in range(config["warmup"]):
+            await bench.session(contender, scenario)
+        gc.collect()
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            if line.strip() == "end":
+                break
+            count = int(line)
+            cpu0, wall0 = cpu_seconds(), time.perf_counter()
+            for _ in range(count):
+                await bench.session(contender, scenario)
+            block = {"sessions": count, "cpu_s": cpu_seconds() - cpu0, "wall_s": time.perf_counter() - wall0}
+            blocks.append(block)
+            print(json.dumps(block), flush=True)
+    finally:
+        await contender.aclose()
+    return {"blocks": blocks}
+
+
 async def _control(port: int, method: str, path: str) -> dict[str, Any]:
     """One request to the fake server's control endpoints, over a plain socket."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -383,7 +412,7 @@ def versions(module: Any) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("contender")
-    parser.add_argument("phase", choices=["versions", "main", "hold"])
+    parser.add_argument("phase", choices=["versions", "main", "hold", "interleaved"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--out", required=True)
     parser.add_argument("--config", default="{}")
@@ -400,9 +429,11 @@ def main() -> None:
         report["versions"] = versions(module)
         if args.phase != "versions":
             bench = Bench(module, args.port)
-            phase: Callable[[Bench, dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]] = (
-                phase_main if args.phase == "main" else phase_hold
-            )
+            phase: Callable[[Bench, dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]] = {
+                "main": phase_main,
+                "hold": phase_hold,
+                "interleaved": phase_interleaved,
+            }[args.phase]
             report.update(asyncio.run(phase(bench, config)))
             report["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             report["checks"] = {

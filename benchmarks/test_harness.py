@@ -248,3 +248,33 @@ def test_held_sessions_are_held_then_released_whole(port: int, tmp_path: Path) -
     assert report["held"] == report["server_held"] == report["released"] == 50
     assert report["completed_ok"] == 50
     assert report["checks"]["failures"] == 0
+
+
+def test_side_by_side_blocks_pair_by_cycle_and_a_contender_that_fails_is_dropped(port: int) -> None:
+    import run as bench_run
+
+    python = Path(sys.executable)
+    contenders = [
+        bench_run.Contender("floor", python, None),
+        bench_run.Contender("floor_features", python, None),
+        bench_run.Contender("no_such_contender", python, None),
+    ]
+    config = {"tokens": 20, "warmup": 2, "block": 3, "cycles": 4}
+    bench_run.interleave(contenders, port, config)
+    floor_run, features_run, missing = (c.interleaved or {} for c in contenders)
+    for measured in (floor_run, features_run):
+        assert measured["ok"], measured.get("error")
+        assert [b["sessions"] for b in measured["blocks"]] == [3] * 4
+        assert all(b["cpu_s"] > 0 and b["wall_s"] > 0 for b in measured["blocks"])
+        assert measured["checks"] == {**measured["checks"], "sessions": 2 + 12, "failures": 0}
+    assert not missing["ok"] and "no_such_contender" in missing["error"]
+
+    # The ratio is the median of the per-cycle ratios (paired by cycle), the per-round one kept beside it.
+    floor_run["blocks"] = [{"sessions": 2, "cpu_s": c, "wall_s": 1.0} for c in (0.010, 0.020, 0.030)]
+    features_run["blocks"] = [{"sessions": 2, "cpu_s": c, "wall_s": 1.0} for c in (0.012, 0.021, 0.045)]
+    summary: dict[str, Any] = {"cpu_ratio": 1.4}
+    bench_run.add_interleaved(summary, contenders[1], contenders[0])
+    assert summary["cpu_ratio"] == pytest.approx(1.2)  # of 1.2, 1.05 and 1.5
+    assert summary["cpu_ratio_rounds"] == 1.4
+    assert summary["interleaved_cpu_per_session_ms"] == pytest.approx(78 / 6)
+    assert summary["interleaved_cycles"] == 3
