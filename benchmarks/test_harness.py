@@ -276,5 +276,6 @@ def test_side_by_side_blocks_pair_by_cycle_and_a_contender_that_fails_is_dropped
     bench_run.add_interleaved(summary, contenders[1], contenders[0])
     assert summary["cpu_ratio"] == pytest.approx(1.2)  # of 1.2, 1.05 and 1.5
     assert summary["cpu_ratio_rounds"] == 1.4
+    assert summary["cpu_ratio_of_medians"] == pytest.approx(0.021 / 0.020)
     assert summary["interleaved_cpu_per_session_ms"] == pytest.approx(78 / 6)
     assert summary["interleaved_cycles"] == 3
