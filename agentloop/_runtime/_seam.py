@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
+import msgspec
 
 from .._tools._tool import Tool
 from .._values._context import ToolContext
@@ -417,8 +418,7 @@ class _Step(Generic[_C, _R]):
         return self.hook(call, self.then)
 
 
-@dataclass(frozen=True, slots=True)
-class Seam:
+class Seam(msgspec.Struct, frozen=True):
     """The middleware of one invocation, as three chains; a chain is None when no middleware has that hook."""
 
     middleware: tuple[Middleware, ...] = ()

@@ -6,8 +6,9 @@ import inspect
 import sys
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
+
+import msgspec
 
 from .._values._errors import IllegalConfigurationError
 from .._values._records import ReturnBehavior
@@ -32,8 +33,7 @@ from ._tool import (
 # -- @tool ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True, eq=False)
-class _ToolDefinition:
+class _ToolDefinition(msgspec.Struct, eq=False):
     """What `@tool` recorded on a function; compiles (and caches) its signature per way of binding."""
 
     function: Callable[..., Any]
@@ -47,7 +47,7 @@ class _ToolDefinition:
     requires_approval: ApprovalRule = None
     result_limit: int | None = None
     background: bool = False
-    _compiled: dict[bool, tuple[Signature, ToolSpecification]] = field(default_factory=dict)
+    _compiled: dict[bool, tuple[Signature, ToolSpecification]] = msgspec.field(default_factory=dict)
 
     def compiled(self, skip_first: bool) -> tuple[Signature, ToolSpecification]:
         found = self._compiled.get(skip_first)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin, get_type_hints
 
+import msgspec
+
 from .._values._context import ToolContext, ToolMemoryId
 from .._values._errors import IllegalConfigurationError
 
@@ -42,8 +44,7 @@ class UnresolvedAnnotationError(IllegalConfigurationError):
     """An annotation names something that does not exist (yet): the signature is compiled at first use."""
 
 
-@dataclass(frozen=True, slots=True)
-class Signature:
+class Signature(msgspec.Struct, frozen=True):
     """A tool function's parameters, compiled: the schema for the model and what each call needs."""
 
     parameters: dict[str, Any]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
@@ -81,8 +80,7 @@ ApprovalPredicate = Callable[[ToolApprovalRequest, ToolContext], Any]
 """`(request, ctx) -> bool`, sync or async: whether this call needs a person's approval."""
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRules:
+class ApprovalRules(msgspec.Struct, frozen=True):
     """An agent's approval settings: which calls need approval besides the tools' own rules; who answers."""
 
     requires: ApprovalPredicate | None = None

@@ -6,7 +6,6 @@ import dataclasses
 import re
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -58,14 +57,12 @@ class InvalidOutput(ModelRetry):
 # -- compiling a type -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Field:
+class _Field(msgspec.Struct, frozen=True):
     name: str  # the attribute (the JSON key may be an alias)
     adapter: pydantic.TypeAdapter[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class OutputMember:
+class OutputMember(msgspec.Struct, frozen=True):
     """One output schema: the whole output type, or one model of a union (one output tool each)."""
 
     type_: Any
@@ -82,7 +79,7 @@ class OutputMember:
     build: Callable[[dict[str, Any]], Any] | None
     required: frozenset[str] = frozenset()
     """The wire keys a whole value needs."""
-    list_items: Mapping[str, pydantic.TypeAdapter[Any]] = dataclasses.field(default_factory=dict)
+    list_items: Mapping[str, pydantic.TypeAdapter[Any]] = msgspec.field(default_factory=dict)
     """The item validators of the fields that are plain lists (`list[T]`), validated item by item."""
     result_items: pydantic.TypeAdapter[Any] | None = None
     """A wrapped `list[T]`: the validator of its items."""
@@ -163,8 +160,7 @@ class OutputMember:
         return self.build(kept), used
 
 
-@dataclass(frozen=True, slots=True)
-class OutputSchema:
+class OutputSchema(msgspec.Struct, frozen=True):
     """A compiled output type: `members` for the tool mode (one per union model), `whole` for the others."""
 
     type_: Any
