@@ -134,29 +134,34 @@ def drive(
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "out.json"
         err = Path(scratch) / "stderr.txt"
-        command = [
-            str(contender.python),
-            str(HERE / "_driver.py"),
-            contender.name,
-            phase,
-            "--port",
-            str(port),
-            "--out",
-            str(out),
-            "--config",
-            json.dumps(config),
-        ]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # the measured imports use compiled bytecode, as users' do
+        command = _driver_command(contender, phase, port, out, config)
         try:
             with err.open("w") as stderr:
-                subprocess.run(command, stdout=stderr, stderr=stderr, timeout=timeout, env=env, check=False)
+                subprocess.run(
+                    command, stdout=stderr, stderr=stderr, timeout=timeout, env=_driver_env(), check=False
+                )
         except subprocess.TimeoutExpired:
             return {"ok": False, "error": f"{phase} phase did not finish within {timeout:.0f} s"}
         if not out.exists():
             tail = err.read_text()[-1500:]
             return {"ok": False, "error": f"the driver wrote no result; its output ends with:\n{tail}"}
         return json.loads(out.read_text())  # type: ignore[no-any-return]
+
+
+def _driver_command(
+    contender: Contender, phase: str, port: int, out: Path, config: dict[str, Any]
+) -> list[str]:
+    """The command that runs `_driver.py` for one phase of `contender`, writing its report to `out`."""
+    return [
+        *(str(contender.python), str(HERE / "_driver.py"), contender.name, phase),
+        *("--port", str(port), "--out", str(out), "--config", json.dumps(config)),
+    ]
+
+
+def _driver_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the measured imports use compiled bytecode, as users' do
+    return env
 
 
 def discover(only: set[str] | None) -> list[Contender]:
@@ -200,11 +205,11 @@ def round_order(runnable: list[Contender], index: int) -> list[Contender]:
 def interleave(contenders: list[Contender], port: int, config: dict[str, Any]) -> None:
     """Sequential CPU of the paired contenders measured side by side: one process each, all started, then in
     each of `cycles` cycles every process runs a block of `block` sessions in turn (order shuffled per
-    cycle) while the others wait. A block lasts ~0.2 s, so the machine's speed, which drifts by 30% and more
-    from one second to the next on a shared VM, is the same for the blocks a cycle compares. Sets each
-    contender's `interleaved` (its blocks, its checks, or its error)."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    cycle) while the others wait. A block lasts ~0.2 s: all of them are spread over the same ~35 s, where
+    per-process phases compare machine speeds minutes apart (on a shared VM it drifts by 30% and more from
+    one second to the next, within a cycle too; benchmarks/README.md). Sets each contender's `interleaved`
+    (its blocks, its checks, or its error)."""
+    env = _driver_env()
     running: dict[str, tuple[Contender, subprocess.Popen[str], Path, Path]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         try:
@@ -212,10 +217,7 @@ def interleave(contenders: list[Contender], port: int, config: dict[str, Any]) -
                 out, err = Path(scratch) / f"{contender.name}.json", Path(scratch) / f"{contender.name}.err"
                 with err.open("w") as stderr:
                     process = subprocess.Popen(
-                        [
-                            *(str(contender.python), str(HERE / "_driver.py"), contender.name, "interleaved"),
-                            *("--port", str(port), "--out", str(out), "--config", json.dumps(config)),
-                        ],
+                        _driver_command(contender, "interleaved", port, out, config),
                         stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE,
                         stderr=stderr,
@@ -263,7 +265,7 @@ def _ask(process: subprocess.Popen[str], block: int | None) -> dict[str, Any]:
             process.stdin.write(f"{block}\n")
             process.stdin.flush()
         line = process.stdout.readline()
-        return json.loads(line) if line else {}  # type: ignore[no-any-return]
+        return json.loads(line) if line else {}
     except (OSError, ValueError):
         return {}
 
@@ -388,7 +390,7 @@ def add_interleaved(summary: dict[str, Any], contender: Contender, floor: Conten
     summary["cpu_ratio_rounds"] = summary.get("cpu_ratio")
     mine = contender.interleaved or {}
     theirs = (floor.interleaved if floor is not None else None) or {}
-    if not mine.get("ok"):
+    if not mine.get("ok") or not mine["blocks"]:
         return
     blocks = mine["blocks"]
     summary["interleaved_cpu_per_session_ms"] = (
@@ -396,23 +398,18 @@ def add_interleaved(summary: dict[str, Any], contender: Contender, floor: Conten
     )
     summary["interleaved_cycles"] = len(blocks)
     if theirs.get("ok") and len(theirs["blocks"]) == len(blocks):
-        # Beside it, for reading: the ratio of the two medians of the blocks' CPU a session (steadier when
-        # blocks of one cycle share little of the machine's state; not what the target reads).
-        summary["cpu_ratio_of_medians"] = _median([b["cpu_s"] / b["sessions"] for b in blocks]) / _median(
-            [f["cpu_s"] / f["sessions"] for f in theirs["blocks"]]
-        )
-        summary["cpu_ratio"] = _median(
-            [
-                (b["cpu_s"] / b["sessions"]) / (f["cpu_s"] / f["sessions"])
-                for b, f in zip(blocks, theirs["blocks"], strict=True)
-            ]
-        )
+        ours = [b["cpu_s"] / b["sessions"] for b in blocks]
+        floors = [f["cpu_s"] / f["sessions"] for f in theirs["blocks"]]
+        summary["cpu_ratio"] = statistics.median([o / f for o, f in zip(ours, floors, strict=True)])
+        # Beside it, for reading: the ratio of the two median blocks (steadier when blocks of one cycle share
+        # little of the machine's state; not what the target reads).
+        summary["cpu_ratio_of_medians"] = statistics.median(ours) / statistics.median(floors)
 
 
 def _cpu_detail(summary: dict[str, Any]) -> str:
     """How a sequential CPU ratio was measured (side by side when it was)."""
     ratio = summary["cpu_ratio"]
-    if summary.get("interleaved_cycles") and ratio != summary.get("cpu_ratio_rounds"):
+    if "cpu_ratio_of_medians" in summary:  # set with the side-by-side ratio, and only then
         return (
             f"{ratio:.2f}x (side by side: median of {summary['interleaved_cycles']} per-cycle ratios; ratio "
             f"of the blocks' medians {_fmt(summary.get('cpu_ratio_of_medians'), 2, 'x')}; per-process "
