@@ -52,7 +52,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "parallel_tools": {"min": 10, "max": 10, "seconds": 0.0},
         },
         "hold": {"floor": 10_000, "agentloop": 10_000, "agentloop_features": 10_000, "peers": 1_000},
-        "interleaved": {"tokens": MAIN_TOKENS, "warmup": 50, "block": 20, "cycles": 40},
+        "interleaved": {"tokens": MAIN_TOKENS, "warmup": 50, "block": 10, "cycles": 200},
     },
     "quick": {
         "rounds": 1,
@@ -66,7 +66,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "parallel_tools": {"min": 5, "max": 5, "seconds": 0.0},
         },
         "hold": {"floor": 1_000, "agentloop": 1_000, "agentloop_features": 1_000, "peers": 200},
-        "interleaved": {"tokens": MAIN_TOKENS, "warmup": 20, "block": 20, "cycles": 6},
+        "interleaved": {"tokens": MAIN_TOKENS, "warmup": 20, "block": 10, "cycles": 8},
     },
 }
 HOLD = {"tokens": 20, "hold_tokens": 5, "ramp": 256, "warmup": 10, "timeout": 240, "stall_s": 30}
@@ -202,19 +202,43 @@ def round_order(runnable: list[Contender], index: int) -> list[Contender]:
     return paired + others if index % 2 == 0 else others + paired
 
 
+CONTROL = "floor, a second process"
+"""The side-by-side phase runs the floor twice: the second process's ratio to the first (`cpu_ratio_control`)
+is what the measure reads for two identical clients, the error bar beside every other ratio."""
+
+
+@dataclass
+class _Blocks:
+    """One process of the side-by-side phase: whose it is, and the blocks it answered."""
+
+    contender: Contender
+    key: str
+    process: subprocess.Popen[str]
+    out: Path
+    err: Path
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    checks: dict[str, Any] | None = None
+    error: str | None = None
+
+
 def interleave(contenders: list[Contender], port: int, config: dict[str, Any]) -> None:
-    """Sequential CPU of the paired contenders measured side by side: one process each, all started, then in
-    each of `cycles` cycles every process runs a block of `block` sessions in turn (order shuffled per
-    cycle) while the others wait. A block lasts ~0.2 s: all of them are spread over the same ~35 s, where
-    per-process phases compare machine speeds minutes apart (on a shared VM it drifts by 30% and more from
-    one second to the next, within a cycle too; benchmarks/README.md). Sets each contender's `interleaved`
-    (its blocks, its checks, or its error)."""
+    """Sequential CPU of the paired contenders measured side by side: one process each (the floor twice,
+    `CONTROL`), all started, then in each of `cycles` cycles every process runs a block of `block` sessions
+    in turn (order shuffled per cycle) while the others wait. Blocks are short (10 sessions, ~0.1 s) and many:
+    on a shared VM the machine's speed drifts by 30% and more from one second to the next, within a cycle
+    too, so a ratio is only as good as the number of blocks behind it (benchmarks/README.md). Sets each
+    contender's `interleaved` (its blocks, its checks, or its error; the floor's also `control`, the second
+    process's blocks)."""
     env = _driver_env()
-    running: dict[str, tuple[Contender, subprocess.Popen[str], Path, Path]] = {}
+    running: dict[str, _Blocks] = {}
+    ended: list[_Blocks] = []
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            for contender in contenders:
-                out, err = Path(scratch) / f"{contender.name}.json", Path(scratch) / f"{contender.name}.err"
+            keys = [(c, c.name) for c in contenders]
+            keys += [(c, CONTROL) for c in contenders if c.name == "floor"]
+            for contender, key in keys:
+                stem = key.replace(",", "").replace(" ", "_")
+                out, err = Path(scratch) / f"{stem}.json", Path(scratch) / f"{stem}.err"
                 with err.open("w") as stderr:
                     process = subprocess.Popen(
                         _driver_command(contender, "interleaved", port, out, config),
@@ -224,37 +248,45 @@ def interleave(contenders: list[Contender], port: int, config: dict[str, Any]) -
                         text=True,
                         env=env,
                     )
-                running[contender.name] = (contender, process, out, err)
-                contender.interleaved = {"ok": False, "blocks": []}
-            for name, (_, process, _, _) in list(running.items()):
-                if not _ask(process, None).get("ready"):
-                    _drop(running, name)
+                running[key] = _Blocks(contender, key, process, out, err)
+            for key, one in list(running.items()):
+                if not _ask(one.process, None).get("ready"):
+                    ended.append(_drop(running, key))
             for cycle in range(config["cycles"]):
                 order = sorted(running)
                 random.Random(cycle).shuffle(order)
-                for name in order:
-                    contender, process, _, _ = running[name]
-                    block = _ask(process, config["block"])
+                for key in order:
+                    one = running[key]
+                    block = _ask(one.process, config["block"])
                     if "cpu_s" not in block:
-                        _drop(running, name)
+                        ended.append(_drop(running, key))
                         continue
-                    assert contender.interleaved is not None
-                    contender.interleaved["blocks"].append(block)
-            for name, (contender, process, out, _) in list(running.items()):
-                assert process.stdin is not None and contender.interleaved is not None
-                process.stdin.write("end\n")
-                process.stdin.close()
-                process.wait(timeout=120)
-                report = json.loads(out.read_text()) if out.exists() else {}
+                    one.blocks.append(block)
+            for key, one in list(running.items()):
+                assert one.process.stdin is not None
+                one.process.stdin.write("end\n")
+                one.process.stdin.close()
+                one.process.wait(timeout=120)
+                report = json.loads(one.out.read_text()) if one.out.exists() else {}
                 if not report.get("ok"):
-                    _drop(running, name)
+                    ended.append(_drop(running, key))
                     continue
-                contender.interleaved.update(ok=True, checks=report["checks"])
+                one.checks = report["checks"]
+                ended.append(running.pop(key))
         finally:
-            for _, process, _, _ in running.values():
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+            for one in running.values():
+                if one.process.poll() is None:
+                    one.process.kill()
+                    one.process.wait()
+    for one in sorted(ended, key=lambda o: o.key == CONTROL):  # the floor's own first, then its control
+        if one.key == CONTROL:
+            if one.error is None and one.contender.interleaved and one.contender.interleaved.get("ok"):
+                one.contender.interleaved["control"] = one.blocks
+            continue
+        if one.error is not None:
+            one.contender.interleaved = {"ok": False, "blocks": [], "error": one.error}
+        else:
+            one.contender.interleaved = {"ok": True, "blocks": one.blocks, "checks": one.checks}
 
 
 def _ask(process: subprocess.Popen[str], block: int | None) -> dict[str, Any]:
@@ -270,15 +302,17 @@ def _ask(process: subprocess.Popen[str], block: int | None) -> dict[str, Any]:
         return {}
 
 
-def _drop(running: dict[str, tuple[Contender, subprocess.Popen[str], Path, Path]], name: str) -> None:
-    """Stops a contender that failed (it gets no side-by-side figure) and records why."""
-    contender, process, out, err = running.pop(name)
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    report = json.loads(out.read_text()) if out.exists() else {}
-    error = report.get("error") or err.read_text()[-1500:] or f"exited with status {process.returncode}"
-    contender.interleaved = {"ok": False, "blocks": [], "error": error}
+def _drop(running: dict[str, _Blocks], key: str) -> _Blocks:
+    """Stops a process that failed (its contender gets no side-by-side figure) and records why."""
+    one = running.pop(key)
+    if one.process.poll() is None:
+        one.process.kill()
+    one.process.wait()
+    report = json.loads(one.out.read_text()) if one.out.exists() else {}
+    one.error = (
+        report.get("error") or one.err.read_text()[-1500:] or f"exited with status {one.process.returncode}"
+    )
+    return one
 
 
 def progress(message: str) -> None:
@@ -404,16 +438,26 @@ def add_interleaved(summary: dict[str, Any], contender: Contender, floor: Conten
         # Beside it, for reading: the ratio of the two median blocks (steadier when blocks of one cycle share
         # little of the machine's state; not what the target reads).
         summary["cpu_ratio_of_medians"] = statistics.median(ours) / statistics.median(floors)
+    control = mine.get("control")
+    if control and len(control) == len(blocks):  # the floor's: its second process against it
+        firsts = [b["cpu_s"] / b["sessions"] for b in blocks]
+        seconds = [b["cpu_s"] / b["sessions"] for b in control]
+        pairs = zip(seconds, firsts, strict=True)
+        summary["cpu_ratio_control"] = statistics.median([second / first for second, first in pairs])
 
 
-def _cpu_detail(summary: dict[str, Any]) -> str:
-    """How a sequential CPU ratio was measured (side by side when it was)."""
+def _cpu_detail(summary: dict[str, Any], floor: dict[str, Any] | None = None) -> str:
+    """How a sequential CPU ratio was measured (side by side when it was, with what the floor's second
+    process read against it)."""
     ratio = summary["cpu_ratio"]
     if "cpu_ratio_of_medians" in summary:  # set with the side-by-side ratio, and only then
+        control = (floor or {}).get("cpu_ratio_control")
         return (
             f"{ratio:.2f}x (side by side: median of {summary['interleaved_cycles']} per-cycle ratios; ratio "
             f"of the blocks' medians {_fmt(summary.get('cpu_ratio_of_medians'), 2, 'x')}; per-process "
-            f"rounds: {_fmt(summary.get('cpu_ratio_rounds'), 2, 'x')})"
+            f"rounds: {_fmt(summary.get('cpu_ratio_rounds'), 2, 'x')}"
+            + ("" if control is None else f"; a second floor process read {control:.2f}x the floor")
+            + ")"
         )
     return f"{ratio:.2f}x (median of per-round ratios)"
 
@@ -453,7 +497,7 @@ def evaluate_targets(summaries: dict[str, dict[str, Any]], mode: str) -> list[di
                 f"CPU per session, sequential <= {CPU_RATIO_TARGET}x floor",
                 "PASS" if ratio <= CPU_RATIO_TARGET else "FAIL",
                 f"{agentloop['cpu_per_session_ms']:.2f} ms vs floor {floor['cpu_per_session_ms']:.2f} ms: "
-                + _cpu_detail(agentloop),
+                + _cpu_detail(agentloop, floor),
             )
         )
     ratio = agentloop.get("concurrent_cpu_ratio")
@@ -569,7 +613,7 @@ def features_targets(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any
                 "status": "SKIP" if ratio is None else ("PASS" if ratio <= FEATURES_RATIO_TARGET else "FAIL"),
                 "detail": "not measured"
                 if ratio is None
-                else _cpu_detail(features)
+                else _cpu_detail(features, summaries.get("floor"))
                 if key == "cpu_ratio"
                 else f"{ratio:.2f}x (median of per-round ratios)",
             }
@@ -651,7 +695,8 @@ def table(contenders: list[Contender], summaries: dict[str, dict[str, Any]]) -> 
         row = [
             f"**{label}**" if contender.name == "agentloop" else label,
             _fmt(s["cpu_per_session_ms"], 2),
-            _fmt(s.get("cpu_ratio"), 2, "×"),
+            _fmt(s.get("cpu_ratio"), 2, "×")
+            + (f" (a second process: {s['cpu_ratio_control']:.2f}×)" if "cpu_ratio_control" in s else ""),
             _fmt(s["cpu_per_token_us"], 1),
             _fmt(s["sequential_sessions_per_s"], 0),
             _fmt(s["concurrent_sessions_per_s"], 0),

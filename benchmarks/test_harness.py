@@ -250,7 +250,9 @@ def test_held_sessions_are_held_then_released_whole(port: int, tmp_path: Path) -
     assert report["checks"]["failures"] == 0
 
 
-def test_side_by_side_blocks_pair_by_cycle_and_a_contender_that_fails_is_dropped(port: int) -> None:
+def test_side_by_side_blocks_pair_by_cycle_with_a_second_floor_and_a_contender_that_fails_is_dropped(
+    port: int,
+) -> None:
     import run as bench_run
 
     python = Path(sys.executable)
@@ -268,6 +270,10 @@ def test_side_by_side_blocks_pair_by_cycle_and_a_contender_that_fails_is_dropped
         assert all(b["cpu_s"] > 0 and b["wall_s"] > 0 for b in measured["blocks"])
         assert measured["checks"] == {**measured["checks"], "sessions": 2 + 12, "failures": 0}
     assert not missing["ok"] and "no_such_contender" in missing["error"]
+    # The floor ran twice: its second process's blocks, measured in the same cycles, are its control.
+    assert [b["sessions"] for b in floor_run["control"]] == [3] * 4
+    assert all(b["cpu_s"] > 0 for b in floor_run["control"])
+    assert "control" not in features_run
 
     # The ratio is the median of the per-cycle ratios (paired by cycle), the per-round one kept beside it.
     floor_run["blocks"] = [{"sessions": 2, "cpu_s": c, "wall_s": 1.0} for c in (0.010, 0.020, 0.030)]
@@ -279,3 +285,11 @@ def test_side_by_side_blocks_pair_by_cycle_and_a_contender_that_fails_is_dropped
     assert summary["cpu_ratio_of_medians"] == pytest.approx(0.021 / 0.020)
     assert summary["interleaved_cpu_per_session_ms"] == pytest.approx(78 / 6)
     assert summary["interleaved_cycles"] == 3
+    assert "cpu_ratio_control" not in summary
+
+    # The floor's summary reads its second process against it, and every side-by-side detail says so.
+    floor_run["control"] = [{"sessions": 2, "cpu_s": c, "wall_s": 1.0} for c in (0.011, 0.018, 0.030)]
+    floor_summary: dict[str, Any] = {"cpu_ratio": 1.0}
+    bench_run.add_interleaved(floor_summary, contenders[0], contenders[0])
+    assert floor_summary["cpu_ratio_control"] == pytest.approx(1.0)  # of 1.1, 0.9 and 1.0
+    assert "a second floor process read 1.00x the floor" in bench_run._cpu_detail(summary, floor_summary)

@@ -250,7 +250,7 @@ class RedisChatMemoryStore:
 
     def _key(self, memory_id: Any, part: str) -> str:
         # The braces make every key of one memory id hash to one Redis Cluster slot (scripts need that).
-        return f"{self.prefix}:{{{memory_key(repr(self), memory_id)}}}:{part}"
+        return f"{self.prefix}:{{{memory_key(self, memory_id)}}}:{part}"
 
     # -- the versioned store protocol ---------------------------------------------------------------------
 

@@ -40,19 +40,23 @@ def damaged(store: str, memory_id: str, what: str, remedy: str | None = None) ->
     )
 
 
-def memory_key(store: str, memory_id: Any) -> str:
+def memory_key(store: object, memory_id: Any) -> str:
     """`str(memory_id)`, checked to be storable text (a lone surrogate, as from `os.listdir` of a badly
-    named file, cannot be encoded as UTF-8 and so cannot name a row or key)."""
+    named file, cannot be encoded as UTF-8 and so cannot name a row or key). `store` (the store, named by
+    its repr) is only formatted when the id is refused."""
     key = str(memory_id)
+    if key.isascii():
+        return key
     try:
         key.encode("utf-8")
     except UnicodeEncodeError as error:
+        name = repr(store)
         raise ChatMemoryStoreError(
-            f"{store}: memory id {key!r} cannot be stored: it holds a lone surrogate "
+            f"{name}: memory id {key!r} cannot be stored: it holds a lone surrogate "
             f"({key[error.start]!r} at position {error.start}), which is not valid Unicode text and "
             "cannot be encoded as UTF-8; repair the id (for example "
             "`text.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')`) before using it",
-            store=store,
+            store=name,
         ) from None
     return key
 

@@ -161,7 +161,7 @@ class SQLiteChatMemoryStore:
     # -- plumbing -----------------------------------------------------------------------------------------
 
     def _id(self, memory_id: Any) -> str:
-        return memory_key(repr(self), memory_id)
+        return memory_key(self, memory_id)
 
     async def _run(self, step: Callable[..., T], memory_id: str, *args: Any) -> T:
         """Runs one step on `memory_id`'s rows: damaged rows become a `ChatMemoryStoreError` naming it."""
@@ -505,7 +505,58 @@ class _Round(NamedTuple):
 
 
 def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) -> int:
-    """Appends `round` and bumps the version, after checking its lease and version (inside a transaction)."""
+    """Appends `round` and bumps the version, after checking its lease and version (inside a transaction).
+
+    With an expected version (a memory's rounds always have one), one guarded statement checks the lease and
+    the version and bumps it; only when it changes nothing are the rows read, to say what was wrong."""
+    now = time.time()
+    if round.expected_version is not None and _bump_if_current(connection, memory_id, round, now):
+        version = round.expected_version
+    else:
+        version = _checked_version(connection, memory_id, round)
+        connection.execute(
+            "INSERT INTO agentloop_memory (memory_id, version, system_format, system, updated_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (memory_id) DO UPDATE SET version = excluded.version, "
+            "system_format = coalesce(excluded.system_format, system_format), "
+            "system = coalesce(excluded.system, system), updated_at = excluded.updated_at",
+            (memory_id, version + 1, None if round.system is None else FORMAT, round.system, now),
+        )
+    if round.body is not None:
+        connection.execute(
+            "INSERT INTO agentloop_round VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (memory_id, version + 1, FORMAT, round.size, int(round.starts_with_user), round.body, now),
+        )
+    return version + 1
+
+
+_BUMP_NEW = (  # a memory with no row yet (one at version 0, which no write leaves, is left to the slow path)
+    "INSERT INTO agentloop_memory (memory_id, version, system_format, system, updated_at) "
+    "SELECT ?1, ?2, ?3, ?4, ?5 "
+    "WHERE ?6 IS NULL OR (SELECT token FROM agentloop_lease WHERE memory_id = ?1) = ?6 "
+    "ON CONFLICT (memory_id) DO NOTHING"
+)
+_BUMP = (
+    "UPDATE agentloop_memory SET version = ?2, system_format = coalesce(?3, system_format), "
+    "system = coalesce(?4, system), updated_at = ?5 WHERE memory_id = ?1 AND version = ?7 "
+    "AND (?6 IS NULL OR (SELECT token FROM agentloop_lease WHERE memory_id = ?1) = ?6)"
+)
+
+
+def _bump_if_current(connection: sqlite3.Connection, memory_id: str, round: _Round, now: float) -> bool:
+    """Moves the memory's version from `round.expected_version` to the next if it is still at it and
+    `round.lease` (if any) still holds the memory id, in one statement: True when it did."""
+    expected = round.expected_version
+    assert expected is not None
+    system_format = None if round.system is None else FORMAT
+    if expected == 0:
+        values: tuple[Any, ...] = (memory_id, 1, system_format, round.system, now, round.lease)
+        return connection.execute(_BUMP_NEW, values).rowcount == 1
+    values = (memory_id, expected + 1, system_format, round.system, now, round.lease, expected)
+    return connection.execute(_BUMP, values).rowcount == 1
+
+
+def _checked_version(connection: sqlite3.Connection, memory_id: str, round: _Round) -> int:
+    """The memory's version, after checking `round`'s lease and expected version against the rows."""
     holder, version = connection.execute(
         "SELECT (SELECT token FROM agentloop_lease WHERE memory_id = ?1), "
         "(SELECT version FROM agentloop_memory WHERE memory_id = ?1)",
@@ -525,20 +576,7 @@ def _write_round(connection: sqlite3.Connection, memory_id: str, round: _Round) 
             f"Memory {memory_id!r} is at version {version}, not {round.expected_version}: another writer "
             "appended since it was read; this round was not stored",
         )
-    now = time.time()
-    if round.body is not None:
-        connection.execute(
-            "INSERT INTO agentloop_round VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (memory_id, version + 1, FORMAT, round.size, int(round.starts_with_user), round.body, now),
-        )
-    connection.execute(
-        "INSERT INTO agentloop_memory (memory_id, version, system_format, system, updated_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (memory_id) DO UPDATE SET version = excluded.version, "
-        "system_format = coalesce(excluded.system_format, system_format), "
-        "system = coalesce(excluded.system, system), updated_at = excluded.updated_at",
-        (memory_id, version + 1, None if round.system is None else FORMAT, round.system, now),
-    )
-    return version + 1
+    return version
 
 
 def _delete(connection: sqlite3.Connection, memory_id: str) -> None:

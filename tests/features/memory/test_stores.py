@@ -250,6 +250,29 @@ async def test_a_crashed_holder_blocks_the_id_only_until_its_lease_expires(make_
 
 
 @shared_stores
+async def test_a_write_at_the_current_version_under_a_lease_another_worker_holds_stores_nothing(
+    make_store: Any,
+) -> None:
+    """The version check and the lease check hold together: a round based on the current version is still
+    refused while another worker holds the lease, for a memory's first round and for a later one."""
+    store = make_store()
+    assert await store.try_acquire("n", "first", 5.0)
+    with pytest.raises(ChatMemoryConflictError, match="lease"):
+        await store.append("n", [UserMessage("q")], expected_version=0, lease="intruder")
+    assert await store.load("n") == ([], 0)
+    assert await store.append("n", [UserMessage("q1")], expected_version=0, lease="first") == 1
+    await store.release("n", "first")
+    assert await store.try_acquire("n", "second", 5.0)
+    for version, token in ((1, "first"), (0, "first"), (1, "third")):
+        with pytest.raises(ChatMemoryConflictError, match="lease"):
+            await store.append("n", [UserMessage("late")], expected_version=version, lease=token)
+    with pytest.raises(ChatMemoryConflictError, match="version 1, not 2"):  # the right lease, a wrong version
+        await store.append("n", [UserMessage("ahead")], expected_version=2, lease="second")
+    assert await store.append("n", [AiMessage("a1")], expected_version=1, lease="second") == 2
+    assert await store.load("n") == ([UserMessage("q1"), AiMessage("a1")], 2)
+
+
+@shared_stores
 async def test_a_late_renewal_keeps_the_lease_only_if_nobody_took_it(make_store: Any) -> None:
     store = make_store()
     assert await store.try_acquire("late", "paused", 0.2)
