@@ -293,3 +293,22 @@ def test_side_by_side_blocks_pair_by_cycle_with_a_second_floor_and_a_contender_t
     bench_run.add_interleaved(floor_summary, contenders[0], contenders[0])
     assert floor_summary["cpu_ratio_control"] == pytest.approx(1.0)  # of 1.1, 0.9 and 1.0
     assert "a second floor process read 1.00x the floor" in bench_run._cpu_detail(summary, floor_summary)
+
+
+def test_the_breakdown_prints_each_features_cost_in_agentloop_and_by_hand() -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, str(HERE / "breakdown.py"), "--cycles", "2", "--block", "2", "--tokens", "20"),
+            *("--only", "floor,agentloop,agentloop_sqlite,floor_sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    names = [line.split()[0] for line in lines[:4]]
+    assert names == ["floor", "agentloop", "agentloop_sqlite", "floor_sqlite"]
+    assert "1.000x floor  (a second floor process: " in lines[0]
+    assert lines[4].startswith("sqlite     over its base (x floor): agentloop ") and ", floor " in lines[4]
