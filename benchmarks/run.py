@@ -431,19 +431,26 @@ def add_interleaved(summary: dict[str, Any], contender: Contender, floor: Conten
         sum(b["cpu_s"] for b in blocks) / sum(b["sessions"] for b in blocks) * 1000
     )
     summary["interleaved_cycles"] = len(blocks)
+    ours = _per_session(blocks)
     if theirs.get("ok") and len(theirs["blocks"]) == len(blocks):
-        ours = [b["cpu_s"] / b["sessions"] for b in blocks]
-        floors = [f["cpu_s"] / f["sessions"] for f in theirs["blocks"]]
-        summary["cpu_ratio"] = statistics.median([o / f for o, f in zip(ours, floors, strict=True)])
+        floors = _per_session(theirs["blocks"])
+        summary["cpu_ratio"] = _median_ratio(ours, floors)
         # Beside it, for reading: the ratio of the two median blocks (steadier when blocks of one cycle share
         # little of the machine's state; not what the target reads).
         summary["cpu_ratio_of_medians"] = statistics.median(ours) / statistics.median(floors)
     control = mine.get("control")
     if control and len(control) == len(blocks):  # the floor's: its second process against it
-        firsts = [b["cpu_s"] / b["sessions"] for b in blocks]
-        seconds = [b["cpu_s"] / b["sessions"] for b in control]
-        pairs = zip(seconds, firsts, strict=True)
-        summary["cpu_ratio_control"] = statistics.median([second / first for second, first in pairs])
+        summary["cpu_ratio_control"] = _median_ratio(_per_session(control), ours)
+
+
+def _per_session(blocks: list[dict[str, Any]]) -> list[float]:
+    """Each side-by-side block's CPU seconds a session."""
+    return [block["cpu_s"] / block["sessions"] for block in blocks]
+
+
+def _median_ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median of the per-cycle ratios of two processes' blocks (paired by cycle)."""
+    return statistics.median([o / t for o, t in zip(ours, theirs, strict=True)])
 
 
 def _cpu_detail(summary: dict[str, Any], floor: dict[str, Any] | None = None) -> str:
